@@ -1,0 +1,3 @@
+"""nmt: a German-English neural machine translation trainer."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,363 @@
+"""Typed configuration: one dataclass per YAML section, validated before any data is read."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the key and file at fault in its message."""
+
+
+def _opt(default: Any, doc: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A field with its single default, its documentation and, optionally, its valid choices."""
+    meta = {"doc": doc, "choices": choices}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it is cleaned and batched."""
+
+    dataset: str = _opt("sample", "Corpus: the embedded sample, Multi30k task 1, or your own files.",
+                        ("sample", "multi30k", "files"))
+    mirror: str = _opt("", "Folder holding the Multi30k .gz files; replaces the download "
+                           "(the NMT_DATA_MIRROR environment variable does the same).")
+    download_dir: str = _opt("data/downloads", "Where downloaded corpora are stored.")
+    cache_dir: str = _opt("data/cache", "Where encoded ids are cached, keyed by content hash.")
+    train_src: str = _opt("", "dataset=files: training source file (plain or .gz).")
+    train_tgt: str = _opt("", "dataset=files: training target file.")
+    val_src: str = _opt("", "dataset=files: validation source file.")
+    val_tgt: str = _opt("", "dataset=files: validation target file.")
+    test_src: str = _opt("", "dataset=files: test source file.")
+    test_tgt: str = _opt("", "dataset=files: test target file.")
+    max_tokens: int = _opt(128, "Training pairs with a side longer than this many subwords are dropped.")
+    max_ratio: float = _opt(3.0, "Training pairs whose subword length ratio exceeds this are dropped.")
+    ratio_min_len: int = _opt(5, "The length-ratio filter only applies when the longer side has this many subwords.")
+    lowercase: bool = _opt(False, "Lowercase all text before tokenization.")
+
+
+@dataclass
+class TokenizerConfig:
+    """Sentencepiece subword model."""
+
+    type: str = _opt("unigram", "Sentencepiece model type.", ("unigram", "bpe"))
+    vocab_size: int = _opt(8000, "Vocabulary size (per side when not joint).")
+    joint: bool = _opt(True, "One vocabulary shared by source and target.")
+    character_coverage: float = _opt(1.0, "Share of characters covered by the model.")
+    hard_vocab_limit: bool = _opt(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
+
+
+@dataclass
+class ModelConfig:
+    """Architecture and sizes. Fields a family does not use are ignored by it."""
+
+    arch: str = _opt("transformer", "Model family.", ("transformer", "rnn"))
+    d_model: int = _opt(256, "transformer: model width (embedding and residual size).")
+    ffn_dim: int = _opt(1024, "transformer: feed-forward inner size.")
+    heads: int = _opt(4, "transformer: attention heads.")
+    encoder_layers: int = _opt(3, "Encoder layers (GRU layers for rnn).")
+    decoder_layers: int = _opt(3, "Decoder layers (GRU layers for rnn).")
+    pre_norm: bool = _opt(True, "transformer: layer norm before each sublayer (with a final norm).")
+    positions: str = _opt("sinusoidal", "transformer: position encoding.", ("sinusoidal", "learned"))
+    max_positions: int = _opt(1024, "transformer: longest sequence learned positions cover.")
+    self_attention: str = _opt("full", "transformer: self-attention variant (see nmt.models.attention).")
+    window: int = _opt(8, "transformer local/sparse attention: neighbours seen on each side.")
+    stride: int = _opt(8, "transformer sparse attention: every stride-th position is also seen.")
+    temperature: float = _opt(1.0, "Softmax temperature of attention scores.")
+    emb_dim: int = _opt(256, "rnn: embedding size.")
+    hidden_size: int = _opt(512, "rnn: decoder GRU size (encoder: half per direction).")
+    attention: str = _opt("additive", "rnn: attention of the decoder over the encoder "
+                                      "(see nmt.models.attention).")
+    input_feeding: bool = _opt(True, "rnn: feed the previous attentional vector into the decoder GRU.")
+    dropout: float = _opt(0.1, "Dropout on embeddings, sublayer outputs and GRU outputs.")
+    attention_dropout: float = _opt(0.0, "Dropout on attention weights.")
+    tie_embeddings: bool = _opt(True, "Share source, target and output embeddings (needs a joint vocabulary).")
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, schedule, precision, validation and stopping."""
+
+    seed: int = _opt(1, "Seed for python, numpy, torch and the batch shuffler.")
+    device: str = _opt("auto", "Where to train.", ("auto", "cpu", "cuda"))
+    threads: int = _opt(0, "CPU threads for torch (0: leave torch's choice).")
+    batch_tokens: int = _opt(4096, "Token budget per batch, padding included (max of both sides).")
+    accumulate: int = _opt(1, "Batches whose gradients are summed before one update.")
+    max_steps: int = _opt(0, "Stop after this many updates (0: no limit).")
+    max_epochs: int = _opt(0, "Stop after this many epochs (0: no limit).")
+    max_minutes: float = _opt(0.0, "Stop after this much wall-clock training time (0: no limit).")
+    optimizer: str = _opt("adam", "Optimizer.", ("adam", "adamw"))
+    lr: float = _opt(1e-3, "Peak learning rate (noam: the factor's base is d_model^-0.5 instead).")
+    betas: list[float] = _opt([0.9, 0.98], "Adam betas.")
+    eps: float = _opt(1e-9, "Adam epsilon.")
+    weight_decay: float = _opt(0.0, "Weight decay (never on biases, norms and embeddings).")
+    lr_multipliers: dict[str, float] = _opt({}, "Learning-rate factors for parameters whose name contains the key.")
+    clip_norm: float = _opt(1.0, "Gradient norm clipping (0: off).")
+    schedule: str = _opt("inverse_sqrt", "Learning-rate schedule.",
+                         ("noam", "inverse_sqrt", "constant", "plateau"))
+    warmup: int = _opt(4000, "Linear warmup steps.")
+    noam_factor: float = _opt(1.0, "noam: scale factor.")
+    plateau_factor: float = _opt(0.5, "plateau: rate multiplier when validation stalls.")
+    plateau_patience: int = _opt(2, "plateau: validations without improvement before decaying.")
+    min_lr: float = _opt(1e-5, "plateau: lowest rate.")
+    label_smoothing: float = _opt(0.1, "Label smoothing epsilon.")
+    precision: str = _opt("fp32", "Arithmetic precision.", ("fp32", "bf16", "fp16"))
+    compile: bool = _opt(False, "Wrap the model in torch.compile.")
+    log_every: int = _opt(50, "Updates between metrics.jsonl log lines.")
+    eval_every: int = _opt(1000, "Updates between validations (0: once per epoch).")
+    eval_bleu: bool = _opt(True, "Compute greedy validation BLEU at each validation.")
+    early_stop_metric: str = _opt("bleu", "Validation metric for early stopping and best checkpoints.",
+                                  ("bleu", "loss"))
+    patience: int = _opt(0, "Validations without improvement before stopping (0: never).")
+    keep_best: int = _opt(3, "Best checkpoints kept.")
+    max_nonfinite: int = _opt(10, "Consecutive skipped non-finite updates before the run stops.")
+    average_last: int = _opt(0, "Average this many best checkpoints for the final model (0: best only).")
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings for validation, evaluation and translation."""
+
+    beam: int = _opt(5, "Beam size (1: greedy).")
+    length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).")
+    max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b.")
+    max_len_b: int = _opt(10, "Maximum output length is a * source length + b.")
+    batch_tokens: int = _opt(6000, "Source-token budget per decoding batch.")
+    n_best: int = _opt(1, "Hypotheses returned per sentence.")
+
+
+@dataclass
+class Config:
+    """A whole experiment."""
+
+    name: str = _opt("experiment", "Experiment name: the run folder is <run_root>/<name>.")
+    run_root: str = _opt("runs", "Folder holding run folders.")
+    data: DataConfig = field(default_factory=DataConfig, metadata={"doc": "Data section."})
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig, metadata={"doc": "Tokenizer section."})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"doc": "Model section."})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc": "Training section."})
+    decode: DecodeConfig = field(default_factory=DecodeConfig, metadata={"doc": "Decoding section."})
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run_root) / self.name
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    near = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    return f" (did you mean '{near[0]}'?)" if near else f" (valid keys: {', '.join(valid)})"
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check `value` against the type `hint`, converting only where no information is lost."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return None if value is None else _coerce(value, args[0], where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {value!r}")
+        (item,) = typing.get_args(hint)
+        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}")
+        key_t, val_t = typing.get_args(hint)
+        return {_coerce(k, key_t, where): _coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "3e-4" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:
+        raise ConfigError(f"{where}: unsupported type {hint}")
+    raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {value!r}")
+
+
+def _build(cls: type, raw: dict, where: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in raw.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in fields:
+            raise ConfigError(f"unknown key '{path}'{_suggest(str(key), list(fields))}")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            kwargs[key] = _build(hint, value if value is not None else {}, path)
+            continue
+        kwargs[key] = _coerce(value, hint, path)
+        choices = fields[key].metadata.get("choices")
+        if choices and kwargs[key] not in choices:
+            raise ConfigError(f"{path}: '{kwargs[key]}' is not one of {', '.join(choices)}")
+    return cls(**kwargs)
+
+
+def _set_path(tree: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split `key.path=value`; the value is read as YAML (so 3, 0.1, true, [1, 2] keep their types)."""
+    if "=" not in text:
+        raise ConfigError(f"--set '{text}': expected key=value, for example train.lr=3e-4")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks that need more than one key."""
+    if not _NAME_RE.match(cfg.name):
+        raise ConfigError(f"name: '{cfg.name}' must be letters, digits, '_', '-' or '.', not starting with "
+                          "a dot (it names a folder under run_root)")
+    m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.decode
+    if m.arch == "transformer" and m.d_model % m.heads:
+        raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
+    if m.arch == "rnn" and m.hidden_size % 2:
+        raise ConfigError(f"model.hidden_size ({m.hidden_size}) must be even (the encoder is bidirectional)")
+    if m.tie_embeddings and not t.joint:
+        raise ConfigError("model.tie_embeddings needs tokenizer.joint: true (one vocabulary for both sides)")
+    if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
+        raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
+                          f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
+    for key in ("dropout", "attention_dropout"):
+        if not 0.0 <= getattr(m, key) < 1.0:
+            raise ConfigError(f"model.{key}: must be in [0, 1)")
+    if not 0.0 <= tr.label_smoothing < 1.0:
+        raise ConfigError("train.label_smoothing: must be in [0, 1)")
+    positive = {"tokenizer.vocab_size": t.vocab_size, "train.batch_tokens": tr.batch_tokens,
+                "train.accumulate": tr.accumulate, "decode.beam": d.beam, "decode.batch_tokens": d.batch_tokens,
+                "model.encoder_layers": m.encoder_layers, "model.decoder_layers": m.decoder_layers,
+                "train.log_every": tr.log_every, "data.max_tokens": cfg.data.max_tokens,
+                "model.window": m.window, "model.stride": m.stride}
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be positive, got {value}")
+    if m.temperature <= 0:
+        raise ConfigError("model.temperature: must be positive")
+    if d.n_best > d.beam:
+        raise ConfigError(f"decode.n_best ({d.n_best}) cannot exceed decode.beam ({d.beam})")
+    if len(tr.betas) != 2:
+        raise ConfigError("train.betas: expected two numbers")
+    if tr.schedule in ("noam", "inverse_sqrt") and tr.warmup <= 0:
+        raise ConfigError(f"train.warmup: schedule '{tr.schedule}' needs a positive warmup")
+    if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
+        raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
+    if cfg.data.dataset == "files":
+        for key in ("train_src", "train_tgt", "val_src", "val_tgt"):
+            if not getattr(cfg.data, key):
+                raise ConfigError(f"data.{key}: required when data.dataset is 'files'")
+
+
+def config_from_dict(raw: dict) -> Config:
+    """Build and validate a Config from a plain mapping."""
+    cfg = _build(Config, raw or {}, "")
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config, apply `--set key=value` overrides, and validate it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read config ({err})") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for text_override in overrides:
+        key, value = parse_override(text_override)
+        _set_path(raw, key, value)
+    try:
+        return config_from_dict(raw)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def to_dict(cfg: Any) -> dict:
+    """The config as plain data (for YAML, JSON and checkpoints)."""
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML, atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", str(hint)) if typing.get_origin(hint) is None else str(hint)
+
+
+def reference_markdown() -> str:
+    """Markdown reference of every key, generated from the dataclasses."""
+    lines = ["# Configuration reference", "",
+             "Generated from `nmt/config.py` by `nmt-config-doc`; do not edit by hand.", ""]
+    top = typing.get_type_hints(Config)
+    simple = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(top[f.name])]
+    sections = [f for f in dataclasses.fields(Config) if dataclasses.is_dataclass(top[f.name])]
+    groups = [("top level", Config, simple)] + [
+        (f.name, top[f.name], dataclasses.fields(top[f.name])) for f in sections]
+    for title, cls, flds in groups:
+        hints = typing.get_type_hints(cls)
+        lines += [f"## `{title}`", "", (cls.__doc__ or "").strip(), "",
+                  "| key | type | default | meaning |", "|---|---|---|---|"]
+        for f in flds:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            doc = f.metadata.get("doc", "")
+            if f.metadata.get("choices"):
+                doc += " One of: " + ", ".join(f"`{c}`" for c in f.metadata["choices"]) + "."
+            lines.append(f"| `{f.name}` | {_type_name(hints[f.name])} | `{default!r}` | {doc} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""The one interface through which training and decoding see every model.
+
+Conventions: token ids are `LongTensor`s, `src_mask` is a bool tensor that is True on real tokens,
+`tgt_in` starts with BOS. A decoding state is a dict of tensors whose first dimension is the batch
+(or batch x beam) dimension, plus, after each `step`, the key "attention": the cross-attention of
+that step, (B, S), averaged over heads, for plots and diagnostics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+State = dict[str, Any]
+
+
+def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
+    """Select `indices` along dim 0 of every tensor in a nested dict/list/tuple."""
+    if isinstance(value, torch.Tensor):
+        return value.index_select(0, indices)
+    if isinstance(value, dict):
+        return {k: reorder_tree(v, indices) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(reorder_tree(v, indices) for v in value)
+    return value
+
+
+class Seq2Seq(nn.Module):
+    """Base class of encoder-decoder models.
+
+    Subclasses implement `forward`, `encode`, `init_state` and `step`; `reorder_state` works for any
+    state made of tensors batched on dim 0.
+    """
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits, (B, T, V)."""
+        raise NotImplementedError
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+        """Run the encoder once per batch; returns the memory the decoder attends over."""
+        raise NotImplementedError
+
+    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+        """The decoder state before the first step."""
+        raise NotImplementedError
+
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """One decoder step: `prev_tokens` (B,) -> log-probabilities (B, V) and the next state."""
+        raise NotImplementedError
+
+    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
+        """Keep, reorder or repeat batch entries of `state` (beam search)."""
+        return reorder_tree(state, indices)
