@@ -1,0 +1,80 @@
+"""Atomic, verified checkpoints that load as data, never as code.
+
+File layout: a magic line, the sha256 of the body, then the body written by `torch.save`. Loading
+checks the digest first, so a truncated or corrupted file is refused before anything is unpickled,
+and then reads the body with `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MAGIC = b"NMTCKPT1\n"
+
+
+class CheckpointError(Exception):
+    """A checkpoint that is missing, truncated, corrupt or incompatible."""
+
+
+def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
+    """Write `payload` to `path` atomically: temporary file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    body = buffer.getvalue()
+    digest = hashlib.sha256(body).hexdigest().encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(MAGIC + digest + b"\n")
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read and verify a checkpoint; raises CheckpointError naming the file on any problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: checkpoint not found") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read checkpoint ({err.strerror})") from None
+    header_len = len(MAGIC) + 65
+    if not data.startswith(MAGIC) or len(data) < header_len:
+        raise CheckpointError(f"{path}: not an nmt checkpoint (bad header)")
+    digest, body = data[len(MAGIC):header_len - 1], data[header_len:]
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise CheckpointError(f"{path}: checkpoint is truncated or corrupt (checksum mismatch)")
+    try:
+        payload = torch.load(io.BytesIO(body), map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means the same thing here
+        raise CheckpointError(f"{path}: checkpoint cannot be read as data ({type(err).__name__})") from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path}: checkpoint does not hold a mapping")
+    return payload
+
+
+def average_state_dicts(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the model weights of several checkpoints (integer buffers from the first)."""
+    states = [load_checkpoint(path)["model"] for path in paths]
+    averaged = {}
+    for key, first in states[0].items():
+        if first.is_floating_point():
+            averaged[key] = (sum(state[key].double() for state in states) / len(states)).to(first.dtype)
+        else:
+            averaged[key] = first
+    return averaged

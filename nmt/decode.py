@@ -1,0 +1,214 @@
+"""Greedy and beam search over batches of sentences, written against `nmt.models.base.Seq2Seq` only.
+
+Lengths: a sentence with `n` real source tokens gets at most `floor(a * n + b)` output tokens before EOS;
+at that step EOS is forced (it keeps the model's own EOS log-probability). Sentences that finish leave the
+active batch (`reorder_state` to the remaining rows), so a batch costs what its unfinished sentences cost.
+
+Beam search keeps, per sentence, the `beam` best finished hypotheses by score = log_prob / lp, with the GNMT
+penalty lp = ((5 + length) / 6) ** alpha, where length counts the scored tokens (EOS included). Each step takes
+the best 2 * beam expansions of the sentence; the EOS ones among the first `beam` are finished, the best
+`beam` non-EOS ones continue. Stopping rule: a sentence is done when it holds `beam` finished hypotheses and the
+best active beam's score, normalised at its current length, is no better than the worst of them (exact for
+alpha <= 0, where extending a hypothesis never raises its score; the usual heuristic for alpha > 0, and it keeps
+beam 1 identical to greedy for every alpha), or when it reaches its maximum length.
+
+Call `model.eval()` before decoding; the search runs under `torch.inference_mode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.data import collate
+from nmt.models.base import Seq2Seq
+from nmt.utils import autocast
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """One translation: target ids without BOS/EOS, its ranking score and its summed log-probability."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    attention: torch.Tensor | None = None  # (len(tokens) + 1, real source length), last row for EOS
+
+
+def gnmt_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty ((5 + length) / 6) ** alpha; `length` counts the scored tokens, EOS included."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float) -> torch.Tensor:
+    """Per-sentence cap on output tokens before EOS: floor(a * real source length + b), at least 0."""
+    real = src_mask.sum(dim=1).double()  # (B,)
+    return (real * max_len_a + max_len_b).floor().clamp(min=0).long()  # (B,)
+
+
+def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
+    """The cross-attention rows of one hypothesis, restricted to its sentence's real source tokens."""
+    return history[row][:, src_mask].clone()  # (T, S_real)
+
+
+@torch.inference_mode()
+def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
+                  return_attention: bool = False) -> list[Hypothesis]:
+    """Most probable next token at each step; one hypothesis per sentence, whose score is its log_prob."""
+    batch, device = src.size(0), src.device
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    active = torch.arange(batch, device=device)  # (n,) sentence of each active row
+    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (n,)
+    log_prob = torch.zeros(batch, device=device)  # (n,)
+    prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n,)
+    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n, t)
+    attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n, t, S)
+    results: dict[int, Hypothesis] = {}
+    step = 0
+    while active.numel():
+        log_probs, state = model.step(prev, state)
+        log_probs = log_probs.float()  # (n, V)
+        token = log_probs.argmax(dim=-1).masked_fill(limit <= step, model.eos_id)  # (n,)
+        log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
+        if return_attention:
+            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n, t+1, S)
+        done = token == model.eos_id  # (n,)
+        if done.any():
+            rows = done.nonzero().squeeze(1)
+            for row, sent, score in zip(rows.tolist(), active[rows].tolist(), log_prob[rows].tolist(), strict=True):
+                attn = _attention(attn_history, row, src_mask[sent]) if return_attention else None
+                results[sent] = Hypothesis(history[row].tolist(), score, score, attn)
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            state = model.reorder_state(state, keep)
+            active, limit, log_prob, token = active[keep], limit[keep], log_prob[keep], token[keep]
+            history, attn_history = history[keep], attn_history[keep]
+        history = torch.cat([history, token[:, None]], dim=1)  # (n, t+1)
+        prev = token
+        step += 1
+    return [results[sent] for sent in range(batch)]
+
+
+@torch.inference_mode()
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam: int, length_penalty: float,
+                max_len_a: float, max_len_b: float, n_best: int = 1,
+                return_attention: bool = False) -> list[list[Hypothesis]]:
+    """Batched beam search (B * beam rows); returns `n_best` hypotheses per sentence, best first.
+
+    Fewer come back only when the model gives fewer than `n_best` finite-probability candidates.
+    """
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best ({n_best}) must be between 1 and beam ({beam})")
+    k, eos = beam, model.eos_id
+    batch, device = src.size(0), src.device
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
+    active = torch.arange(batch, device=device)  # (n,) sentence of each active group of k rows
+    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (n,)
+    worst = torch.full((batch,), NEG_INF, device=device)  # (n,) score of the k-th finished, -inf until k exist
+    scores = torch.full((batch, k), NEG_INF, device=device)  # (n, K) summed log-probs of the active beams
+    scores[:, 0] = 0.0  # the first step expands one beam per sentence
+    prev = torch.full((batch * k,), model.bos_id, dtype=torch.long, device=device)  # (n*K,)
+    history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (n*K, t)
+    attn_history = torch.empty(batch * k, 0, src.size(1), device=device)  # (n*K, t, S)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    step = 0
+    while active.numel():
+        n = active.numel()
+        log_probs, state = model.step(prev, state)
+        log_probs = log_probs.float()  # (n*K, V)
+        vocab = log_probs.size(-1)
+        at_limit = (limit <= step).repeat_interleave(k)  # (n*K,)
+        if at_limit.any():
+            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*K, V)
+            only_eos[:, eos] = log_probs[:, eos]
+            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*K, V)
+        if return_attention:
+            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n*K, t+1, S)
+        candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)  # (n, K*V)
+        top_scores, top_ids = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2K)
+        top_tokens = top_ids % vocab  # (n, 2K)
+        top_rows = top_ids // vocab + torch.arange(0, n * k, k, device=device)[:, None]  # (n, 2K) parent rows
+        is_eos = top_tokens == eos  # (n, 2K)
+        normed = top_scores / gnmt_penalty(step + 1, length_penalty)  # (n, 2K) every candidate has step+1 tokens
+        new_done = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, K)
+        if new_done.any():
+            groups, ranks = new_done.nonzero(as_tuple=True)
+            columns = [groups, active[groups], top_rows[groups, ranks], top_scores[groups, ranks],
+                       normed[groups, ranks]]
+            for group, sent, row, raw, score in zip(*(c.tolist() for c in columns), strict=True):
+                kept = finished[sent]
+                if len(kept) == k and score <= kept[-1].score:
+                    continue
+                attn = _attention(attn_history, row, src_mask[sent]) if return_attention else None
+                kept.append(Hypothesis(history[row].tolist(), score, raw, attn))
+                kept.sort(key=lambda h: -h.score)
+                del kept[k:]
+                if len(kept) == k:
+                    worst[group] = kept[-1].score
+        alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(k, dim=1)  # (n, K)
+        best_alive = alive_scores[:, 0] / gnmt_penalty(step + 1, length_penalty)  # (n,) at its current length
+        done = (worst >= best_alive) | (limit <= step)  # (n,)
+        keep = (~done).nonzero().squeeze(1)  # (n',)
+        rows = top_rows.gather(1, pick)[keep].view(-1)  # (n'*K,)
+        prev = top_tokens.gather(1, pick)[keep].view(-1)  # (n'*K,)
+        state = model.reorder_state(state, rows)
+        history = torch.cat([history[rows], prev[:, None]], dim=1)  # (n'*K, t+1)
+        attn_history = attn_history[rows]
+        scores, active, limit, worst = alive_scores[keep], active[keep], limit[keep], worst[keep]
+        step += 1
+    return [kept[:n_best] for kept in finished]
+
+
+def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
+                 return_attention: bool = False) -> list[list[Hypothesis]]:
+    """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise."""
+    if cfg.beam == 1:
+        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention)
+        return [[h] for h in hyps]
+    return beam_search(model, src, src_mask, cfg.beam, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b,
+                       cfg.n_best, return_attention)
+
+
+def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (lengths[i] + 1) * (len(current) + 1) > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def translate_ids(model: Seq2Seq, sources: Sequence[np.ndarray], cfg: DecodeConfig, device: torch.device,
+                  precision: str = "fp32", return_attention: bool = False) -> list[list[Hypothesis]]:
+    """N-best hypotheses for each source (ids without EOS), in input order, decoded in length-sorted batches."""
+    model.eval()
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    no_target = np.zeros(0, dtype=np.int64)
+    with torch.inference_mode(), autocast(device, precision):
+        for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
+            batch = collate([(sources[i], no_target) for i in indices], model.pad_id).to(device)
+            for i, nbest in zip(indices, decode_batch(model, batch.src, batch.src_mask, cfg, return_attention)):
+                results[i] = nbest
+    return results
+
+
+class _Detokenizer(Protocol):
+    def decode_tgt(self, ids: list[int]) -> str: ...
+
+
+def detokenize(tokenizer: _Detokenizer, nbest: list[list[Hypothesis]]) -> list[str]:
+    """The best hypothesis of each sentence as text ("" where there is none)."""
+    return [tokenizer.decode_tgt(hyps[0].tokens) if hyps else "" for hyps in nbest]

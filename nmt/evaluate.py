@@ -1,0 +1,141 @@
+"""Translate sentences with a trained model, score them with sacrebleu, and write evaluation reports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sacrebleu
+import torch
+
+from nmt.checkpoint import CheckpointError, load_checkpoint
+from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, to_dict
+from nmt.decode import detokenize, translate_ids
+from nmt.models import Seq2Seq, build_model
+from nmt.tokenizer import Tokenizer
+from nmt.utils import atomic_output
+
+
+@dataclass
+class Loaded:
+    """A model ready for inference, with what it was trained with."""
+
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    cfg: Config
+    path: Path
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file, or the best one of a run folder (averaged, then best, then last)."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("averaged.pt", "best.pt", "last.pt"):
+            if (path / "checkpoints" / name).exists():
+                return path / "checkpoints" / name
+        raise CheckpointError(f"{path}: no checkpoint in this run folder (looked in {path / 'checkpoints'})")
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    return path
+
+
+def load_model(path: str | Path, device: torch.device) -> Loaded:
+    """Rebuild model, tokenizer and config from a checkpoint alone."""
+    ckpt = find_checkpoint(path)
+    state = load_checkpoint(ckpt, map_location=device)
+    try:
+        cfg = config_from_dict(state["config"])
+        tokenizer = Tokenizer.from_bytes(state["tokenizer"])
+        model = build_model(cfg.model, tokenizer.vocab)
+        model.load_state_dict(state["model"])
+    except (KeyError, ConfigError, RuntimeError, ValueError) as err:
+        raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({err})") from None
+    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt)
+
+
+def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
+    """BLEU, lowercased BLEU, chrF and TER with their sacrebleu signatures."""
+    metrics = {
+        "bleu": sacrebleu.metrics.BLEU(),
+        "bleu_lc": sacrebleu.metrics.BLEU(lowercase=True),
+        "chrf": sacrebleu.metrics.CHRF(),
+        "ter": sacrebleu.metrics.TER(),
+    }
+    out: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        result = metric.corpus_score(hyps, [refs])
+        out[name] = round(result.score, 2)
+        out[f"{name}_signature"] = str(metric.get_signature())
+    out["bleu_detail"] = str(metrics["bleu"].corpus_score(hyps, [refs]))
+    return out
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeConfig, device: torch.device,
+             precision: str = "fp32", split: str = "test", max_tokens: int = 250) -> tuple[dict[str, Any], list[str]]:
+    """Translate `sources`, score against `refs`; returns the report and the hypotheses."""
+    ids = [np.asarray(s[:max_tokens], dtype=np.int64) for s in loaded.tokenizer.encode_src(sources)]
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    nbest = translate_ids(loaded.model, ids, cfg, device, precision)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    hyps = detokenize(loaded.tokenizer, nbest)
+    out_tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
+    report = {
+        "split": split,
+        "sentences": len(sources),
+        "scores": score(hyps, refs),
+        "note": "bleu_lc is sacrebleu -lc (13a tokenizer), the closest match to the lowercased tokenized BLEU "
+                "many papers and tutorials quote",
+        "decode": asdict(cfg),
+        "precision": precision,
+        "seconds": round(seconds, 3),
+        "sentences_per_s": round(len(sources) / seconds, 2),
+        "tgt_tokens_per_s": round(out_tokens / seconds, 1),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} "
+                                                                                   "threads)",
+        "checkpoint": str(loaded.path),
+        "checkpoint_sha256": file_sha256(loaded.path),
+        "config_sha256": hashlib.sha256(json.dumps(to_dict(loaded.cfg), sort_keys=True).encode()).hexdigest(),
+        "experiment": loaded.cfg.name,
+        "tokenizer_id": loaded.tokenizer.identity,
+    }
+    return report, hyps
+
+
+def write_report(report: dict[str, Any], hyps: list[str], json_path: Path, hyp_path: Path) -> None:
+    """Write the JSON report and the hypotheses, each atomically."""
+    with atomic_output(json_path) as handle:
+        json.dump(report, handle, indent=2)
+        handle.write("\n")
+    with atomic_output(hyp_path) as handle:
+        handle.writelines(h + "\n" for h in hyps)
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A few human-readable lines."""
+    s = report["scores"]
+    return "\n".join([
+        f"{report['experiment']} on {report['split']} ({report['sentences']} sentences, {report['device']})",
+        f"  BLEU     {s['bleu']:6.2f}   {s['bleu_signature']}",
+        f"  BLEU-lc  {s['bleu_lc']:6.2f}   {s['bleu_lc_signature']}  (lowercased)",
+        f"  chrF     {s['chrf']:6.2f}   {s['chrf_signature']}",
+        f"  TER      {s['ter']:6.2f}   {s['ter_signature']}",
+        f"  speed    {report['sentences_per_s']:.1f} sentences/s, {report['tgt_tokens_per_s']:.0f} target tokens/s "
+        f"(beam {report['decode']['beam']})",
+    ])

@@ -1,0 +1,116 @@
+"""Bidirectional GRU encoder and a GRU decoder with attention and Luong input feeding."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmt.config import ModelConfig
+from nmt.models.attention import RNN_ATTENTION
+from nmt.models.base import Seq2Seq, State
+
+if TYPE_CHECKING:
+    from nmt.tokenizer import VocabInfo
+
+
+class GRUEncoder(nn.Module):
+    """Bidirectional multi-layer GRU whose states never see padding (packed sequences)."""
+
+    def __init__(self, embed: nn.Embedding, hidden_size: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        self.embed = embed
+        self.rnn = nn.GRU(embed.embedding_dim, hidden_size // 2, layers, batch_first=True, bidirectional=True,
+                          dropout=dropout if layers > 1 else 0.0)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """States (B, S, H), zero on padding, and the final states of every layer and direction (B, L * H)."""
+        x = self.dropout(self.embed(src))  # (B, S, E)
+        lengths = src_mask.sum(1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)  # final: (2L, B, H/2), in the batch's original order
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
+        return self.dropout(out), final.transpose(0, 1).reshape(src.size(0), -1)
+
+
+class RNNSeq2Seq(Seq2Seq):
+    """GRU encoder-decoder: a bridge from the encoder's final states, attention, and input feeding.
+
+    Each decoder step runs the GRU on [embedding; previous attentional vector], attends with the GRU
+    output h over the encoder states, and forms the attentional vector tanh(W [h; context]) that feeds
+    the output layer and the next step.
+    """
+
+    def __init__(self, cfg: ModelConfig, vocab: VocabInfo) -> None:
+        super().__init__()
+        self.pad_id, self.bos_id, self.eos_id = vocab.pad_id, vocab.bos_id, vocab.eos_id
+        hidden, emb = cfg.hidden_size, cfg.emb_dim
+        self.hidden_size = hidden
+        self.decoder_layers = cfg.decoder_layers
+        self.input_feeding = cfg.input_feeding
+        self.src_embed = nn.Embedding(vocab.src_size, emb, padding_idx=vocab.pad_id)
+        share = cfg.tie_embeddings and vocab.src_size == vocab.tgt_size
+        self.tgt_embed = self.src_embed if share else nn.Embedding(vocab.tgt_size, emb, padding_idx=vocab.pad_id)
+        self.encoder = GRUEncoder(self.src_embed, hidden, cfg.encoder_layers, cfg.dropout)
+        self.bridge = nn.Linear(cfg.encoder_layers * hidden, cfg.decoder_layers * hidden)
+        self.attention = RNN_ATTENTION[cfg.attention](hidden, hidden, cfg.temperature, cfg.attention_dropout)
+        self.decoder = nn.GRU(emb + (hidden if cfg.input_feeding else 0), hidden, cfg.decoder_layers,
+                              batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
+        self.combine = nn.Linear(2 * hidden, hidden)
+        self.output = nn.Linear(hidden, vocab.tgt_size)
+        self.dropout = nn.Dropout(cfg.dropout)
+        for embed in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(embed.weight, std=emb**-0.5)
+            nn.init.zeros_(embed.weight[vocab.pad_id])
+        if cfg.tie_embeddings and emb == hidden:
+            self.output.weight = self.tgt_embed.weight
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+        memory, final = self.encoder(src, src_mask)
+        return {"memory": memory, "final": final}  # (B, S, H), (B, L_enc * H)
+
+    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+        states = memory["memory"]  # (B, S, H)
+        batch = states.size(0)
+        hidden = torch.tanh(self.bridge(memory["final"])).view(batch, self.decoder_layers, self.hidden_size)
+        state = {"hidden": hidden,  # (B, L_dec, H)
+                 "keys": self.attention.project_keys(states),  # once per sentence, not per step
+                 "values": states, "src_mask": src_mask}
+        if self.input_feeding:
+            state["feed"] = states.new_zeros(batch, self.hidden_size)  # (B, H)
+        return state
+
+    def _attend(self, out: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor]:
+        """GRU outputs (B, T, H) -> attentional vectors (B, T, H) and attention weights (B, T, S)."""
+        query = self.dropout(out)
+        context, weights = self.attention(query, state["keys"], state["values"], state["src_mask"])
+        return self.dropout(torch.tanh(self.combine(torch.cat([query, context], -1)))), weights
+
+    def _decode(self, emb: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor, State]:
+        """Embedded targets (B, T, E) -> attentional vectors (B, T, H), last weights (B, S), next state."""
+        hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)
+        if not self.input_feeding:  # no step depends on the previous attention: one GRU call for all steps
+            out, hidden = self.decoder(emb, hidden)  # (B, T, H)
+            vectors, weights = self._attend(out, state)
+            return vectors, weights[:, -1], {**state, "hidden": hidden.transpose(0, 1)}
+        feed = state["feed"]
+        vectors = []
+        for t in range(emb.size(1)):
+            out, hidden = self.decoder(torch.cat([emb[:, t], feed], -1)[:, None], hidden)  # (B, 1, H)
+            vector, weights = self._attend(out, state)  # (B, 1, H), (B, 1, S)
+            feed = vector[:, 0]
+            vectors.append(vector)
+        return torch.cat(vectors, 1), weights[:, -1], {**state, "hidden": hidden.transpose(0, 1), "feed": feed}
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        state = self.init_state(self.encode(src, src_mask), src_mask)
+        vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)
+        return self.output(vectors)  # (B, T, V)
+
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        vectors, weights, state = self._decode(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)
+        state["attention"] = weights  # (B, S)
+        return self.output(vectors[:, 0]).float().log_softmax(-1), state

@@ -1,0 +1,74 @@
+"""Small shared helpers: seeding, device choice, atomic text output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices) from one number."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG state, as plain data a weights-only checkpoint can hold."""
+    np_state = np.random.get_state()
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
+             "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state` returned."""
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks CUDA when present; asking for CUDA without one is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
+    return torch.device(name)
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """One mixed-precision context for fp32, bf16 and fp16 on any device."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Write to a temporary file beside `path` and rename it into place only when the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,112 @@
+"""Config loading: types, unknown keys, cross-field checks, overrides, the generated reference."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from nmt.cli import load
+from nmt.config import Config, ConfigError, load_config, reference_markdown, save_config, to_dict
+
+
+def write(tmp_path, data, name="c.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data, encoding="utf-8")
+    return path
+
+
+def test_defaults_and_types(tmp_path):
+    cfg = load_config(write(tmp_path, {"name": "x", "train": {"lr": "3e-4", "max_steps": 5}}))
+    assert isinstance(cfg, Config)
+    assert cfg.train.lr == pytest.approx(3e-4)
+    assert cfg.model.d_model == 256
+
+
+def test_unknown_key_suggests_nearest(tmp_path):
+    path = write(tmp_path, {"train": {"learning_rate": 1, "max_steps": 5, "lrr": 2}})
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "train.learning_rate" in str(err.value) and str(path) in str(err.value)
+    with pytest.raises(ConfigError, match="did you mean 'model'"):
+        load_config(write(tmp_path, {"modle": {}, "train": {"max_steps": 5}}))
+
+
+def test_wrong_type_names_key_and_file(tmp_path):
+    path = write(tmp_path, {"model": {"heads": "four"}, "train": {"max_steps": 5}})
+    with pytest.raises(ConfigError, match=r"c\.yaml: model\.heads: expected int"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="model.pre_norm: expected bool"):
+        load_config(write(tmp_path, {"model": {"pre_norm": 1}, "train": {"max_steps": 5}}))
+
+
+def test_bad_choice(tmp_path):
+    with pytest.raises(ConfigError, match="train.precision: 'fp8' is not one of fp32, bf16, fp16"):
+        load_config(write(tmp_path, {"train": {"precision": "fp8", "max_steps": 5}}))
+
+
+@pytest.mark.parametrize("section,message", [
+    ({"model": {"d_model": 100, "heads": 3}}, "divisible"),
+    ({"model": {"tie_embeddings": True}, "tokenizer": {"joint": False}}, "tokenizer.joint"),
+    ({"decode": {"beam": 2, "n_best": 3}}, "n_best"),
+    ({"name": "../escape"}, "name"),
+    ({"model": {"dropout": 1.5}}, "model.dropout"),
+    ({"data": {"dataset": "files"}}, "data.train_src"),
+])
+def test_cross_field_checks(tmp_path, section, message):
+    data = {"train": {"max_steps": 5}, **section}
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, data))
+
+
+def test_no_stop_condition(tmp_path):
+    with pytest.raises(ConfigError, match="max_steps"):
+        load_config(write(tmp_path, {}))
+
+
+def test_unknown_attention_lists_valid_names(tmp_path):
+    path = write(tmp_path, {"model": {"arch": "transformer", "self_attention": "fancy"}, "train": {"max_steps": 5}})
+    with pytest.raises(ConfigError, match="full") as err:
+        load(str(path), [])
+    assert "fancy" in str(err.value) and str(path) in str(err.value)
+
+
+def test_overrides_are_typed(tmp_path):
+    path = write(tmp_path, {"train": {"max_steps": 5}})
+    cfg = load_config(path, ["train.lr=3e-4", "model.heads=8", "train.betas=[0.9, 0.99]", "name=run2"])
+    assert cfg.train.lr == pytest.approx(3e-4) and cfg.model.heads == 8
+    assert cfg.train.betas == [0.9, 0.99] and cfg.name == "run2"
+    with pytest.raises(ConfigError, match="model.heads: expected int"):
+        load_config(path, ["model.heads=many"])
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(path, ["model.heads"])
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"c\.yaml line \d+: invalid YAML"):
+        load_config(write(tmp_path, "train:\n  max_steps: [1\n"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_round_trip(tmp_path):
+    cfg = load_config(write(tmp_path, {"name": "rt", "train": {"max_steps": 7}}))
+    save_config(cfg, tmp_path / "out" / "config.yaml")
+    again = load_config(tmp_path / "out" / "config.yaml")
+    assert to_dict(again) == to_dict(cfg)
+
+
+def test_reference_documents_every_key():
+    text = reference_markdown()
+    for section in ("data", "tokenizer", "model", "train", "decode"):
+        for key in to_dict(getattr(Config(), section)):
+            assert f"| `{key}` |" in text, key
+
+
+def test_repository_configs_load():
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml")):
+        load(str(path), [])

@@ -1,0 +1,343 @@
+"""Reading, cleaning, caching and batching of parallel data, on tiny corpora in tmp_path."""
+
+import gzip
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nmt import data
+from nmt.config import Config, DataConfig, TokenizerConfig
+from nmt.data import (
+    DataError,
+    Split,
+    TokenBatchSampler,
+    collate,
+    make_loader,
+    normalize,
+    padding_fraction,
+    prepare,
+    read_lines,
+)
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+DE = "der die ein eine mann frau kind hund katze spielt läuft sitzt auf im park straße ball rot blau".split()
+EN = "the the a a man woman child dog cat plays runs sits on in park street ball red blue".split()
+MIRROR = Path(os.environ.get(data.MIRROR_ENV) or "/work/shared/data/multi30k")
+
+
+def pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        idx = [rng.randrange(len(DE)) for _ in range(rng.randint(3, 7))]
+        out.append((" ".join(DE[i] for i in idx), " ".join(EN[i] for i in idx)))
+    return out
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    text = "".join(line + "\n" for line in lines).encode("utf-8")
+    path.write_bytes(gzip.compress(text) if path.suffix == ".gz" else text)
+    return path
+
+
+def corpus(root: Path, train: list[tuple[str, str]], ext: str = "") -> dict[str, str]:
+    """Write train/val/test files and return the DataConfig keys naming them."""
+    root.mkdir(parents=True, exist_ok=True)
+    splits = {"train": train, "val": pairs(6, seed=1) + [("", "an empty source")], "test": pairs(5, seed=2)}
+    keys = {}
+    for split, rows in splits.items():
+        keys[f"{split}_src"] = str(write(root / f"{split}.de{ext}", [s for s, _ in rows]))
+        keys[f"{split}_tgt"] = str(write(root / f"{split}.en{ext}", [t for _, t in rows]))
+    return keys
+
+
+def config(tmp_path: Path, files: dict[str, str], vocab_size: int = 100, **cleaning) -> Config:
+    d = DataConfig(dataset="files", cache_dir=str(tmp_path / "cache"), download_dir=str(tmp_path / "dl"),
+                   **files, **cleaning)
+    return Config(data=d, tokenizer=TokenizerConfig(vocab_size=vocab_size))
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def test_read_lines_plain_and_gz_agree(tmp_path):
+    lines = ["Ein Hund.", "  zwei\tKatzen ", "Linie\u2028mit Trenner", ""]
+    assert read_lines(write(tmp_path / "a.de", lines)) == lines
+    assert read_lines(write(tmp_path / "a.de.gz", lines)) == lines
+    (tmp_path / "bom.de").write_bytes(b"\xef\xbb\xbfErste\r\nZweite")
+    assert [normalize(x, False) for x in read_lines(tmp_path / "bom.de")] == ["Erste", "Zweite"]
+
+
+def test_normalize():
+    assert normalize("  Cafe\u0301 \t au\u00a0lait\r", lowercase=False) == "Caf\u00e9 au lait"
+    assert normalize("Ein HUND", lowercase=True) == "ein hund"
+
+
+def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):
+    good = pairs(40)
+    bad = [("", "only target"), ("nur quelle", "   "), (" ".join(DE * 3), " ".join(EN * 3)),
+           ("hund", "the big red dog runs in the park and the cat sits on the ball")]
+    cfg = config(tmp_path, corpus(tmp_path / "c", good[:20] + bad + good[20:]), max_tokens=40)
+    prep = prepare(cfg, log=quiet)
+    s = prep.stats
+    assert s["pairs_read"] == {"train": 44, "val": 7, "test": 5}
+    assert s["pairs_kept"] == {"train": 40, "val": 7, "test": 5}
+    assert s["dropped"] == {"empty": 2, "too_long": 1, "ratio": 1}
+    assert prep.splits["train"].src_raw == [src for src, _ in good]
+    val = prep.splits["val"]
+    assert val.src_raw[-1] == "" and len(val.src[-1]) == 0 and val.tgt_raw[-1] == "an empty source"
+    assert s["vocab"]["joint"] and s["vocab"]["src"] == prep.tokenizer.vocab.src_size
+    text = data.summary(prep)
+    assert "44" in text and "padding" in text and "ratio" in text
+
+
+def test_lowercase_and_gz_files(tmp_path):
+    train = [(s.capitalize(), t.capitalize()) for s, t in pairs(30)]
+    prep = prepare(config(tmp_path, corpus(tmp_path / "c", train, ext=".gz"), lowercase=True), log=quiet)
+    assert prep.splits["train"].src_raw[0] == train[0][0].lower()
+    assert prep.splits["train"].src[0].dtype == np.int32
+
+
+def test_cache_hit_and_key_changes(tmp_path):
+    files = corpus(tmp_path / "c", pairs(30))
+    cfg = config(tmp_path, files)
+    first = prepare(cfg, log=quiet)
+    second = prepare(cfg, log=quiet)
+    assert not first.stats["cache_hit"] and second.stats["cache_hit"]
+    assert first.stats["cache_key"] == second.stats["cache_key"]
+    assert second.tokenizer.identity == first.tokenizer.identity
+    for name in ("train", "val", "test"):
+        a, b = first.splits[name], second.splits[name]
+        assert a.src_raw == b.src_raw and a.tgt_raw == b.tgt_raw
+        assert all(np.array_equal(x, y) for x, y in zip(a.tgt, b.tgt, strict=True))
+    assert not list((tmp_path / "cache").glob(".*")), "temporary cache folders are removed"
+
+    hashes = {"train": ("a", "b")}
+    base = data.cache_key(hashes, cfg)
+    assert data.cache_key({"train": ("a", "c")}, cfg) != base
+    assert data.cache_key(hashes, config(tmp_path, files, vocab_size=99)) != base
+    assert data.cache_key(hashes, config(tmp_path, files, max_ratio=2.0)) != base
+    assert data.cache_key(hashes, config(tmp_path, files, lowercase=True)) != base
+
+    write(Path(files["val_tgt"]), [t for _, t in pairs(7, seed=9)])
+    changed = prepare(cfg, log=quiet)
+    assert not changed.stats["cache_hit"] and changed.stats["cache_key"] != first.stats["cache_key"]
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def test_missing_file(tmp_path):
+    files = corpus(tmp_path / "c", pairs(10))
+    files["val_tgt"] = str(tmp_path / "nowhere.en")
+    with pytest.raises(DataError, match="nowhere.en: file not found"):
+        prepare(config(tmp_path, files), log=quiet)
+
+
+def test_line_count_mismatch(tmp_path):
+    files = corpus(tmp_path / "c", pairs(10))
+    write(Path(files["train_tgt"]), [t for _, t in pairs(9)])
+    with pytest.raises(DataError, match=r"train\.de has 10 lines but .*train\.en has 9"):
+        prepare(config(tmp_path, files), log=quiet)
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    files = corpus(tmp_path / "c", pairs(10))
+    Path(files["train_src"]).write_bytes(b"ein hund\nzwei\nkaputt \xff\xfe\nvier\n")
+    with pytest.raises(DataError, match=r"train\.de: line 3: invalid UTF-8"):
+        prepare(config(tmp_path, files), log=quiet)
+
+
+def test_invalid_gzip(tmp_path):
+    (tmp_path / "x.de.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(DataError, match="x.de.gz: not a valid gzip file"):
+        read_lines(tmp_path / "x.de.gz")
+
+
+def test_empty_after_cleaning(tmp_path):
+    files = corpus(tmp_path / "c", [("", "a dog"), ("ein hund", "")])
+    with pytest.raises(DataError, match=r"train\.de: the training corpus is empty after cleaning"):
+        prepare(config(tmp_path, files), log=quiet)
+
+
+def test_vocab_too_small_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="vocab_size"):
+        prepare(config(tmp_path, corpus(tmp_path / "c", pairs(10)), vocab_size=5), log=quiet)
+
+
+def test_checksum_mismatch_in_download_dir(tmp_path):
+    bad = tmp_path / "dl" / "multi30k" / "train.de.gz"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"truncated")
+    with pytest.raises(DataError) as err:
+        data.fetch_multi30k(DataConfig(dataset="multi30k", download_dir=str(tmp_path / "dl")), quiet)
+    msg = str(err.value)
+    assert str(bad) in msg and data.MULTI30K_SHA256["train.de.gz"] in msg and "delete it" in msg
+    assert __import__("hashlib").sha256(b"truncated").hexdigest() in msg
+
+
+def test_checksum_mismatch_in_mirror_and_missing_mirror_file(tmp_path, monkeypatch):
+    (tmp_path / "train.de.gz").write_bytes(b"x")
+    monkeypatch.setenv(data.MIRROR_ENV, str(tmp_path))
+    with pytest.raises(DataError, match=r"train\.de\.gz: checksum mismatch \(expected sha256 [0-9a-f]{64}, got"):
+        data.fetch_multi30k(DataConfig(dataset="multi30k"), quiet)
+    with pytest.raises(DataError, match=r"empty/train\.de\.gz: file not found"):
+        data.fetch_multi30k(DataConfig(dataset="multi30k", mirror=str(tmp_path / "empty")), quiet)
+
+
+def test_download_failure_suggests_mirror(tmp_path, monkeypatch):
+    monkeypatch.delenv(data.MIRROR_ENV, raising=False)
+    monkeypatch.setattr(data, "MULTI30K_URL", (tmp_path / "no-such-dir").as_uri())
+    with pytest.raises(DataError, match="cannot download .*data.mirror"):
+        data.fetch_multi30k(DataConfig(dataset="multi30k", download_dir=str(tmp_path / "dl")), quiet)
+    assert not [p for p in (tmp_path / "dl").rglob("*") if p.is_file()], "no partial files are left"
+
+
+# ---------------------------------------------------------------------------------------------- multi30k
+
+
+needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no Multi30k mirror at {MIRROR}")
+
+
+@needs_mirror
+def test_multi30k_mirror_checksums_and_counts(monkeypatch):
+    monkeypatch.setenv(data.MIRROR_ENV, "/nonexistent")
+    files = data.fetch_multi30k(DataConfig(dataset="multi30k", mirror=str(MIRROR)), quiet)
+    counts = {split: len(data.read_pair(src, tgt)[0]) for split, (src, tgt) in files.items()}
+    assert counts == {"train": 29000, "val": 1014, "test": 1000}
+    assert files["test"][0].name == "test_2016_flickr.de.gz"
+
+
+@needs_mirror
+def test_multi30k_download_is_atomic_and_verified(tmp_path, monkeypatch):
+    monkeypatch.delenv(data.MIRROR_ENV, raising=False)
+    monkeypatch.setattr(data, "MULTI30K_URL", MIRROR.resolve().as_uri())
+    cfg = DataConfig(dataset="multi30k", download_dir=str(tmp_path / "dl"))
+    messages: list[str] = []
+    data.fetch_multi30k(cfg, messages.append)
+    names = sorted(p.name for p in (tmp_path / "dl" / "multi30k").iterdir())
+    assert names == sorted(data.MULTI30K_SHA256)
+    assert sum("downloading" in m for m in messages) == 6
+    messages.clear()
+    data.fetch_multi30k(cfg, messages.append)
+    assert not any("downloading" in m for m in messages)
+
+
+def test_sample_dataset(tmp_path):
+    if not (data.sample_dir() / "train.de").is_file():
+        pytest.skip("data/sample is not there yet")
+    cfg = Config(data=DataConfig(dataset="sample", cache_dir=str(tmp_path / "cache")),
+                 tokenizer=TokenizerConfig(vocab_size=500))
+    prep = prepare(cfg, log=quiet)
+    assert prep.stats["pairs_read"] == {"train": 700, "val": 80, "test": 80}
+    assert len(prep.splits["val"]) == 80
+
+
+# ---------------------------------------------------------------------------------------------- batching
+
+
+def lengths(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(1, 40, n)
+    tgt = np.clip(src + rng.integers(-5, 6, n), 1, None)
+    src[:3] = 300  # longer than the budget on their own
+    return src, tgt
+
+
+def epoch(sampler: TokenBatchSampler) -> list[list[int]]:
+    return [list(b) for b in sampler]
+
+
+def test_batches_respect_budget_and_cover_each_index_once():
+    src, tgt = lengths()
+    sampler = TokenBatchSampler(src, tgt, batch_tokens=200, seed=3)
+    batches = epoch(sampler)
+    assert len(batches) == len(sampler)
+    for b in batches:
+        cost = len(b) * max(src[b].max() + 1, tgt[b].max() + 1)
+        assert cost <= 200 or len(b) == 1
+    assert sum(len(b) == 1 and src[b[0]] == 300 for b in batches) == 3
+    assert sorted(i for b in batches for i in b) == list(range(len(src)))
+    assert padding_fraction(sampler, src, tgt) < 0.2
+
+
+def test_padding_fraction_by_hand():
+    sampler = TokenBatchSampler([2, 2], [1, 3], batch_tokens=100)
+    # src tensor 2 x 3 all real; tgt tensor 2 x 4 with 2 + 4 real
+    assert padding_fraction(sampler, [2, 2], [1, 3]) == pytest.approx(1 - 12 / 14)
+
+
+def test_sampler_determinism_and_epochs():
+    src, tgt = lengths()
+    a, b = TokenBatchSampler(src, tgt, 300, seed=5), TokenBatchSampler(src, tgt, 300, seed=5)
+    first = epoch(a)
+    assert first == epoch(b)
+    assert a.state_dict()["epoch"] == 1
+    second = epoch(a)
+    assert second != first and sorted(second) == sorted(first)
+    b.set_epoch(1)
+    assert epoch(b) == second
+    fixed = TokenBatchSampler(src, tgt, 300, shuffle=False)
+    assert epoch(fixed) == epoch(fixed)
+
+
+def test_mid_epoch_restore_yields_the_rest():
+    src, tgt = lengths()
+    a = TokenBatchSampler(src, tgt, 300, seed=2)
+    a.set_epoch(4)
+    full = epoch(a)
+    a.set_epoch(4)
+    it = iter(a)
+    head = [next(it) for _ in range(7)]
+    state = a.state_dict()
+    assert state["epoch"] == 4 and state["position"] == 7
+    b = TokenBatchSampler(src, tgt, 300, seed=2)
+    b.load_state_dict(state)
+    b.set_epoch(4)
+    assert head + epoch(b) == full
+    assert b.state_dict()["epoch"] == 5 and b.state_dict()["position"] == 0
+    with pytest.raises(ValueError, match="num_batches"):
+        TokenBatchSampler(src, tgt, 100, seed=2).load_state_dict(state)
+
+
+@pytest.mark.parametrize("n", [400, 401])
+def test_sharding_two_ranks(n):
+    src, tgt = lengths(n)
+    whole = TokenBatchSampler(src, tgt, 300, seed=1)
+    ranks = [TokenBatchSampler(src, tgt, 300, seed=1, num_replicas=2, rank=r) for r in (0, 1)]
+    shards = [epoch(r) for r in ranks]
+    assert len(shards[0]) == len(shards[1]) == len(ranks[0]) == -(-len(whole.batches) // 2)
+    union = {tuple(b) for s in shards for b in s}
+    assert union == {tuple(b) for b in whole.batches}
+    if len(whole.batches) % 2 == 0:
+        assert not {tuple(b) for b in shards[0]} & {tuple(b) for b in shards[1]}
+
+
+def test_collate_layout():
+    batch = collate([(np.array([5, 6, 7], dtype=np.int32), np.array([8])), (np.array([9]), np.array([10, 11]))],
+                    PAD_ID)
+    assert batch.src.tolist() == [[5, 6, 7, EOS_ID], [9, EOS_ID, PAD_ID, PAD_ID]]
+    assert batch.src_mask.tolist() == [[True] * 4, [True, True, False, False]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, PAD_ID], [BOS_ID, 10, 11]]
+    assert batch.tgt_out.tolist() == [[8, EOS_ID, PAD_ID], [10, 11, EOS_ID]]
+    assert (batch.n_src_tokens, batch.n_tgt_tokens) == (6, 5)
+    assert batch.src.dtype == torch.long and batch.to("cpu").tgt_out.dtype == torch.long
+
+
+def test_make_loader_batches_within_budget():
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(4, 50, rng.integers(1, 20)).astype(np.int32) for _ in range(60)]
+    split = Split("train", ids, ids[::-1], [""] * 60, [""] * 60)
+    loader, sampler = make_loader(split, batch_tokens=64, shuffle=True, seed=1)
+    batches = list(loader)
+    assert len(batches) == len(sampler)
+    assert sum(b.src.shape[0] for b in batches) == 60
+    assert all(b.src.numel() <= 64 and b.tgt_in.numel() <= 64 or b.src.shape[0] == 1 for b in batches)

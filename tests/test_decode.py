@@ -1,0 +1,257 @@
+"""Search invariants: hand-worked beam results, batch invariance, beam 1 == greedy, lengths, n-best."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from nmt.config import DecodeConfig
+from nmt.decode import Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search
+from nmt.models.base import Seq2Seq, State
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+A, B, C, D = 4, 5, 6, 7
+VOCAB = 8
+
+
+class ScriptedModel(Seq2Seq):
+    """Next-token probabilities looked up by the prefix generated so far; the source only sets lengths."""
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], default: dict[int, float]) -> None:
+        super().__init__()
+        self.pad_id, self.bos_id, self.eos_id = PAD_ID, BOS_ID, EOS_ID
+        self.table, self.default = table, default
+        self.rows_per_step: list[int] = []
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+        return {"src_mask": src_mask}
+
+    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+        return {"prefix": torch.empty(src_mask.size(0), 0, dtype=torch.long), "src_mask": src_mask}
+
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        self.rows_per_step.append(prev_tokens.numel())
+        prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1)  # (B, t+1), BOS first
+        probs = torch.zeros(prefix.size(0), VOCAB)
+        for row, tokens in enumerate(prefix[:, 1:].tolist()):
+            for token, p in self.table.get(tuple(tokens), self.default).items():
+                probs[row, token] = p
+        mask = state["src_mask"].float()
+        return probs.log(), {"prefix": prefix, "src_mask": state["src_mask"],
+                             "attention": mask / mask.sum(1, keepdim=True)}
+
+
+class ToyGRU(Seq2Seq):
+    """A tiny randomly initialised GRU encoder-decoder with dot-product attention over masked memory.
+
+    The EOS logit rises as the output grows past the source length, so sentences end at varied lengths.
+    """
+
+    def __init__(self, vocab: int = 24, hidden: int = 16, eos_slope: float = 0.3, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.pad_id, self.bos_id, self.eos_id = PAD_ID, BOS_ID, EOS_ID
+        self.embed = nn.Embedding(vocab, hidden)
+        self.encoder = nn.GRU(hidden, hidden, batch_first=True)
+        self.cell = nn.GRUCell(hidden, hidden)
+        self.out = nn.Linear(2 * hidden, vocab)
+        self.eos_slope = eos_slope
+        self.eval()
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+        memory, _ = self.encoder(self.embed(src))  # (B, S, H); right padding leaves real positions untouched
+        return {"memory": memory}
+
+    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+        mask = src_mask.float()[:, :, None]  # (B, S, 1)
+        h = (memory["memory"] * mask).sum(1) / mask.sum(1)  # (B, H)
+        return {"h": h, "memory": memory["memory"], "src_mask": src_mask, "t": -src_mask.sum(1).float()}
+
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        h = self.cell(self.embed(prev_tokens), state["h"])  # (B, H)
+        logits = torch.einsum("bsh,bh->bs", state["memory"], h).masked_fill(~state["src_mask"], float("-inf"))
+        attention = logits.softmax(-1)  # (B, S)
+        context = torch.einsum("bs,bsh->bh", attention, state["memory"])  # (B, H)
+        logits = self.out(torch.cat([h, context], -1))  # (B, V)
+        logits[:, EOS_ID] += self.eos_slope * state["t"]
+        return logits.log_softmax(-1), {"h": h, "memory": state["memory"], "src_mask": state["src_mask"],
+                                        "t": state["t"] + 1, "attention": attention}
+
+
+# Greedy takes A (0.6) then C (0.4): A C scores 0.24. Beam 2 also keeps B, whose EOS gives 0.26.
+SCRIPT = {
+    (): {A: 0.6, B: 0.4},
+    (A,): {C: 0.4, A: 0.35, EOS_ID: 0.25},
+    (B,): {EOS_ID: 0.65, A: 0.35},
+    (A, C): {EOS_ID: 1.0},
+    (A, A): {EOS_ID: 0.6, B: 0.4},
+}
+ONLY_EOS = {EOS_ID: 1.0}
+# EOS is never among the best expansions, so every hypothesis runs until EOS is forced.
+NO_EOS = {A: 0.4, B: 0.3, C: 0.2, D: 0.0999, EOS_ID: 1e-4}
+
+
+def one_source(lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded sources of the given real lengths (token ids are irrelevant to the scripted model)."""
+    mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
+    return torch.where(mask, A, PAD_ID), mask
+
+
+def random_batch(count: int, seed: int, vocab: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 13, (count,), generator=g)
+    mask = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]  # (B, S)
+    src = torch.randint(4, vocab, mask.shape, generator=g).masked_fill(~mask, PAD_ID)
+    return src, mask
+
+
+def as_tuples(hyps: list[Hypothesis]) -> list[tuple[tuple[int, ...], float]]:
+    return [(tuple(h.tokens), h.log_prob) for h in hyps]
+
+
+def test_greedy_is_misled_by_the_script() -> None:
+    src, mask = one_source([3])
+    (hyp,) = greedy_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2.0, 5)
+    assert hyp.tokens == [A, C]
+    assert hyp.log_prob == pytest.approx(math.log(0.24), abs=1e-5)
+    assert hyp.score == hyp.log_prob
+
+
+def test_beam_two_finds_the_better_hypothesis_without_penalty() -> None:
+    # Step 1 best four: B EOS .26 (finished), A C .24, A A .21, A EOS .15 (outside the top 2: not taken).
+    # Step 2: A C EOS .24 and A A EOS .126 finish; kept: B, A C. Best active A A B .084 < .24: stop.
+    src, mask = one_source([3])
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 0.0, 2.0, 5, n_best=2)
+    assert [h.tokens for h in nbest] == [[B], [A, C]]
+    assert [h.log_prob for h in nbest] == pytest.approx([math.log(0.26), math.log(0.24)], abs=1e-5)
+    assert [h.score for h in nbest] == pytest.approx([h.log_prob for h in nbest])
+
+
+def test_length_penalty_reorders_the_n_best() -> None:
+    src, mask = one_source([3])
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 1.0, 2.0, 5, n_best=2)
+    assert [h.tokens for h in nbest] == [[A, C], [B]]
+    # A C EOS has three scored tokens: lp = 8/6; B EOS has two: lp = 7/6.
+    assert [h.score for h in nbest] == pytest.approx([math.log(0.24) / (8 / 6), math.log(0.26) / (7 / 6)], abs=1e-5)
+    assert [h.log_prob for h in nbest] == pytest.approx([math.log(0.24), math.log(0.26)], abs=1e-5)
+
+
+def test_beam_one_on_the_script_is_greedy() -> None:
+    src, mask = one_source([3])
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 1, 1.0, 2.0, 5)
+    assert [h.tokens for h in nbest] == [[A, C]]
+
+
+def test_max_length_is_per_sentence_and_eos_is_forced() -> None:
+    src, mask = one_source([1, 4])  # limits floor(1.5 * 1 + 1) = 2 and floor(1.5 * 4 + 1) = 7
+    model = ScriptedModel({}, NO_EOS)
+    greedy = greedy_search(model, src, mask, 1.5, 1)
+    assert [h.tokens for h in greedy] == [[A] * 2, [A] * 7]
+    assert greedy[1].log_prob == pytest.approx(7 * math.log(0.4) + math.log(1e-4), abs=1e-4)
+    assert model.rows_per_step == [2, 2, 2, 1, 1, 1, 1, 1]  # the short sentence leaves the batch
+    for nbest, limit in zip(beam_search(model, src, mask, 2, 1.0, 1.5, 1, n_best=2), [2, 7], strict=True):
+        assert [len(h.tokens) for h in nbest] == [limit, limit]
+        assert nbest[0].tokens == [A] * limit and sorted(nbest[1].tokens) == [A] * (limit - 1) + [B]
+
+
+def test_batch_shrinks_as_sentences_finish() -> None:
+    src, mask = one_source([1, 4])
+    model = ScriptedModel({}, NO_EOS)
+    beam_search(model, src, mask, 3, 1.0, 1.5, 1)
+    assert model.rows_per_step == [6, 6, 6, 3, 3, 3, 3, 3]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_one_equals_greedy(alpha: float) -> None:
+    model = ToyGRU()
+    src, mask = random_batch(16, seed=1)
+    greedy = greedy_search(model, src, mask, 1.5, 3)
+    beam = beam_search(model, src, mask, 1, alpha, 1.5, 3)
+    assert [as_tuples([h]) for h in greedy] == [as_tuples(nbest) for nbest in beam]
+    assert len({len(h.tokens) for h in greedy}) > 3  # the toy model ends sentences at varied lengths
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_same_result_alone_and_in_a_batch_of_64(search: str) -> None:
+    model = ToyGRU()
+    src, mask = random_batch(64, seed=2)
+
+    def run(s: torch.Tensor, m: torch.Tensor) -> list[list[Hypothesis]]:
+        if search == "greedy":
+            return [[h] for h in greedy_search(model, s, m, 1.2, 2)]
+        return beam_search(model, s, m, 4, 1.0, 1.2, 2, n_best=2)
+
+    batched = run(src, mask)
+    lengths = mask.sum(1)
+    for i in [int(lengths.argmin()), int(lengths.argmax()), 0, 17, 40, 63]:
+        (alone,) = run(src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]])
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
+
+
+def test_n_best_is_distinct_and_sorted() -> None:
+    model = ToyGRU()
+    src, mask = random_batch(8, seed=3)
+    for nbest in beam_search(model, src, mask, 5, 1.0, 1.5, 3, n_best=5):
+        assert len(nbest) == 5
+        assert len({tuple(h.tokens) for h in nbest}) == 5
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for h in nbest:
+            assert h.score == pytest.approx(h.log_prob / gnmt_penalty(len(h.tokens) + 1, 1.0), abs=1e-5)
+            assert BOS_ID not in h.tokens and EOS_ID not in h.tokens
+
+
+def test_attention_rows_cover_tokens_and_real_source() -> None:
+    model = ToyGRU()
+    src, mask = random_batch(6, seed=4)
+    greedy = greedy_search(model, src, mask, 1.5, 3, return_attention=True)
+    beam = beam_search(model, src, mask, 3, 1.0, 1.5, 3, n_best=3, return_attention=True)
+    for i, length in enumerate(mask.sum(1).tolist()):
+        for h in [greedy[i], *beam[i]]:
+            assert h.attention is not None and h.attention.shape == (len(h.tokens) + 1, length)
+            assert torch.allclose(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-5)
+    assert greedy_search(model, src, mask, 1.5, 3)[0].attention is None
+
+
+def test_decode_batch_dispatches_on_beam() -> None:
+    model = ToyGRU()
+    src, mask = random_batch(4, seed=5)
+    greedy = decode_batch(model, src, mask, DecodeConfig(beam=1, max_len_a=1.5, max_len_b=3))
+    assert [as_tuples(n) for n in greedy] == [as_tuples([h]) for h in greedy_search(model, src, mask, 1.5, 3)]
+    beam = decode_batch(model, src, mask, DecodeConfig(beam=3, n_best=2, max_len_a=1.5, max_len_b=3))
+    assert [as_tuples(n) for n in beam] == [as_tuples(n) for n in beam_search(model, src, mask, 3, 1.0, 1.5, 3, 2)]
+    with pytest.raises(ValueError):
+        beam_search(model, src, mask, 2, 1.0, 1.5, 3, n_best=3)
+
+
+def real_model(arch: str) -> Seq2Seq:
+    models = pytest.importorskip("nmt.models")
+    if not hasattr(models, "build_model"):
+        pytest.skip("nmt.models.build_model is not available")
+    from nmt.config import ModelConfig
+    from nmt.tokenizer import VocabInfo
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch=arch, d_model=32, heads=2, ffn_dim=64, encoder_layers=2, decoder_layers=2, emb_dim=32,
+                      hidden_size=32, dropout=0.0)
+    return models.build_model(cfg, VocabInfo(src_size=24, tgt_size=24, joint=True)).eval()
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_real_models_are_batch_invariant_and_beam_one_is_greedy(arch: str) -> None:
+    model = real_model(arch)
+    src, mask = random_batch(64, seed=6)
+    greedy = greedy_search(model, src, mask, 1.0, 2)
+    assert [as_tuples([h]) for h in greedy] == [as_tuples(n) for n in beam_search(model, src, mask, 1, 0.0, 1.0, 2)]
+    beam = beam_search(model, src, mask, 3, 1.0, 1.0, 2)
+    lengths = mask.sum(1)
+    for i in [int(lengths.argmin()), int(lengths.argmax()), 5]:
+        s, m = src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]]
+        (alone,) = greedy_search(model, s, m, 1.0, 2)
+        assert alone.tokens == greedy[i].tokens and alone.score == pytest.approx(greedy[i].score, abs=1e-4)
+        (alone_beam,) = beam_search(model, s, m, 3, 1.0, 1.0, 2)
+        assert [h.tokens for h in alone_beam] == [h.tokens for h in beam[i]]
+        assert [h.score for h in alone_beam] == pytest.approx([h.score for h in beam[i]], abs=1e-4)

@@ -1,0 +1,137 @@
+"""The trainer: exact resume after SIGKILL, refusal of bad checkpoints, precisions, guards, early stop, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.cli import load, train_main
+from nmt.data import prepare
+from nmt.train import Trainer, TrainingError
+from tests.conftest import REPO, tiny_config
+
+
+def _run(args: list[str], **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "nmt", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, **kwargs)
+
+
+def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
+    overrides = {"train": {"max_steps": 150, "eval_every": 20, "batch_tokens": 400}}
+    straight = tiny_config(tmp_path, name="straight", **overrides)
+    killed = tiny_config(tmp_path, name="killed", **overrides)
+    assert _run(["train", str(straight), "--no-evaluate"]).wait(timeout=300) == 0
+
+    proc = _run(["train", str(killed), "--no-evaluate"])
+    last = tmp_path / "runs" / "killed" / "checkpoints" / "last.pt"
+    deadline = time.monotonic() + 240
+    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    saved = load_checkpoint(last)
+    assert 0 < saved["progress"]["step"] < 150 and saved["sampler"]["position"] > 0  # mid-epoch
+    assert _run(["train", str(killed), "--no-evaluate"]).wait(timeout=300) == 0
+
+    a = load_checkpoint(tmp_path / "runs" / "straight" / "checkpoints" / "last.pt")
+    b = load_checkpoint(last)
+    assert a["progress"]["step"] == b["progress"]["step"] == 150
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    steps = [json.loads(line)["step"] for line in (last.parents[1] / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps), "metrics.jsonl holds lines from after the resumed checkpoint"
+
+
+def test_corrupt_and_incompatible_checkpoints_are_refused(tmp_path, capsys):
+    cfg = tiny_config(tmp_path, train={"max_steps": 10, "eval_every": 10})
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    last = tmp_path / "runs" / "tiny" / "checkpoints" / "last.pt"
+    good = last.read_bytes()
+    assert train_main([str(cfg), "--no-evaluate", "--set", "model.d_model=64", "--set", "train.max_steps=20"]) == 1
+    assert "model.d_model" in capsys.readouterr().err
+    last.write_bytes(good[: len(good) // 2])
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=20"]) == 1
+    assert "truncated or corrupt" in capsys.readouterr().err
+    assert train_main([str(cfg), "--no-evaluate", "--set", "tokenizer.vocab_size=250",
+                       "--set", "train.max_steps=20"]) == 1
+    assert "vocabulary" in capsys.readouterr().err
+
+
+def _trainer(tmp_path, **sections) -> Trainer:
+    cfg = load(str(tiny_config(tmp_path, **sections)), [])
+    return Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_on_cpu(tmp_path, precision):
+    trainer = _trainer(tmp_path, train={"precision": precision, "max_steps": 12, "eval_every": 6, "log_every": 2})
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.fit()
+    assert trainer.progress.step == 12
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    lines = [json.loads(x) for x in trainer.metrics_path.read_text().splitlines()]
+    assert all(torch.isfinite(torch.tensor(x["loss"])) for x in lines)
+    assert trainer.scaler.is_enabled() == (precision == "fp16")
+    assert "scale" in load_checkpoint(trainer.ckpt_dir / "last.pt")["scaler"] or precision == "bf16"
+
+
+def test_nonfinite_guard_skips_and_then_stops(tmp_path):
+    trainer = _trainer(tmp_path, train={"max_steps": 8, "eval_every": 4, "max_nonfinite": 3})
+    forward = trainer.model.forward
+    calls = {"n": 0}
+
+    def poisoned(*args):
+        calls["n"] += 1
+        out = forward(*args)
+        return out * float("nan") if calls["n"] == 3 else out
+
+    trainer.net.forward = poisoned
+    trainer.fit()
+    assert trainer.progress.step == 8 and trainer.progress.skipped == 1
+
+    trainer2 = _trainer(tmp_path / "b", train={"max_steps": 50, "eval_every": 4, "max_nonfinite": 3})
+    trainer2.net.forward = lambda *args: forward(*args) * float("nan")
+    with pytest.raises(TrainingError, match="3 non-finite updates in a row"):
+        trainer2.fit()
+    assert load_checkpoint(trainer2.ckpt_dir / "last.pt")["progress"]["skipped"] == 3
+
+
+def test_early_stopping_fires_on_plateau(tmp_path):
+    trainer = _trainer(tmp_path, train={"patience": 2, "early_stop_metric": "loss", "max_steps": 10})
+    trainer.ckpt_dir.mkdir(parents=True)
+    decisions = []
+    for step, loss in enumerate([3.0, 2.5, 2.6, 2.55, 2.4], 1):
+        trainer.progress.step = step
+        decisions.append(trainer._after_validation({"loss": loss}))
+    assert decisions == [False, False, False, True, False]
+    assert [b["step"] for b in trainer.progress.best] == [5, 2]
+    assert sorted(p.name for p in trainer.ckpt_dir.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
+
+
+def test_two_gloo_ranks_follow_one_process(tmp_path):
+    common = {"model": {"dropout": 0.0}, "train": {"max_steps": 6, "eval_every": 6, "log_every": 1}}
+    single = tiny_config(tmp_path, name="single", **common)
+    assert train_main([str(single), "--no-evaluate", "--set", "train.accumulate=2"]) == 0
+    ddp = tiny_config(tmp_path, name="ddp", **common)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "nmt", "train", str(ddp), "--no-evaluate"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    def losses(name):
+        lines = (tmp_path / "runs" / name / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(x)["loss"] for x in lines if json.loads(x)["type"] == "train"]
+
+    assert len(losses("ddp")) == 6
+    assert losses("ddp") == pytest.approx(losses("single"), rel=1e-4)

@@ -1,0 +1,106 @@
+"""Loss, schedules and checkpoints: small invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt.config import TrainConfig
+from nmt.loss import label_smoothed_loss
+from nmt.optim import Plateau, build_optimizer, constant, inverse_sqrt, learning_rate, noam
+
+
+def test_label_smoothing_zero_is_cross_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 7, 11)
+    target = torch.randint(1, 11, (4, 7))
+    target[0, 5:] = 0
+    loss, nll, n = label_smoothed_loss(logits, target, 0.0, pad_id=0)
+    ref = F.cross_entropy(logits.view(-1, 11), target.view(-1), ignore_index=0, reduction="sum")
+    assert torch.allclose(loss, ref, atol=1e-5) and torch.allclose(nll, ref, atol=1e-5)
+    assert n == int((target != 0).sum())
+
+
+def test_label_smoothing_matches_explicit_distribution():
+    torch.manual_seed(1)
+    logits = torch.randn(6, 9)
+    target = torch.tensor([1, 2, 3, 0, 4, 8])
+    eps = 0.2
+    loss, _, _ = label_smoothed_loss(logits, target, eps, pad_id=0)
+    q = torch.full((6, 9), eps / 7)
+    q[:, 0] = 0.0
+    q[torch.arange(6), target] = 1 - eps
+    ref = -(q * F.log_softmax(logits, -1)).sum(-1)
+    assert torch.allclose(loss, ref[target != 0].sum(), atol=1e-5)
+
+
+def test_schedules_at_key_steps():
+    assert noam(1, 256, 4000) == pytest.approx(256 ** -0.5 * 4000 ** -1.5)
+    assert noam(4000, 256, 4000) == pytest.approx(256 ** -0.5 * 4000 ** -0.5)
+    assert noam(16000, 256, 4000, 2.0) == pytest.approx(2 * 256 ** -0.5 * 16000 ** -0.5)
+    assert noam(3999, 256, 4000) < noam(4000, 256, 4000) > noam(4001, 256, 4000)
+    assert inverse_sqrt(1, 1e-3, 100) == pytest.approx(1e-5)
+    assert inverse_sqrt(100, 1e-3, 100) == pytest.approx(1e-3)
+    assert inverse_sqrt(400, 1e-3, 100) == pytest.approx(5e-4)
+    assert constant(1, 1e-3, 10) == pytest.approx(1e-4)
+    assert constant(10, 1e-3, 10) == constant(1000, 1e-3, 10) == pytest.approx(1e-3)
+    assert constant(1, 1e-3, 0) == pytest.approx(1e-3)
+
+
+def test_plateau_decays_after_patience():
+    cfg = TrainConfig(schedule="plateau", lr=1e-3, warmup=0, plateau_patience=1, plateau_factor=0.5, max_steps=1)
+    plateau = Plateau(0.5, 1, 1e-5, higher_is_better=True)
+    for value in (10.0, 9.0, 8.0):
+        plateau.observe(value, cfg.lr)
+    assert learning_rate(100, cfg, 256, plateau) == pytest.approx(5e-4)
+
+
+def test_no_decay_on_bias_norm_embedding():
+    model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(5, 4), "proj": torch.nn.Linear(4, 4),
+                                 "norm": torch.nn.LayerNorm(4)})
+    opt = build_optimizer(model, TrainConfig(weight_decay=0.1, optimizer="adamw", max_steps=1,
+                                             lr_multipliers={"proj": 0.5}))
+    by_id = {id(p): g for g in opt.param_groups for p in g["params"]}
+    assert by_id[id(model["proj"].weight)]["weight_decay"] == 0.1
+    assert by_id[id(model["proj"].weight)]["lr_scale"] == 0.5
+    for p in (model["proj"].bias, model["norm"].weight, model["embed"].weight):
+        assert by_id[id(p)]["weight_decay"] == 0.0
+
+
+def test_checkpoint_round_trip_and_corruption(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint({"w": torch.arange(1000.0), "step": 3, "blob": b"abc"}, path)
+    state = load_checkpoint(path)
+    assert state["step"] == 3 and torch.equal(state["w"], torch.arange(1000.0))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "flip.pt").write_bytes(bytes(data))
+    (tmp_path / "cut.pt").write_bytes(path.read_bytes()[: len(data) // 2])
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    for name, message in [("flip.pt", "corrupt"), ("cut.pt", "corrupt"), ("junk.pt", "not an nmt checkpoint"),
+                          ("missing.pt", "not found")]:
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(tmp_path / name)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_checkpoint_refuses_code(tmp_path):
+    import hashlib
+    import io
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (math.sqrt, (4.0,))
+
+    body = pickle.dumps({"x": Evil()}, protocol=2)
+    buffer = io.BytesIO()
+    torch.save({"ok": 1}, buffer)
+    header = b"NMTCKPT1\n" + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    (tmp_path / "evil.pt").write_bytes(header + body)
+    with pytest.raises(CheckpointError, match="cannot be read as data"):
+        load_checkpoint(tmp_path / "evil.pt")
