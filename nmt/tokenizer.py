@@ -161,3 +161,7 @@ class Tokenizer:
     def tgt_pieces(self, line: str) -> list[str]:
         """Subword strings of a target line (no specials)."""
         return self._tgt.encode(line, out_type=str)
+
+    def tgt_id_pieces(self, ids: Iterable[int]) -> list[str]:
+        """Subword strings of target ids, e.g. for attention-plot labels of a hypothesis."""
+        return [self._tgt.id_to_piece(int(i)) for i in ids]

@@ -85,7 +85,7 @@ class Translator:
                 stats_handle.write(json.dumps({"line": number, **stats, "flags": flags(stats)}) + "\n")
             if self.plot_dir is not None and self.plotted < self.plot_count:
                 src = tok.src_pieces(normalize(line, self.loaded.cfg.data.lowercase))[:self.max_tokens] + ["</s>"]
-                tgt = [tok.tgt_piece(t) for t in hyps[0].tokens] + ["</s>"]
+                tgt = tok.tgt_id_pieces(hyps[0].tokens) + ["</s>"]
                 attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{number:05d}.png",
                                   title=tok.decode_tgt(hyps[0].tokens))
                 self.plotted += 1

@@ -1,0 +1,130 @@
+"""End to end through the console commands: prepare, translate, evaluate, average, and their bad inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from nmt.cli import average_main, evaluate_main, prepare_main, train_main, translate_main
+from tests.conftest import tiny_config
+
+
+def test_prepare_prints_counts(tmp_path, capsys):
+    assert prepare_main([str(tiny_config(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "700" in out and "padding" in out
+
+
+@pytest.mark.parametrize("problem,message", [
+    ("missing", "not found"),
+    ("mismatch", "line"),
+    ("utf8", "UTF-8"),
+    ("empty", "empty"),
+])
+def test_prepare_bad_data_is_one_clear_line(tmp_path, capsys, problem, message):
+    files = {k: tmp_path / f"{k}.txt" for k in ("ts", "tt", "vs", "vt")}
+    for path in files.values():
+        path.write_text("ein Haus\nzwei Häuser\n", encoding="utf-8")
+    if problem == "missing":
+        files["ts"].unlink()
+    elif problem == "mismatch":
+        files["tt"].write_text("a house\n", encoding="utf-8")
+    elif problem == "utf8":
+        files["ts"].write_bytes(b"gut\n\xff\xfe kaputt\n")
+    elif problem == "empty":
+        files["ts"].write_text("\n\n", encoding="utf-8")
+        files["tt"].write_text("\n\n", encoding="utf-8")
+    cfg = tiny_config(tmp_path, data={"dataset": "files", "train_src": str(files["ts"]), "train_tgt": str(files["tt"]),
+                                      "val_src": str(files["vs"]), "val_tgt": str(files["vt"])})
+    assert prepare_main([str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and message in err[0], err
+
+
+def test_unknown_key_and_wrong_type_exit_cleanly(tmp_path, capsys):
+    cfg = tiny_config(tmp_path, train={"max_step": 3})
+    assert train_main([str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "train.max_step" in err and "max_steps" in err and "Traceback" not in err
+    assert train_main([str(tiny_config(tmp_path)), "--set", "train.lr=fast"]) == 1
+    assert "train.lr: expected float" in capsys.readouterr().err
+
+
+def test_run_folder_is_complete(trained_run):
+    for name in ("config.yaml", "metrics.jsonl", "train.log", "eval_test.json", "test.hyp.en",
+                 "tokenizer/spm.model", "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (trained_run / name).exists(), name
+    report = json.loads((trained_run / "eval_test.json").read_text())
+    assert {"bleu", "bleu_lc", "chrf", "ter", "bleu_signature"} <= set(report["scores"])
+    assert report["sentences"] == 80 and len((trained_run / "test.hyp.en").read_text().splitlines()) == 80
+
+
+def test_translate_keeps_lines_and_order(trained_run, tmp_path, capsys):
+    lines = ["Ein Hund läuft.", "", "Eine Frau liest ein Buch im Park.", "", "", "Ein Mann fährt Fahrrad."]
+    src = tmp_path / "in.de"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--chunk-lines", "2"]) == 0
+    got = out.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(got) == len(lines)
+    assert [bool(g) for g in got] == [bool(x) for x in lines]
+    # The same sentences alone give the same translations: chunking and batching change nothing.
+    single = tmp_path / "single.de"
+    single.write_text(lines[2] + "\n", encoding="utf-8")
+    assert translate_main(["-c", str(trained_run), "-i", str(single), "-o", str(tmp_path / "s.en")]) == 0
+    assert (tmp_path / "s.en").read_text(encoding="utf-8").strip() == got[2]
+
+
+def test_translate_nbest_scores_and_plots(trained_run, tmp_path):
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund läuft.\nZwei Kinder spielen.\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--n-best", "2", "--beam", "3",
+                           "--attention-plots", str(tmp_path / "plots")]) == 0
+    rows = out.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 4 and rows[0].startswith("0 ||| ") and rows[2].startswith("1 ||| ")
+    pngs = sorted((tmp_path / "plots").glob("*.png"))
+    assert len(pngs) == 2 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--scores"]) == 0
+    assert all("\t" in row for row in out.read_text(encoding="utf-8").splitlines())
+
+
+def test_translate_bad_inputs(trained_run, tmp_path, capsys):
+    bad = tmp_path / "bad.de"
+    bad.write_bytes("gut\n".encode() + b"\xc3\x28 kaputt\n")
+    out = tmp_path / "out.en"
+    out.write_text("previous result\n", encoding="utf-8")
+    assert translate_main(["-c", str(trained_run), "-i", str(bad), "-o", str(out)]) == 1
+    assert "line 2 is not valid UTF-8" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "previous result\n"  # untouched: outputs are atomic
+    assert translate_main(["-c", str(tmp_path / "nope"), "-i", str(bad)]) == 1
+    assert "checkpoint not found" in capsys.readouterr().err
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes((trained_run / "checkpoints" / "best.pt").read_bytes()[:5000])
+    assert translate_main(["-c", str(corrupt), "-i", str(bad)]) == 1
+    assert "corrupt" in capsys.readouterr().err
+
+
+def test_translate_truncates_long_lines_with_warning(trained_run, tmp_path, capsys):
+    src = tmp_path / "long.de"
+    src.write_text("kurz\n" + " ".join(["Hund"] * 50) + "\n", encoding="utf-8")
+    assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(tmp_path / "o"),
+                           "--max-tokens", "10"]) == 0
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_evaluate_files_and_average(trained_run, tmp_path, capsys):
+    src, ref = tmp_path / "s.de.gz", tmp_path / "r.en"
+    with gzip.open(src, "wt", encoding="utf-8") as handle:
+        handle.write("Ein Hund läuft.\nEin Mann fährt Fahrrad.\n")
+    ref.write_text("A dog runs.\nA man rides a bike.\n", encoding="utf-8")
+    out = tmp_path / "report.json"
+    assert evaluate_main([str(trained_run), "--src", str(src), "--ref", str(ref), "--output", str(out),
+                          "--beam", "1"]) == 0
+    assert json.loads(out.read_text())["sentences"] == 2
+    assert "BLEU" in capsys.readouterr().out
+    avg = tmp_path / "avg.pt"
+    assert average_main([str(trained_run), "--best", "2", "-o", str(avg)]) == 0
+    assert translate_main(["-c", str(avg), "-i", str(tmp_path / "r.en"), "-o", str(tmp_path / "x")]) == 0
