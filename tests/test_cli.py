@@ -93,7 +93,7 @@ def test_translate_nbest_scores_and_plots(trained_run, tmp_path):
 
 def test_translate_bad_inputs(trained_run, tmp_path, capsys):
     bad = tmp_path / "bad.de"
-    bad.write_bytes("gut\n".encode() + b"\xc3\x28 kaputt\n")
+    bad.write_bytes(b"gut\n\xc3\x28 kaputt\n")
     out = tmp_path / "out.en"
     out.write_text("previous result\n", encoding="utf-8")
     assert translate_main(["-c", str(trained_run), "-i", str(bad), "-o", str(out)]) == 1
