@@ -1,0 +1,177 @@
+"""Run the training, decoding and attention benchmarks, then regenerate the tables in benchmarks/README.md.
+
+Usage: python scripts/bench_all.py [--seconds 60] [--run RUN] [--only train decode attention] [--report-only]
+
+Training runs for each Multi30k config (the data come from NMT_DATA_MIRROR when it is set, as for
+nmt-prepare); decoding uses --run or, when present, the run folder of configs/multi30k_transformer.yaml;
+the attention sweep gets a time budget. The defaults fit in about 10 minutes on 2 CPU cores. Each benchmark
+runs in its own process, so its peak memory is its own; the README tables are rebuilt from every JSON file
+in benchmarks/results, between the markers <!-- bench:start --> and <!-- bench:end -->. Run it from the
+repository root (as `make bench` does): config, run and data paths are relative to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench_attention import markdown_table
+
+from nmt.cli import command, load
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+RESULTS = ROOT / "benchmarks" / "results"
+CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.yaml"]
+DECODE_CONFIG = "configs/multi30k_transformer.yaml"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+STAGES = ("train", "decode", "attention")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_all.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="timed training seconds per config (default 60)")
+    parser.add_argument("--warmup-steps", type=int, default=2, help="untimed training updates per config")
+    parser.add_argument("--configs", nargs="+", default=CONFIGS, help="configs to benchmark training on")
+    parser.add_argument("--run", help="run folder to benchmark decoding on (default: the multi30k_transformer run)")
+    parser.add_argument("--decode-limit", type=int, default=100, help="sentences decoded one at a time")
+    parser.add_argument("--attention-budget", type=float, default=180.0, help="seconds for the attention sweep")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads for every benchmark")
+    parser.add_argument("--only", nargs="+", choices=STAGES, default=list(STAGES), help="benchmarks to run")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the README tables")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="JSON folder (default benchmarks/results)")
+    parser.add_argument("--readme", type=Path, default=ROOT / "benchmarks" / "README.md", help="README to update")
+    return parser.parse_args(argv)
+
+
+def _script(name: str, args: list[str], common: list[str]) -> list[str]:
+    return [sys.executable, str(SCRIPTS / name), *args, *common]
+
+
+def _commands(args: argparse.Namespace) -> list[list[str]]:
+    """The benchmark command lines to run, printing why any is left out."""
+    common = ([] if args.results == RESULTS else ["--out-dir", str(args.results)]) + (
+        ["--threads", str(args.threads)] if args.threads else [])
+    commands = []
+    if "train" in args.only:
+        commands += [_script("bench_train.py", [config, "--seconds", str(args.seconds), "--warmup-steps",
+                                                str(args.warmup_steps)], common) for config in args.configs]
+    if "decode" in args.only:
+        run = Path(args.run) if args.run else load(DECODE_CONFIG, []).run_dir
+        if run.exists():
+            commands.append(_script("bench_decode.py", [str(run), "--split", "test", "--limit",
+                                                        str(args.decode_limit)], common))
+        else:
+            print(f"decoding benchmark skipped: no run at {run} (train {DECODE_CONFIG} or pass --run)")
+    if "attention" in args.only:
+        commands.append(_script("bench_attention.py", ["--budget", str(args.attention_budget)], common))
+    return commands
+
+
+def _cell(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _provenance(name: str, record: dict) -> str:
+    """Where a row comes from: file, date, machine and command."""
+    m = record["machine"]
+    machine = f"{m['cpu']} ({m['cpu_count']} cores, {m['torch_threads']} torch threads)"
+    if "gpu" in m:
+        machine += f", {m['gpu']} (CUDA {m['cuda']})"
+    date = record["date"][:16].replace("T", " ")
+    return f"- `{name}`: {date} UTC, {machine}, torch {m['torch']}: `{record['command']}`"
+
+
+def _train_section(records: dict[str, dict]) -> list[str]:
+    lines = ["### Training", "",
+             "| config | device | precision | tgt tok/s | src tok/s | steps/s | padding | peak RSS MB "
+             "| peak GPU MB | train MFLOP / tgt token | MFU |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in records.values():
+        lines.append(f"| {r['config']} | {r['device']} | {r['precision']} | {_cell(r['tgt_tokens_per_s'])} "
+                     f"| {_cell(r['src_tokens_per_s'])} | {r['steps_per_s']:.2f} | {100 * r['padding_share']:.1f}% "
+                     f"| {_cell(r['peak_rss_mb'])} | {_cell(r['peak_gpu_mb'])} "
+                     f"| {r['train_flops_per_tgt_token'] / 1e6:.1f} | {100 * r['mfu']:.1f}% of "
+                     f"{r['matmul_peak_tflops'][r['precision']]:.3g} TFLOP/s |")
+    return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
+
+
+def _decode_section(records: dict[str, dict]) -> list[str]:
+    lines = ["### Decoding", "",
+             "| run | device | precision | search | one at a time: sent/s | tok/s | batched: sent/s | tok/s "
+             "| speed-up | peak RSS MB |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in records.values():
+        for search, s in r["searches"].items():
+            one, many = s["one_at_a_time"], s["batched"]
+            lines.append(f"| {r['run']} | {r['device']} | {r['precision']} | {search} "
+                         f"| {one['sentences_per_s']:.1f} | {_cell(one['tgt_tokens_per_s'])} "
+                         f"| {many['sentences_per_s']:.1f} | {_cell(many['tgt_tokens_per_s'])} "
+                         f"| x{s['speedup']:.1f} | {_cell(r['peak_rss_mb'])} |")
+    return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
+
+
+def _attention_section(records: dict[str, dict]) -> list[str]:
+    lines = ["### Attention", ""]
+    for name, r in records.items():
+        shape = r["shape"]
+        lines += [f"{r['device']}, {r['precision']}: one layer's attention core, forward + backward, batch "
+                  f"{shape['batch']}, {shape['heads']} heads, head size {shape['head_dim']}, local window "
+                  f"{r['window']}; median of {r['repeats']} passes; memory above the inputs.", "",
+                  markdown_table(r), "", _provenance(name, r), ""]
+    return lines
+
+
+def tables(results: Path) -> str:
+    """The generated Markdown: one section per benchmark kind, rows from every JSON file in `results`."""
+    found: dict[str, dict[str, dict]] = {kind: {} for kind in STAGES}
+    for path in sorted(results.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("benchmark") in found:
+            found[record["benchmark"]][path.name] = record
+    if not any(found.values()):
+        return "No results yet: run `make bench`.\n"
+    sections = {"train": _train_section, "decode": _decode_section, "attention": _attention_section}
+    lines = [f"Generated by `scripts/bench_all.py` from `benchmarks/results/*.json` on "
+             f"{datetime.date.today().isoformat()}.", ""]
+    for kind, records in found.items():
+        if records:
+            lines += sections[kind](records)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def update_readme(readme: Path, results: Path) -> None:
+    """Replace the text between the markers with freshly generated tables."""
+    text = readme.read_text(encoding="utf-8") if readme.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text or END not in text or text.index(START) > text.index(END):
+        raise SystemExit(f"{readme}: the markers {START} and {END} are missing")
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(f"{head}{START}\n{tables(results)}{END}{tail}", encoding="utf-8")
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    failed = []
+    if not args.report_only:
+        start = time.monotonic()
+        for cmd in _commands(args):
+            print(f"\n== {' '.join(cmd[1:])}", flush=True)
+            if subprocess.run(cmd, check=False).returncode:
+                failed.append(Path(cmd[1]).name)
+        print(f"\nbenchmarks took {(time.monotonic() - start) / 60:.1f} minutes")
+    update_readme(args.readme, args.results)
+    print(f"tables updated in {args.readme}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Training throughput of a config: tokens/s, steps/s, padding, peak memory and model-FLOPs utilisation.
+
+Usage: python scripts/bench_train.py CONFIG --seconds N [--warmup-steps K] [--set key=value ...] [--threads T]
+
+Builds the trainer on the config's data (prepared and cached as nmt-prepare does), runs K warm-up updates,
+then trains for N seconds and writes benchmarks/results/train_<config name>_<device>.json. MFU is the model's
+analytic FLOPs per second (nmt.flops, 3 x forward per update) over the peak of a large square matmul that
+this script measures on the same device, in the training precision, after training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nmt.cli import _device, command, load
+from nmt.data import Batch, prepare
+from nmt.flops import command_line, device_tag, matmul_peak, peak_rss_mb, training_flops, write_result
+from nmt.train import Trainer
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_train.py", description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--seconds", type=float, default=60.0, help="timed training seconds (default 60)")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="untimed updates first (default 5)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.precision=bf16 (repeatable)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: train.threads, "
+                                                               "else torch's choice)")
+    parser.add_argument("--matmul-size", type=int, default=0,
+                        help="side of the peak-measuring matmul (default 2048 on CPU, 8192 on CUDA)")
+    parser.add_argument("--peak-seconds", type=float, default=3.0, help="seconds per matmul peak measurement")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    return parser.parse_args(argv)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    cfg = load(args.config, args.overrides)
+    device = _device(cfg.train.device)
+    threads = args.threads or cfg.train.threads
+    if threads:
+        torch.set_num_threads(threads)
+    data = prepare(cfg, log=lambda _msg: None)
+    trainer = Trainer(cfg, data, device)
+    pad_id, vocab_size = trainer.vocab.pad_id, trainer.vocab.tgt_size
+    stream = trainer._batches()
+
+    def update() -> list[Batch] | None:
+        group = [b for _, b in zip(range(cfg.train.accumulate), stream)]
+        if group:
+            trainer._update(group)
+        return group or None
+
+    for _ in range(args.warmup_steps):
+        if update() is None:
+            break
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    steps = src_tokens = tgt_tokens = padded = 0
+    lengths: list[tuple[torch.Tensor, torch.Tensor]] = []
+    _sync(device)
+    start = time.perf_counter()
+    while time.perf_counter() - start < args.seconds:
+        group = update()
+        if group is None:
+            break
+        steps += 1
+        for batch in group:
+            src_tokens += batch.n_src_tokens
+            tgt_tokens += batch.n_tgt_tokens
+            padded += batch.src.numel() + batch.tgt_in.numel()
+            lengths.append((batch.src_mask.sum(1), batch.tgt_out.ne(pad_id).sum(1)))  # (B,), (B,)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    if not steps:
+        print("error: no training batches", file=sys.stderr)
+        return 1
+    rss = peak_rss_mb()
+    gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    flops = sum(training_flops(cfg.model, vocab_size, s.tolist(), t.tolist()) for s, t in lengths)
+    precision = cfg.train.precision
+    size = args.matmul_size or (8192 if device.type == "cuda" else 2048)
+    peaks = {p: matmul_peak(device, p, size, args.peak_seconds) for p in sorted({"fp32", "bf16", precision})}
+    result = {
+        "benchmark": "train", "config": cfg.name, "config_file": args.config, "arch": cfg.model.arch,
+        "device": device_tag(device), "precision": precision, "threads": torch.get_num_threads(),
+        "batch_tokens": cfg.train.batch_tokens, "accumulate": cfg.train.accumulate,
+        "parameters": trainer.n_params, "warmup_steps": args.warmup_steps,
+        "seconds": round(seconds, 3), "steps": steps, "steps_per_s": round(steps / seconds, 3),
+        "tgt_tokens_per_s": round(tgt_tokens / seconds, 1), "src_tokens_per_s": round(src_tokens / seconds, 1),
+        "padding_share": round(1.0 - (src_tokens + tgt_tokens) / padded, 4),
+        "peak_rss_mb": round(rss, 1), "peak_gpu_mb": None if gpu_mb is None else round(gpu_mb, 1),
+        "train_flops_per_tgt_token": round(flops / tgt_tokens),
+        "model_tflops_per_s": round(flops / seconds / 1e12, 4),
+        "matmul_size": size, "matmul_peak_tflops": {p: round(v / 1e12, 4) for p, v in peaks.items()},
+        "mfu": round(flops / seconds / peaks[precision], 4),
+    }
+    out = args.out_dir / f"train_{cfg.name}_{device_tag(device, precision)}.json"
+    write_result(out, device, command_line(__file__, argv), result)
+    print(f"{cfg.name} on {result['device']} {precision}, {result['threads']} threads: "
+          f"{result['tgt_tokens_per_s']:.0f} tgt tok/s, {result['src_tokens_per_s']:.0f} src tok/s, "
+          f"{result['steps_per_s']:.2f} steps/s, padding {100 * result['padding_share']:.1f}%, "
+          f"peak RSS {rss:.0f} MB, MFU {100 * result['mfu']:.1f}% of "
+          f"{result['matmul_peak_tflops'][precision]:.3f} TFLOP/s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

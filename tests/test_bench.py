@@ -1,0 +1,144 @@
+"""Benchmarks: analytic FLOP counts against torch's counter, and each script end to end on tiny settings."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from nmt.checkpoint import save_checkpoint
+from nmt.cli import load
+from nmt.config import ModelConfig
+from nmt.data import prepare
+from nmt.flops import forward_flops, linear_flops, training_flops
+from nmt.models import build_model
+from nmt.tokenizer import VocabInfo
+from nmt.train import Trainer
+from tests.conftest import REPO, tiny_config
+
+VOCAB = VocabInfo(src_size=50, tgt_size=50, joint=True)
+TINY = {"d_model": 16, "heads": 2, "ffn_dim": 32, "emb_dim": 16, "hidden_size": 16, "dropout": 0.0}
+COUNTED = [
+    {"arch": "transformer"},
+    {"arch": "transformer", "self_attention": "local", "encoder_layers": 1, "decoder_layers": 2},
+    {"arch": "rnn"},
+    {"arch": "rnn", "attention": "dot", "input_feeding": False},
+    {"arch": "rnn", "attention": "general", "encoder_layers": 2, "decoder_layers": 3},
+    {"arch": "rnn", "attention": "none"},
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def keep_threads() -> Iterator[None]:
+    """The scripts set torch's thread count for the whole process; later tests get theirs back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def scripts() -> Iterator[dict[str, ModuleType]]:
+    """The benchmark scripts as modules (bench_all imports bench_attention by name, as when run as a script)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO / "scripts"))
+        names = ("bench_train", "bench_decode", "bench_attention", "bench_all")
+        yield {name: importlib.import_module(name) for name in names}
+
+
+def test_linear_layer_costs_two_flops_per_weight_and_token():
+    layer = torch.nn.Linear(12, 7)
+    with FlopCounterMode(display=False) as counter:
+        layer(torch.randn(5, 12))
+    assert linear_flops(5, 12, 7) == 2 * 5 * 12 * 7 == counter.get_total_flops()
+
+
+@pytest.mark.parametrize("overrides", COUNTED, ids=lambda o: "-".join(map(str, o.values())))
+def test_forward_flops_equal_torch_count_of_one_sentence(overrides):
+    """Without padding, the analytic count equals torch's matmul count (math attention, so it is visible)."""
+    cfg = ModelConfig(**{**TINY, **overrides})
+    model = build_model(cfg, VOCAB).eval()
+    src, tgt = torch.randint(4, 50, (1, 9)), torch.randint(4, 50, (1, 6))
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(src, torch.ones_like(src, dtype=torch.bool), tgt)
+    assert forward_flops(cfg, VOCAB.tgt_size, 9, 6) == counter.get_total_flops()
+
+
+def test_training_is_three_forwards_summed_over_pairs():
+    cfg = ModelConfig(**TINY)
+    expected = 3 * (forward_flops(cfg, 50, 4, 5) + forward_flops(cfg, 50, 7, 3))
+    assert training_flops(cfg, 50, [4, 7], [5, 3]) == pytest.approx(expected)
+
+
+def test_multi30k_transformer_is_near_the_issue_figure():
+    """Issue 7 quotes about 46 MFLOP of training per target token for this config."""
+    cfg = load(str(REPO / "configs" / "multi30k_transformer.yaml"), []).model
+    per_token = 3 * forward_flops(cfg, 8000, 16, 16) / 16
+    assert 40e6 < per_token < 52e6
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny config on the sample corpus and an (untrained) run folder with a checkpoint."""
+    folder = tmp_path_factory.mktemp("bench")
+    config = tiny_config(folder, name="benchtiny", train={"batch_tokens": 256})
+    cfg = load(str(config), [])
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
+    save_checkpoint(trainer._model_only(), cfg.run_dir / "checkpoints" / "best.pt")
+    return config, cfg.run_dir
+
+
+def test_bench_train_writes_its_figures(scripts, tiny_run, tmp_path):
+    config, _ = tiny_run
+    args = [str(config), "--seconds", "0.3", "--warmup-steps", "1", "--threads", "1", "--matmul-size", "64",
+            "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
+    assert scripts["bench_train"].main(args) == 0
+    result = json.loads((tmp_path / "train_benchtiny_cpu.json").read_text())
+    assert result["steps"] >= 1 and result["tgt_tokens_per_s"] > 0 and result["src_tokens_per_s"] > 0
+    assert 0 <= result["padding_share"] < 1 and result["peak_rss_mb"] > 0 and result["mfu"] > 0
+    assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"}
+    assert result["command"].startswith("python scripts/bench_train.py") and result["machine"]["torch"]
+
+
+def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):
+    _, run = tiny_run
+    args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
+            "--out-dir", str(tmp_path)]
+    assert scripts["bench_decode"].main(args) == 0
+    result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
+    assert set(result["searches"]) == {"greedy", "beam2"}
+    for search in result["searches"].values():
+        assert search["one_at_a_time"]["sentences"] == 2 and search["batched"]["sentences"] == 4
+        assert search["speedup"] > 0
+
+
+def test_attention_methods_agree_where_they_should(scripts):
+    bench = scripts["bench_attention"]
+    q, k, v = (torch.randn(2, 2, 10, 8) for _ in range(3))
+    naive = bench._function("naive", 8)(q, k, v)
+    torch.testing.assert_close(bench._function("fused", 8)(q, k, v), naive)
+    torch.testing.assert_close(bench._function("local", 10)(q, k, v), naive)  # the window covers everything
+    assert bench._function("linear", 8)(q, k, v).shape == naive.shape
+
+
+def test_bench_attention_and_readme_tables(scripts, tmp_path):
+    cap = scripts["bench_attention"].naive_footprint_gb(24, "fp32")  # 16 fits, 24 does not
+    args = ["--lengths", "16", "24", "--methods", "naive", "--repeats", "1", "--device", "cpu", "--threads", "1",
+            "--memory-cap", str(cap * 0.99), "--out-dir", str(tmp_path)]
+    assert scripts["bench_attention"].main(args) == 0
+    result = json.loads((tmp_path / "attention_cpu.json").read_text())
+    assert result["results"]["naive"]["16"]["ms"] > 0
+    assert result["results"]["naive"]["24"]["skipped"].startswith("would exceed")
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# Benchmarks\n\nintro\n<!-- bench:start -->\nstale\n<!-- bench:end -->\noutro\n")
+    assert scripts["bench_all"].main(["--report-only", "--results", str(tmp_path), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("# Benchmarks\n\nintro\n") and text.endswith("outro\n")
+    assert "### Attention" in text and "| 24 | would exceed" in text and "bench_attention.py" in text
