@@ -189,6 +189,13 @@ def _read_lines(stream, name: str) -> Iterator[str]:
             raise DataError(f"{name}: line {number} is not valid UTF-8") from None
 
 
+def _check_thresholds(args: argparse.Namespace) -> None:
+    for flag in ("focus_threshold", "uniform_threshold", "max_focused_share", "max_uniform_share"):
+        value = getattr(args, flag)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"--{flag.replace('_', '-')} must lie between 0 and 1, got {value}")
+
+
 @command
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
@@ -204,9 +211,20 @@ def translate_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-lines", type=int, default=2000, help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
     parser.add_argument("--plot-count", type=int, default=10, help="sentences to plot with --attention-plots")
-    parser.add_argument("--attention-stats", metavar="FILE", help="write per-sentence attention statistics (JSONL)")
+    parser.add_argument("--attention-stats", metavar="FILE",
+                        help="write per-sentence cross-attention statistics and outlier flags (JSONL)")
+    parser.add_argument("--focus-threshold", type=float, default=0.9,
+                        help="--attention-stats: a row whose largest weight exceeds this is over-focused")
+    parser.add_argument("--uniform-threshold", type=float, default=0.9,
+                        help="--attention-stats: a row whose entropy exceeds this share of log(source length) "
+                             "is near-uniform")
+    parser.add_argument("--max-focused-share", type=float, default=0.95,
+                        help="--attention-stats: flag a sentence with more over-focused rows than this share")
+    parser.add_argument("--max-uniform-share", type=float, default=0.5,
+                        help="--attention-stats: flag a sentence with more near-uniform rows than this share")
     _decode_args(parser)
     args = parser.parse_args(argv)
+    _check_thresholds(args)
     device = _device(args.device)
     translator = Translator.from_checkpoint(args.checkpoint, device, args, _decode_cfg)
     name = args.input or "<stdin>"

@@ -1,18 +1,34 @@
-"""Attention diagnostics: entropy and focus of attention rows (the design documents' health signals)."""
+"""Attention diagnostics: entropy and focus of attention rows (the design documents' health signals).
+
+The design documents name two warning signs in cross-attention: rows close to uniform (the model is unsure
+where to look) and rows with over 90% of their weight on one source token (possible over-fitting). A row is
+classified by `Thresholds.focused` / `Thresholds.uniform`; a sentence is flagged when the share of such rows
+passes `Thresholds.max_focused_share` / `Thresholds.max_uniform_share`.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """When a row counts as over-focused or near-uniform."""
+    """When a row counts as over-focused or near-uniform, and when a sentence is flagged for it."""
 
     focused: float = 0.9  # a row whose largest weight exceeds this is over-focused
     uniform: float = 0.9  # a row whose entropy exceeds this share of log(n) is near-uniform
+    max_focused_share: float = 0.95  # a sentence with more over-focused rows than this share is flagged
+    max_uniform_share: float = 0.5  # a sentence with more near-uniform rows than this share is flagged
+
+    def __post_init__(self) -> None:
+        for name in ("focused", "uniform", "max_focused_share", "max_uniform_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"attention threshold {name} must lie in [0, 1], got {value}")
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -21,14 +37,15 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
 
 
-def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None) -> dict[str, float]:
-    """Summary of one sentence's cross-attention rows (T, S)."""
+def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None,
+                    per_row: bool = False) -> dict[str, Any]:
+    """Summary of one sentence's cross-attention rows (T, S); with `per_row`, also each row's entropy and peak."""
     thresholds = thresholds or Thresholds()
     rows, cols = weights.shape  # (T, S)
     entropy = row_entropy(weights)  # (T,)
     peak = weights.max(dim=-1).values  # (T,)
     max_entropy = torch.log(torch.tensor(float(cols), dtype=torch.float64)) if cols > 1 else torch.tensor(1.0)
-    return {
+    stats: dict[str, Any] = {
         "rows": rows,
         "source_len": cols,
         "mean_entropy": float(entropy.mean()),
@@ -37,13 +54,37 @@ def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None)
         "focused_share": float((peak > thresholds.focused).double().mean()),
         "uniform_share": float((entropy > thresholds.uniform * max_entropy).double().mean()) if cols > 1 else 0.0,
     }
+    if per_row:
+        stats["row_entropy"] = [round(float(e), 4) for e in entropy]
+        stats["row_max_weight"] = [round(float(p), 4) for p in peak]
+    return stats
 
 
-def flags(stats: dict[str, float], max_uniform_share: float = 0.5, max_focused_share: float = 0.95) -> list[str]:
+def flags(stats: dict[str, Any], thresholds: Thresholds | None = None) -> list[str]:
     """Reasons to doubt a translation: attention mostly near-uniform, or almost every row on a single token."""
+    thresholds = thresholds or Thresholds()
     out = []
-    if stats["uniform_share"] > max_uniform_share:
+    if stats["uniform_share"] > thresholds.max_uniform_share:
         out.append("near-uniform")
-    if stats["rows"] > 2 and stats["focused_share"] > max_focused_share:
+    if stats["rows"] > 2 and stats["focused_share"] > thresholds.max_focused_share:
         out.append("over-focused")
     return out
+
+
+def summarize(per_sentence: list[dict[str, Any]], thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Row-weighted means of `attention_stats` over many sentences, and the share of flagged sentences."""
+    rows = sum(s["rows"] for s in per_sentence)
+    if not rows:
+        return {"sentences": len(per_sentence), "rows": 0}
+
+    def mean(key: str) -> float:
+        return sum(s[key] * s["rows"] for s in per_sentence) / rows
+
+    keys = ("mean_entropy", "mean_norm_entropy", "mean_max_weight", "focused_share", "uniform_share")
+    summary: dict[str, Any] = {"sentences": len(per_sentence), "rows": rows}
+    summary.update({key: round(mean(key), 4) for key in keys})
+    flagged = [s for s in per_sentence if flags(s, thresholds)]
+    summary["flagged_share"] = round(len(flagged) / len(per_sentence), 4)
+    summary["mean_uniform_entropy"] = round(sum(math.log(max(s["source_len"], 1)) * s["rows"]
+                                                for s in per_sentence) / rows, 4)  # log(n): the ceiling
+    return summary

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -9,6 +11,46 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.image import AxesImage  # noqa: E402
+
+
+@dataclass
+class AttentionPanel:
+    """One cross-attention matrix with its labels, for a grid of runs."""
+
+    weights: np.ndarray  # (T, S)
+    src_labels: list[str]
+    tgt_labels: list[str]
+    title: str = ""
+
+
+@dataclass
+class Curve:
+    """One run's validation metric over training."""
+
+    name: str
+    steps: list[int]
+    minutes: list[float]
+    values: list[float]
+
+
+def _draw_attention(ax: Axes, panel: AttentionPanel) -> AxesImage:
+    rows, cols = panel.weights.shape  # (T, S)
+    image = ax.imshow(panel.weights, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(cols), labels=panel.src_labels[:cols], rotation=90, fontsize=8)
+    ax.set_yticks(range(rows), labels=panel.tgt_labels[:rows], fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    if panel.title:
+        ax.set_title(panel.title, fontsize=9)
+    return image
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def attention_heatmap(weights: np.ndarray, src_labels: list[str], tgt_labels: list[str], path: Path,
@@ -16,15 +58,41 @@ def attention_heatmap(weights: np.ndarray, src_labels: list[str], tgt_labels: li
     """One cross-attention matrix, rows = target tokens, columns = source tokens."""
     rows, cols = weights.shape  # (T, S)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.4 * cols + 2), max(3.0, 0.35 * rows + 1.5)))
-    image = ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(cols), labels=src_labels[:cols], rotation=90, fontsize=8)
-    ax.set_yticks(range(rows), labels=tgt_labels[:rows], fontsize=8)
-    ax.set_xlabel("source")
-    ax.set_ylabel("output")
-    if title:
-        ax.set_title(title, fontsize=9)
+    image = _draw_attention(ax, AttentionPanel(weights, src_labels, tgt_labels, title))
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def attention_grid(panels: list[AttentionPanel], path: Path, title: str = "", columns: int = 4) -> None:
+    """Several cross-attention matrices side by side (one panel per run), sharing one colour scale."""
+    columns = max(1, min(columns, len(panels)))
+    rows = math.ceil(len(panels) / columns)
+    cell_w = max(3.5, 0.35 * max(p.weights.shape[1] for p in panels) + 2.0)
+    cell_h = max(3.0, 0.3 * max(p.weights.shape[0] for p in panels) + 2.0)
+    fig, axes = plt.subplots(rows, columns, figsize=(cell_w * columns + 1.0, cell_h * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    images = [_draw_attention(ax, panel) for ax, panel in zip(axes.flat, panels)]
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.colorbar(images[0], ax=axes, fraction=0.02, label="attention weight")
+    _save(fig, path)
+
+
+def learning_curves(curves: list[Curve], path: Path, metric: str = "validation BLEU") -> None:
+    """Two panels: `metric` against update step and against wall-clock training minutes, one line per run."""
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
+    for curve in curves:
+        by_step.plot(curve.steps, curve.values, marker=".", label=curve.name)
+        by_time.plot(curve.minutes, curve.values, marker=".", label=curve.name)
+    by_step.set_xlabel("step")
+    by_time.set_xlabel("training time (minutes)")
+    for ax in (by_step, by_time):
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+    if curves:
+        fig.legend(*by_step.get_legend_handles_labels(), loc="outside right center", fontsize=8)
+    fig.suptitle(f"{metric} during training")
+    _save(fig, path)

@@ -274,6 +274,10 @@ class Trainer:
         tcfg, prog = self.cfg.train, self.progress
         if self.rank == 0:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+            if prog.step == 0:  # a fresh start (or --restart) leaves nothing of an earlier run behind
+                self._truncate_metrics(0)
+                for stale in self.ckpt_dir.glob("*.pt"):
+                    stale.unlink()
             save_config(self.cfg, self.run_dir / "config.yaml")
             self._open_tensorboard()
         if self._out_of_epochs() or self._should_stop_by_budget(time.monotonic()):

@@ -41,9 +41,11 @@ class Translator:
     def from_checkpoint(cls, path: str, device: torch.device, args: argparse.Namespace,
                         make_decode: Callable[[DecodeConfig, argparse.Namespace, int], DecodeConfig]) -> Translator:
         loaded = load_model(path, device)
+        thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
+                                args.max_uniform_share)
         return cls(loaded, make_decode(loaded.cfg.decode, args, args.n_best), device, args.precision,
                    args.max_tokens, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,
-                   args.attention_stats)
+                   args.attention_stats, thresholds)
 
     def _encode(self, numbered: list[tuple[int, str]], name: str) -> list[np.ndarray]:
         tok = self.loaded.tokenizer
@@ -81,8 +83,9 @@ class Translator:
                 continue
             weights = hyps[0].attention.float()  # (T, S)
             if stats_handle is not None:
-                stats = attention_stats(weights, self.thresholds)
-                stats_handle.write(json.dumps({"line": number, **stats, "flags": flags(stats)}) + "\n")
+                stats = attention_stats(weights, self.thresholds, per_row=True)
+                record = {"line": number, **stats, "flags": flags(stats, self.thresholds)}
+                stats_handle.write(json.dumps(record) + "\n")
             if self.plot_dir is not None and self.plotted < self.plot_count:
                 src = tok.src_pieces(normalize(line, self.loaded.cfg.data.lowercase))[:self.max_tokens] + ["</s>"]
                 tgt = tok.tgt_id_pieces(hyps[0].tokens) + ["</s>"]

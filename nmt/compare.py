@@ -1,0 +1,341 @@
+"""Compare finished runs: scores and speed, paired bootstrap significance, learning curves, attention.
+
+`nmt-compare RUN_DIR...` reads each run's `eval_test.json`, `test.hyp.en`, `metrics.jsonl` and `config.yaml`,
+and writes `compare.md`, `compare.json` and PNG plots into `--out`. A run without a report is kept in the
+report as failed, with the reason (`train_failed.txt`, written by scripts/compare_suite.py, when present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
+
+from nmt.checkpoint import CheckpointError
+from nmt.config import Config, ConfigError, load_config
+from nmt.data import DataError, normalize, read_pair, resolve_files
+from nmt.decode import Hypothesis, translate_ids
+from nmt.diagnostics import Thresholds, attention_stats, summarize
+from nmt.evaluate import load_model
+from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
+from nmt.tokenizer import Tokenizer
+from nmt.utils import atomic_output, resolve_device
+
+FAILED_NOTE = "train_failed.txt"
+MAX_TOKENS = 250  # source subwords decoded per sentence, as in evaluation
+
+
+@dataclass
+class Run:
+    """One run folder and what could be read from it."""
+
+    name: str
+    path: Path
+    status: str = "ok"  # ok | failed (no usable report) | excluded (not comparable with the others)
+    reason: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+    cfg: Config | None = None
+    hyps: list[str] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    def fail(self, reason: str, status: str = "failed") -> None:
+        self.status, self.reason = status, reason
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a run's metrics.jsonl (none if the file is missing)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder; problems make the run `failed` with a reason instead of raising."""
+    run = Run(path.name, path)
+    if not path.is_dir():
+        run.fail("run folder not found")
+        return run
+    try:
+        run.metrics = read_metrics(path / "metrics.jsonl")
+        note = path / FAILED_NOTE
+        if note.exists():
+            run.fail(note.read_text(encoding="utf-8").strip() or "training failed")
+            return run
+        for name in ("eval_test.json", "test.hyp.en", "config.yaml"):
+            if not (path / name).exists():
+                run.fail(f"no {name} (training failed or was not evaluated)")
+                return run
+        run.report = json.loads((path / "eval_test.json").read_text(encoding="utf-8"))
+        run.cfg = load_config(path / "config.yaml")
+        run.hyps = (path / "test.hyp.en").read_text(encoding="utf-8").split("\n")[:-1]
+    except (OSError, ValueError) as err:
+        run.fail(f"unreadable run files ({err})")
+        return run
+    if len(run.hyps) != run.report.get("sentences"):
+        run.fail(f"test.hyp.en has {len(run.hyps)} lines but the report scored {run.report.get('sentences')}")
+    return run
+
+
+def test_set(cfg: Config) -> tuple[list[str], list[str]]:
+    """The test split of a run's dataset, normalized as the trainer scored it: (sources, references)."""
+    files = resolve_files(cfg, log=lambda _msg: None)
+    if "test" not in files:
+        raise DataError(f"{cfg.name}: the run's dataset has no test split")
+    sources, refs = read_pair(*files["test"])
+    return [normalize(s, cfg.data.lowercase) for s in sources], [normalize(r, cfg.data.lowercase) for r in refs]
+
+
+def check_references(runs: list[Run]) -> tuple[list[str], list[str]]:
+    """Sources and references shared by the ok runs; a run whose test set differs is excluded."""
+    shared: tuple[list[str], list[str]] | None = None
+    for run in (r for r in runs if r.status == "ok"):
+        try:
+            sources, refs = test_set(run.cfg)
+        except DataError as err:
+            run.fail(f"cannot read the test references ({err})")
+            continue
+        if len(refs) != len(run.hyps):
+            run.fail(f"{len(run.hyps)} hypotheses for {len(refs)} test references", "excluded")
+        elif shared is None:
+            shared = sources, refs
+        elif refs != shared[1]:
+            run.fail("its test references differ from the other runs'", "excluded")
+    return shared or ([], [])
+
+
+def _round(value: float) -> float:
+    return round(float(value), 2) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str],
+                     resamples: int = 1000) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """sacrebleu's paired bootstrap of every system against the first: per system and metric, the score,
+    bootstrap mean, 95% confidence interval and p-value (None for the baseline); plus the signatures."""
+    metrics = {"bleu": BLEU(), "chrf": CHRF()}
+    signatures, table = PairedTest(systems, metrics, [refs], test_type="bs", n_samples=resamples)()
+    columns = [name for name in table if name != "System"]  # sacrebleu's names, in the order of `metrics`
+    baseline_hyps = systems[0][1]
+    out: dict[str, dict[str, Any]] = {}
+    for index, (name, hyps) in enumerate(systems):
+        out[name] = {}
+        for key, column in zip(metrics, columns):
+            result = table[column][index]
+            p_value = result.p_value
+            if index and hyps == baseline_hyps:
+                p_value = 1.0  # sacrebleu gives 1/(n+1) when every resampled difference is 0; no evidence at all
+            out[name][key] = {"score": _round(result.score), "mean": _round(result.mean),
+                              "ci95": [_round(result.mean - result.ci), _round(result.mean + result.ci)],
+                              "p_value": None if p_value is None else round(float(p_value), 4)}
+    return out, {key: str(signatures[column]) for key, column in zip(metrics, columns)}
+
+
+def attention_label(cfg: Config) -> str:
+    """The attention variant a run compares: the GRU decoder's attention or the Transformer's self-attention."""
+    return f"rnn/{cfg.model.attention}" if cfg.model.arch == "rnn" else f"transformer/{cfg.model.self_attention}"
+
+
+def summary_row(run: Run) -> dict[str, Any]:
+    """The table row of one run (scores, size, speed) from its report and metrics."""
+    row: dict[str, Any] = {"name": run.name, "path": str(run.path), "status": run.status, "reason": run.reason}
+    speeds = [m["tgt_tok_s"] for m in run.metrics if m.get("type") == "train" and "tgt_tok_s" in m]
+    row["train_tgt_tok_s"] = round(statistics.median(speeds), 1) if speeds else None
+    if run.cfg is not None:
+        row["attention"] = attention_label(run.cfg)
+    if run.report:
+        scores, train = run.report["scores"], run.report.get("train", {})
+        row.update(bleu=scores["bleu"], chrf=scores["chrf"], ter=scores["ter"],
+                   parameters=train.get("parameters"), train_steps=train.get("steps"),
+                   train_minutes=train.get("minutes"), decode_sentences_per_s=run.report.get("sentences_per_s"))
+    return row
+
+
+def curves(runs: list[Run]) -> tuple[list[Curve], str]:
+    """Validation curves of every run with metrics: BLEU when all of them logged it, else the loss."""
+    valid = {run.name: [m for m in run.metrics if m.get("type") == "valid"] for run in runs}
+    valid = {name: entries for name, entries in valid.items() if entries}
+    key = "bleu" if all("bleu" in e for entries in valid.values() for e in entries) else "loss"
+    out = [Curve(name, [e["step"] for e in entries], [e["elapsed"] / 60 for e in entries], [e[key] for e in entries])
+           for name, entries in valid.items()]
+    return out, "validation BLEU" if key == "bleu" else "validation loss"
+
+
+def pick_sentences(sources: list[str], count: int) -> list[int]:
+    """Indices of `count` readable test sentences (4-12 words), falling back to the first ones."""
+    readable = [i for i, s in enumerate(sources) if 4 <= len(s.split()) <= 12]
+    chosen = readable[:count]
+    return chosen + [i for i in range(len(sources)) if i not in chosen][:count - len(chosen)]
+
+
+def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Tokenizer, list[Hypothesis]]:
+    """The run's best translation of each source, decoded with its own settings, with cross-attention."""
+    loaded = load_model(run.path, device)
+    ids = [np.asarray(s[:MAX_TOKENS], dtype=np.int64) for s in loaded.tokenizer.encode_src(sources)]
+    nbest = translate_ids(loaded.model, ids, loaded.cfg.decode, device, return_attention=True)
+    return loaded.tokenizer, [n[0] for n in nbest]
+
+
+def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.device, limit: int, heatmaps: int,
+             thresholds: Thresholds) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Attention diagnostics of each run over the first `limit` test sentences, and heatmap PNGs of a few."""
+    sample = sources[:limit]
+    chosen = pick_sentences(sample, heatmaps)
+    panels: dict[int, list[AttentionPanel]] = {i: [] for i in chosen}
+    diagnostics = {}
+    for run in runs:
+        print(f"nmt-compare: attention of {run.name} on {len(sample)} test sentences", file=sys.stderr)
+        try:
+            tokenizer, best = best_with_attention(run, sample, device)
+        except CheckpointError as err:
+            diagnostics[run.name] = {"error": str(err)}
+            continue
+        weights = [h.attention.float().cpu() for h in best]  # each (T, S)
+        diagnostics[run.name] = summarize([attention_stats(w, thresholds) for w in weights], thresholds)
+        for i in chosen:
+            src = tokenizer.src_pieces(sample[i])[:MAX_TOKENS] + ["</s>"]
+            tgt = tokenizer.tgt_id_pieces(best[i].tokens) + ["</s>"]
+            title = f"{run.name}\n{tokenizer.decode_tgt(best[i].tokens)[:60]}"
+            panels[i].append(AttentionPanel(weights[i].numpy(), src, tgt, title))
+    files = []
+    for i in chosen:
+        if panels[i]:
+            files.append(f"attention_test{i + 1:04d}.png")
+            attention_grid(panels[i], out / files[-1], title=f"test sentence {i + 1}: {sample[i]}")
+    return diagnostics, files
+
+
+def _cell(value: Any, fmt: str = "{}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The human-readable report: tables, then the plots."""
+    lines = [f"# Attention variants: {data['suite']}", "",
+             f"Test set: {data['test_sentences']} sentences. Baseline for significance: {data['baseline']}."]
+    if data["baseline_note"]:
+        lines.append(f"Note: {data['baseline_note']}.")
+    lines += ["", "## Scores, size and speed", "",
+              "| run | attention | status | BLEU | chrF | TER | parameters | steps | train min | train tgt tok/s "
+              "(median) | decode sent/s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in data["runs"]:
+        status = r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r['reason']}"
+        lines.append(f"| {r['name']} | {r.get('attention', '–')} | {status} | {_cell(r.get('bleu'))} | "
+                     f"{_cell(r.get('chrf'))} | {_cell(r.get('ter'))} | {_cell(r.get('parameters'), '{:,}')} | "
+                     f"{_cell(r.get('train_steps'))} | {_cell(r.get('train_minutes'))} | "
+                     f"{_cell(r.get('train_tgt_tok_s'), '{:.0f}')} | {_cell(r.get('decode_sentences_per_s'))} |")
+    sig = data.get("significance")
+    if sig:
+        lines += ["", f"## Significance against {data['baseline']}", "",
+                  f"{sig['test']}, {sig['resamples']} resamples; mean and 95% confidence interval of the resampled "
+                  "scores; p-value of the difference to the baseline (* p < 0.05).", "",
+                  "| run | BLEU | BLEU 95% CI | p (BLEU) | chrF | chrF 95% CI | p (chrF) |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, result in sig["runs"].items():
+            cells = []
+            for key in ("bleu", "chrf"):
+                m = result[key]
+                p = "baseline" if m["p_value"] is None else f"{m['p_value']:.4f}{'*' if m['p_value'] < 0.05 else ''}"
+                cells += [f"{m['score']:.2f}", f"{m['ci95'][0]:.2f}–{m['ci95'][1]:.2f}", p]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += [""] + [f"- {key}: `{value}`" for key, value in sig["signatures"].items()]
+    if data.get("diagnostics"):
+        lines += ["", "## Attention diagnostics", "",
+                  f"Cross-attention of each run's own translations of the first {data['diagnostics_sentences']} "
+                  "test sentences (Transformer: last decoder layer, averaged over heads). Entropy in nats; a "
+                  "uniform row has log(source length). Near-uniform attention suggests an unsure model, rows with "
+                  "over 90% of their weight on one token an over-fitted one.", "",
+                  "| run | mean entropy | uniform entropy | mean max weight | rows > 90% on one token | "
+                  "near-uniform rows | flagged sentences |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, d in data["diagnostics"].items():
+            if "error" in d:
+                lines.append(f"| {name} | {d['error']} |" + " |" * 5)
+                continue
+            lines.append(f"| {name} | {d['mean_entropy']:.3f} | {d['mean_uniform_entropy']:.3f} | "
+                         f"{d['mean_max_weight']:.3f} | {d['focused_share']:.1%} | {d['uniform_share']:.1%} | "
+                         f"{d['flagged_share']:.1%} |")
+    plots = data["plots"]
+    if "learning_curves" in plots:
+        lines += ["", "## Learning curves", "", f"![{data['learning_curve_metric']}]({plots['learning_curves']})"]
+    if plots["attention"]:
+        lines += ["", "## Attention heatmaps", ""] + [f"![{name}]({name})" for name in plots["attention"]]
+    return "\n".join(lines) + "\n"
+
+
+def compare(paths: list[Path], out: Path, suite: str, baseline: str | None = None, device: str = "auto",
+            diag_sentences: int = 200, heatmaps: int = 3, resamples: int = 1000,
+            thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Build the whole comparison, write compare.md / compare.json / PNGs into `out`, return the JSON data."""
+    runs = [load_run(p) for p in paths]
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"run folders need distinct names, got {', '.join(names)}")
+    if baseline is not None and baseline not in names:
+        raise ConfigError(f"--baseline {baseline}: not one of the runs ({', '.join(names)})")
+    sources, refs = check_references(runs)
+    ok = [r for r in runs if r.status == "ok"]
+    note = ""
+    chosen = next((r for r in ok if r.name == baseline), ok[0] if ok else None)
+    if baseline is not None and (chosen is None or chosen.name != baseline):
+        note = f"the requested baseline {baseline} is not usable; " + (
+            f"compared against {chosen.name} instead" if chosen else "no run is usable")
+    out.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {"suite": suite, "baseline": chosen.name if chosen else None, "baseline_note": note,
+                            "test_sentences": len(refs), "runs": [summary_row(r) for r in runs]}
+    if chosen is not None:
+        systems = [(chosen.name, chosen.hyps)] + [(r.name, r.hyps) for r in ok if r is not chosen]
+        significance, signatures = paired_bootstrap(systems, refs, resamples)
+        data["significance"] = {"test": "paired bootstrap resampling (sacrebleu)", "resamples": resamples,
+                                "signatures": signatures, "runs": significance}
+        resolved = resolve_device(device)
+        data["diagnostics"], heatmap_files = diagnose(ok, sources, out, resolved, diag_sentences, heatmaps,
+                                                      thresholds or Thresholds())
+        data["diagnostics_sentences"] = min(diag_sentences, len(sources))
+    else:
+        heatmap_files = []
+    learning, metric = curves(runs)
+    plots = {"attention": heatmap_files}
+    if learning:
+        plots["learning_curves"] = "learning_curves.png"
+        learning_curves(learning, out / plots["learning_curves"], metric)
+    data["plots"] = plots
+    data["learning_curve_metric"] = metric
+    with atomic_output(out / "compare.json") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+    with atomic_output(out / "compare.md") as handle:
+        handle.write(markdown(data))
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
+    parser = argparse.ArgumentParser(prog="nmt-compare", description=main.__doc__)
+    parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
+    parser.add_argument("--baseline", help="run name the others are tested against (default: the first usable)")
+    parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
+    parser.add_argument("--out", help="report folder (default: reports/<suite>)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--diag-sentences", type=int, default=200, help="test sentences for attention diagnostics")
+    parser.add_argument("--heatmaps", type=int, default=3, help="test sentences drawn as attention heatmaps")
+    parser.add_argument("--resamples", type=int, default=1000, help="paired bootstrap resamples")
+    args = parser.parse_args(argv)
+    if args.diag_sentences < 1 or args.heatmaps < 0 or args.resamples < 1:
+        raise ConfigError("--diag-sentences and --resamples must be positive, --heatmaps not negative")
+    try:
+        resolve_device(args.device)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    out = Path(args.out) if args.out else Path("reports") / args.suite
+    data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
+                   args.diag_sentences, args.heatmaps, args.resamples)
+    print(markdown(data), end="")
+    print(f"report: {out / 'compare.md'}")
+    return 0

@@ -1,0 +1,122 @@
+"""Train every attention variant of a suite, then compare them: `make compare SUITE=sample [BUDGET=20m|3000]`.
+
+Each config in configs/compare/<suite>/ is trained from scratch by `nmt-train` in its own subprocess (its
+output goes to reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. Then
+`nmt-compare` compares all run folders into reports/<suite>/. BUDGET gives every run the same limit:
+`20m` (or `1.5h`) sets train.max_minutes, a whole number sets train.max_steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nmt.compare import FAILED_NOTE
+from nmt.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+ORDER = ("gru_none", "gru_dot", "gru_general", "gru_additive",
+         "transformer_full", "transformer_local", "transformer_sparse", "transformer_linear")
+
+
+def budget_overrides(budget: str | None) -> list[str]:
+    """`--set` arguments for a budget: `20m` / `1.5h` of training time, or a number of steps."""
+    if not budget:
+        return []
+    timed = re.fullmatch(r"(\d+(?:\.\d+)?)([mh])", budget.strip())
+    if timed:
+        minutes = float(timed.group(1)) * (60 if timed.group(2) == "h" else 1)
+        return ["--set", f"train.max_minutes={minutes:g}", "--set", "train.max_steps=0"]
+    if budget.strip().isdigit() and int(budget) > 0:
+        return ["--set", f"train.max_steps={int(budget)}", "--set", "train.max_minutes=0"]
+    raise ValueError(f"--budget {budget}: use minutes like 20m, hours like 1.5h, or a number of steps like 3000")
+
+
+def suite_configs(suite: str) -> list[Path]:
+    """The suite's configs, GRU variants first, then Transformer variants, each in the order of ORDER."""
+    folder = REPO / "configs" / "compare" / suite
+    configs = sorted(folder.glob("*.yaml"))
+    if not configs:
+        known = sorted(p.name for p in (REPO / "configs" / "compare").iterdir() if p.is_dir())
+        raise ValueError(f"no configs in {folder}; suites: {', '.join(known)}")
+
+    def rank(path: Path) -> tuple[int, str]:
+        return next((i for i, tail in enumerate(ORDER) if path.stem.endswith(tail)), len(ORDER)), path.stem
+
+    return sorted(configs, key=rank)
+
+
+def last_error(log: Path) -> str:
+    """The `error: ...` line nmt-train printed, else the log's last line."""
+    lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    return (errors or lines or ["no output"])[-1]
+
+
+def train(config: Path, overrides: list[str], logs: Path) -> dict:
+    """Train one config from scratch in a subprocess; a failure is written into the run folder."""
+    try:
+        run_dir = load_config(config, overrides[1::2]).run_dir
+    except ConfigError:
+        run_dir = Path("runs") / config.stem
+    shutil.rmtree(run_dir, ignore_errors=True)
+    log = logs / f"{config.stem}.log"
+    start = time.monotonic()
+    with log.open("w", encoding="utf-8") as handle:
+        code = subprocess.run([sys.executable, "-m", "nmt", "train", str(config), *overrides],
+                              stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
+    record = {"config": str(config), "run_dir": str(run_dir), "returncode": code,
+              "seconds": round(time.monotonic() - start, 1), "log": str(log)}
+    if code:
+        record["error"] = last_error(log)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / FAILED_NOTE).write_text(f"nmt-train exited with status {code}: {record['error']} "
+                                           f"(log: {log})\n", encoding="utf-8")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", help="folder under configs/compare/ (sample, multi30k)")
+    parser.add_argument("--budget", help="same budget for every run: 20m, 1.5h (time) or 3000 (steps)")
+    parser.add_argument("--baseline", help="run the others are tested against (default: <suite> transformer full)")
+    parser.add_argument("--out", help="report folder (default: reports/<suite>)")
+    args = parser.parse_args(argv)
+    try:
+        overrides = budget_overrides(args.budget)
+        configs = suite_configs(args.suite)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("reports") / args.suite
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    records = []
+    for number, config in enumerate(configs, 1):
+        print(f"[{number}/{len(configs)}] training {config.stem} ...", end=" ", flush=True)
+        records.append(train(config, overrides, logs))
+        rec = records[-1]
+        print(f"ok ({rec['seconds']:.0f} s)" if not rec["returncode"] else f"FAILED: {rec['error']}", flush=True)
+    summary = {"suite": args.suite, "budget": args.budget, "overrides": overrides[1::2], "runs": records,
+               "train_seconds": round(time.monotonic() - start, 1)}
+    (out / "suite.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    baseline = args.baseline or next((Path(r["run_dir"]).name for r in records
+                                      if r["config"].endswith("transformer_full.yaml")), None)
+    command = [sys.executable, "-m", "nmt", "compare", *(r["run_dir"] for r in records), "--suite", args.suite,
+               "--out", str(out)] + (["--baseline", baseline] if baseline else [])
+    code = subprocess.run(command, check=False).returncode
+    failed = sum(1 for r in records if r["returncode"])
+    print(f"suite {args.suite}: {len(records) - failed} of {len(records)} runs trained, "
+          f"{time.monotonic() - start:.0f} s in all; report in {out}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
