@@ -104,3 +104,22 @@ def test_checkpoint_refuses_code(tmp_path):
     (tmp_path / "evil.pt").write_bytes(header + body)
     with pytest.raises(CheckpointError, match="cannot be read as data"):
         load_checkpoint(tmp_path / "evil.pt")
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_fused_loss_gradient_matches_autograd_reference(eps):
+    torch.manual_seed(2)
+    logits = torch.randn(8, 13, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([1, 5, 0, 12, 3, 0, 7, 2])
+    loss, nll, _ = label_smoothed_loss(logits, target, eps, pad_id=0)
+    loss.backward()
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    lprobs = F.log_softmax(ref_logits, -1)
+    q = torch.full((8, 13), eps / 11, dtype=torch.float64)
+    q[:, 0] = 0.0
+    q[torch.arange(8), target] = 1 - eps
+    ref = -(q * lprobs).sum(-1)[target != 0].sum()
+    ref.backward()
+    assert torch.allclose(loss, ref) and torch.allclose(logits.grad, ref_logits.grad)
+    assert torch.allclose(nll, F.nll_loss(lprobs.detach(), target, ignore_index=0, reduction="sum"))
+    assert torch.autograd.gradcheck(lambda x: label_smoothed_loss(x, target, eps, 0)[0], (logits.detach().requires_grad_(),))
