@@ -68,13 +68,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return payload
 
 
-def average_state_dicts(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the model weights of several checkpoints (integer buffers from the first)."""
-    states = [load_checkpoint(path)["model"] for path in paths]
+def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
+    """The first checkpoint's inference payload with the element-wise mean of all their weights.
+
+    Every checkpoint must have the same model settings; integer buffers are taken from the first.
+    """
+    states = [load_checkpoint(path) for path in paths]
+    first = states[0]
+    for path, state in zip(paths[1:], states[1:]):
+        if state.get("model_config") != first.get("model_config"):
+            raise CheckpointError(f"{path}: model settings differ from {paths[0]}; cannot average")
     averaged = {}
-    for key, first in states[0].items():
-        if first.is_floating_point():
-            averaged[key] = (sum(state[key].double() for state in states) / len(states)).to(first.dtype)
+    for key, value in first["model"].items():
+        if value.is_floating_point():
+            averaged[key] = (sum(state["model"][key].double() for state in states) / len(states)).to(value.dtype)
         else:
-            averaged[key] = first
-    return averaged
+            averaged[key] = value
+    keep = ("config", "model_config", "vocab", "tokenizer", "tokenizer_id")
+    latest = max(states, key=lambda state: state.get("progress", {}).get("step", 0))
+    return {k: first[k] for k in keep if k in first} | {
+        "model": averaged, "averaged": [str(p) for p in paths], "progress": latest.get("progress", {})}

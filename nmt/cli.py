@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import CheckpointError, average_state_dicts, load_checkpoint, save_checkpoint
+from nmt.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_checkpoint
 from nmt.config import Config, ConfigError, DecodeConfig, load_config, reference_markdown
 from nmt.data import DataError, prepare, read_pair, resolve_files, summary
 from nmt.models import check_model_config
@@ -119,8 +119,6 @@ def train_main(argv: list[str] | None = None) -> int:
     loaded = load_model(trainer.final_checkpoint(), device)
     split = data.splits["test"]
     report, hyps = evaluate(loaded, split.src_raw, split.tgt_raw, cfg.decode, device, cfg.train.precision)
-    report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
-                       "parameters": trainer.n_params}
     write_report(report, hyps, cfg.run_dir / "eval_test.json", cfg.run_dir / "test.hyp.en")
     print(eval_summary(report))
     return 0
@@ -257,14 +255,7 @@ def average_main(argv: list[str] | None = None) -> int:
         paths = [run / "checkpoints" / b["path"] for b in last["progress"]["best"][:args.best]]
     else:
         paths = [Path(p) for p in args.inputs]
-    base = load_checkpoint(paths[0])
-    keep = ("model", "config", "model_config", "vocab", "tokenizer", "tokenizer_id")
-    payload = {k: base[k] for k in keep if k in base}
-    for path in paths[1:]:
-        if load_checkpoint(path).get("model_config") != payload.get("model_config"):
-            raise CheckpointError(f"{path}: model settings differ from {paths[0]}; cannot average")
-    payload["model"] = average_state_dicts(paths)
-    payload["averaged"] = [str(p) for p in paths]
+    payload = average_checkpoints(paths)
     save_checkpoint(payload, args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}")
     return 0

@@ -134,7 +134,7 @@ class DecodeConfig:
     length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).")
     max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b.")
     max_len_b: int = _opt(10, "Maximum output length is a * source length + b.")
-    batch_tokens: int = _opt(6000, "Source-token budget per decoding batch.")
+    batch_tokens: int = _opt(2000, "Source-token budget per decoding batch.")
     n_best: int = _opt(1, "Hypotheses returned per sentence.")
 
 

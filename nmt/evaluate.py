@@ -16,7 +16,7 @@ import torch
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, to_dict
 from nmt.decode import detokenize, translate_ids
-from nmt.models import Seq2Seq, build_model
+from nmt.models import Seq2Seq, build_model, count_parameters
 from nmt.tokenizer import Tokenizer
 from nmt.utils import atomic_output
 
@@ -29,6 +29,7 @@ class Loaded:
     tokenizer: Tokenizer
     cfg: Config
     path: Path
+    progress: dict[str, Any]  # the trainer's step, elapsed seconds, ... when the checkpoint was written
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -55,7 +56,7 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
         model.load_state_dict(state["model"])
     except (KeyError, ConfigError, RuntimeError, ValueError) as err:
         raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({err})") from None
-    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt)
+    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt, state.get("progress", {}))
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
@@ -113,6 +114,8 @@ def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeCon
         "checkpoint_sha256": file_sha256(loaded.path),
         "config_sha256": hashlib.sha256(json.dumps(to_dict(loaded.cfg), sort_keys=True).encode()).hexdigest(),
         "experiment": loaded.cfg.name,
+        "train": {"steps": loaded.progress.get("step"), "minutes": round(loaded.progress.get("elapsed", 0.0) / 60, 2),
+                  "parameters": count_parameters(loaded.model)},
         "tokenizer_id": loaded.tokenizer.identity,
     }
     return report, hyps

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt.checkpoint import CheckpointError, average_state_dicts, load_checkpoint, save_checkpoint
+from nmt.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_checkpoint
 from nmt.config import Config, DecodeConfig, save_config, to_dict
 from nmt.data import Batch, Prepared, TokenBatchSampler, collate
 from nmt.decode import detokenize, translate_ids
@@ -359,9 +359,7 @@ class Trainer:
         if k <= 1:
             return best
         paths = [self.ckpt_dir / b["path"] for b in self.progress.best[:k]]
-        payload = load_checkpoint(best)
-        payload["model"] = average_state_dicts(paths)
-        payload["averaged"] = [p.name for p in paths]
+        payload = average_checkpoints(paths)
         target = self.ckpt_dir / "averaged.pt"
         save_checkpoint(payload, target)
         return target

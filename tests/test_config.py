@@ -110,3 +110,10 @@ def test_repository_configs_load():
 
     for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml")):
         load(str(path), [])
+
+
+def test_generated_reference_is_up_to_date():
+    from pathlib import Path
+
+    committed = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
+    assert committed.strip() == reference_markdown().strip(), "run `make docs` to regenerate docs/config.md"
