@@ -11,6 +11,7 @@ CONFIG ?= configs/sample_transformer.yaml
 SUITE ?= sample
 BUDGET ?=
 SET ?=
+BENCH_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
@@ -46,7 +47,7 @@ compare: $(STAMP)
 	$(BIN)/python scripts/compare_suite.py $(SUITE) $(if $(BUDGET),--budget $(BUDGET))
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench_all.py
+	$(BIN)/python scripts/bench_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf runs reports data/cache
