@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from nmt.utils import atomic_output
 
 MAGIC = b"NMTCKPT1\n"
 
@@ -25,23 +25,13 @@ class CheckpointError(Exception):
 
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     """Write `payload` to `path` atomically: temporary file in the same folder, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     body = buffer.getvalue()
     digest = hashlib.sha256(body).hexdigest().encode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(MAGIC + digest + b"\n")
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(path, "wb") as handle:
+        handle.write(MAGIC + digest + b"\n")
+        handle.write(body)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

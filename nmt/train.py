@@ -81,6 +81,7 @@ class Trainer:
                                          tcfg.batch_tokens, shuffle=True, seed=tcfg.seed,
                                          num_replicas=self.world, rank=self.rank)
         self.progress = Progress()
+        self.validated_step = -1
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self.tb = None
 
@@ -329,13 +330,14 @@ class Trainer:
                 stop = self._validate_and_save(stop)
         bar.close()
         prog.elapsed += time.monotonic() - start
-        if self.rank == 0 and not any(b["step"] == prog.step for b in prog.best):
+        if self.validated_step != prog.step:  # every rank: the stop decision is broadcast
             self._validate_and_save(True)
         if self.tb is not None:
             self.tb.close()
         return prog
 
     def _validate_and_save(self, stop: bool) -> bool:
+        self.validated_step = self.progress.step
         if self.rank == 0:
             result = self.validate()
             entry = {"type": "valid", "step": self.progress.step, "epoch": self.sampler.epoch, **result,

@@ -128,3 +128,13 @@ def test_evaluate_files_and_average(trained_run, tmp_path, capsys):
     avg = tmp_path / "avg.pt"
     assert average_main([str(trained_run), "--best", "2", "-o", str(avg)]) == 0
     assert translate_main(["-c", str(avg), "-i", str(tmp_path / "r.en"), "-o", str(tmp_path / "x")]) == 0
+
+
+def test_translate_stdin_to_stdout(trained_run, monkeypatch, capsys):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("Ein Hund läuft.\n\nZwei Kinder.\n".encode())))
+    assert translate_main(["-c", str(trained_run)]) == 0
+    lines = capsys.readouterr().out.split("\n")[:-1]
+    assert len(lines) == 3 and lines[0] and not lines[1] and lines[2]
