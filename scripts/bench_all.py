@@ -45,7 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", choices=STAGES, default=list(STAGES), help="benchmarks to run")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the README tables")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON folder (default benchmarks/results)")
-    parser.add_argument("--readme", type=Path, default=ROOT / "benchmarks" / "README.md", help="README to update")
+    parser.add_argument("--readme", type=Path, nargs="+", default=[ROOT / "benchmarks" / "README.md", ROOT / "README.md"],
+                        help="README files whose marked block is updated")
     return parser.parse_args(argv)
 
 
@@ -166,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
             if subprocess.run(cmd, check=False).returncode:
                 failed.append(Path(cmd[1]).name)
         print(f"\nbenchmarks took {(time.monotonic() - start) / 60:.1f} minutes")
-    update_readme(args.readme, args.results)
-    print(f"tables updated in {args.readme}")
+    for readme in args.readme:
+        update_readme(readme, args.results)
+        print(f"tables updated in {readme}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
