@@ -45,8 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", choices=STAGES, default=list(STAGES), help="benchmarks to run")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the README tables")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON folder (default benchmarks/results)")
-    parser.add_argument("--readme", type=Path, nargs="+", default=[ROOT / "benchmarks" / "README.md", ROOT / "README.md"],
-                        help="README files whose marked block is updated")
+    parser.add_argument("--readme", type=Path, nargs="+", help="README files whose marked block is updated",
+                        default=[ROOT / "benchmarks" / "README.md", ROOT / "README.md"])
     return parser.parse_args(argv)
 
 
