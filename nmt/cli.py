@@ -119,6 +119,8 @@ def train_main(argv: list[str] | None = None) -> int:
     loaded = load_model(trainer.final_checkpoint(), device)
     split = data.splits["test"]
     report, hyps = evaluate(loaded, split.src_raw, split.tgt_raw, cfg.decode, device, cfg.train.precision)
+    report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
+                       "parameters": trainer.n_params}
     write_report(report, hyps, cfg.run_dir / "eval_test.json", cfg.run_dir / "test.hyp.en")
     print(eval_summary(report))
     return 0

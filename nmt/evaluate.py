@@ -114,8 +114,10 @@ def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeCon
         "checkpoint_sha256": file_sha256(loaded.path),
         "config_sha256": hashlib.sha256(json.dumps(to_dict(loaded.cfg), sort_keys=True).encode()).hexdigest(),
         "experiment": loaded.cfg.name,
-        "train": {"steps": loaded.progress.get("step"), "minutes": round(loaded.progress.get("elapsed", 0.0) / 60, 2),
-                  "parameters": count_parameters(loaded.model)},
+        "parameters": count_parameters(loaded.model),
+        # How long the evaluated model had trained when its checkpoint was written (the latest of an average).
+        "checkpoint_progress": {"steps": loaded.progress.get("step"),
+                                "minutes": round(loaded.progress.get("elapsed", 0.0) / 60, 2)},
         "tokenizer_id": loaded.tokenizer.identity,
     }
     return report, hyps
