@@ -153,7 +153,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
     parser.add_argument("--src", help="source file to translate instead of a split")
     parser.add_argument("--ref", help="reference file for --src")
-    parser.add_argument("--output", help="report path (default: <run>/eval_<split>.json)")
+    parser.add_argument("--output", help="report path (default: <run>/eval_<split>.json); hypotheses go beside it")
     _decode_args(parser)
     args = parser.parse_args(argv)
     if bool(args.src) != bool(args.ref):
@@ -173,8 +173,8 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     report, hyps = evaluate(loaded, sources, refs, decode_cfg, device, args.precision, split=name)
     run_dir = loaded.path.parent.parent
     out = Path(args.output) if args.output else run_dir / f"eval_{name}.json"
-    write_report(report, hyps, out, out.with_name(f"{name}.hyp.{out.stem}.txt" if args.output else
-                                                  f"{name}.hyp.en"))
+    hyp_path = out.with_suffix(".hyp.txt") if args.output else run_dir / f"{name}.hyp.en"
+    write_report(report, hyps, out, hyp_path)
     print(eval_summary(report))
     print(f"report: {out}")
     return 0

@@ -15,6 +15,7 @@ import torch
 
 from nmt.checkpoint import CheckpointError, load_checkpoint
 from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, to_dict
+from nmt.data import sha256_file
 from nmt.decode import detokenize, translate_ids
 from nmt.models import Seq2Seq, build_model, count_parameters
 from nmt.tokenizer import Tokenizer
@@ -72,16 +73,9 @@ def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
         result = metric.corpus_score(hyps, [refs])
         out[name] = round(result.score, 2)
         out[f"{name}_signature"] = str(metric.get_signature())
-    out["bleu_detail"] = str(metrics["bleu"].corpus_score(hyps, [refs]))
+        if name == "bleu":
+            out["bleu_detail"] = str(result)  # n-gram precisions, brevity penalty, lengths
     return out
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeConfig, device: torch.device,
@@ -111,7 +105,7 @@ def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeCon
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} "
                                                                                    "threads)",
         "checkpoint": str(loaded.path),
-        "checkpoint_sha256": file_sha256(loaded.path),
+        "checkpoint_sha256": sha256_file(loaded.path),
         "config_sha256": hashlib.sha256(json.dumps(to_dict(loaded.cfg), sort_keys=True).encode()).hexdigest(),
         "experiment": loaded.cfg.name,
         "parameters": count_parameters(loaded.model),
