@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench_attention import markdown_table
+from markdown_block import replace_block
 
 from nmt.cli import command, load
 
@@ -147,13 +148,8 @@ def tables(results: Path) -> str:
 
 
 def update_readme(readme: Path, results: Path) -> None:
-    """Replace the text between the markers with freshly generated tables."""
-    text = readme.read_text(encoding="utf-8") if readme.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
-    if START not in text or END not in text or text.index(START) > text.index(END):
-        raise SystemExit(f"{readme}: the markers {START} and {END} are missing")
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    readme.write_text(f"{head}{START}\n{tables(results)}{END}{tail}", encoding="utf-8")
+    """Rewrite the generated block of `readme` (created if missing) from the JSON files in `results`."""
+    replace_block(readme, START, END, tables(results), title="# Benchmarks")
 
 
 @command

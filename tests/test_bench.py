@@ -45,10 +45,10 @@ def keep_threads() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def scripts() -> Iterator[dict[str, ModuleType]]:
-    """The benchmark scripts as modules (bench_all imports bench_attention by name, as when run as a script)."""
+    """The benchmark and report scripts as modules (bench_all imports bench_attention by name, as when run as a script)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPO / "scripts"))
-        names = ("bench_train", "bench_decode", "bench_attention", "bench_all")
+        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table")
         yield {name: importlib.import_module(name) for name in names}
 
 
@@ -142,3 +142,13 @@ def test_bench_attention_and_readme_tables(scripts, tmp_path):
     text = readme.read_text()
     assert "stale" not in text and text.startswith("# Benchmarks\n\nintro\n") and text.endswith("outro\n")
     assert "### Attention" in text and "| 24 | would exceed" in text and "bench_attention.py" in text
+
+
+def test_results_tables_match_the_committed_reports(scripts, tmp_path, capsys):
+    tables = scripts["results_table"]
+    assert tables.main(["--check"]) == 0, "run `python scripts/results_table.py` to regenerate README.md"
+    broken = tmp_path / "multi30k_transformer_20min"
+    broken.mkdir()
+    (broken / "eval_test.json").write_text(json.dumps({"scores": {}}))
+    assert tables.main(["--results", str(tmp_path)]) == 1
+    assert "multi30k_transformer_20min" in capsys.readouterr().err

@@ -1,0 +1,15 @@
+"""Rewrite the generated block of a Markdown file: the text between a start and an end marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def replace_block(path: Path, start: str, end: str, body: str, title: str = "") -> None:
+    """Put `body` between the markers of `path`; a missing file is created with `title` and empty markers."""
+    text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n\n{start}\n{end}\n"
+    if start not in text or end not in text or text.index(start) > text.index(end):
+        raise SystemExit(f"{path}: the markers {start} and {end} are missing")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    path.write_text(f"{head}{start}\n{body}{end}{tail}", encoding="utf-8")

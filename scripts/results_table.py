@@ -1,0 +1,102 @@
+"""Regenerate the Multi30k results tables in README.md from the committed reports in results/multi30k/.
+
+Usage: python scripts/results_table.py [--results results/multi30k] [--readme README.md] [--check]
+
+Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl),
+the translations (test.hyp.en) and run.json: the exact command and the hardware it was trained on. The config
+of the same name in configs/ says whether the row belongs to the full-length table or to the fixed-budget one
+(train.max_minutes set). The README block between <!-- results:start --> and <!-- results:end --> is
+rewritten; --check only reports whether it is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from markdown_block import replace_block
+
+from nmt.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+HEADER = ["| config | params | epochs / steps | training time | hardware | beam / lp "
+          "| BLEU | BLEU-lc | chrF | TER | command |",
+          "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+
+
+def _epochs(metrics: Path, steps: int) -> str:
+    """Epochs trained, from the log: the validation closing epoch 1 gives the steps per epoch."""
+    if not metrics.exists():
+        return "–"
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("type") == "valid" and record.get("epoch") == 1:
+            return f"{steps / record['step']:.1f}"
+    return "–"
+
+
+def _row(folder: Path) -> tuple[bool, float, str]:
+    """(is it a fixed-budget run, its BLEU, its Markdown row) for one results folder."""
+    report = json.loads((folder / "eval_test.json").read_text(encoding="utf-8"))
+    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    config = ROOT / "configs" / f"{folder.name}.yaml"
+    budget = load_config(config).train.max_minutes > 0
+    s, t, d = report["scores"], report["train"], report["decode"]
+    cells = [f"`{folder.name}`", f"{t['parameters'] / 1e6:.2f} M", f"{_epochs(folder / 'metrics.jsonl', t['steps'])} "
+             f"/ {t['steps']:,}", f"{t['minutes']:.0f} min", run["hardware"], f"{d['beam']} / {d['length_penalty']}",
+             f"{s['bleu']:.2f}", f"{s['bleu_lc']:.2f}", f"{s['chrf']:.2f}", f"{s['ter']:.2f}", f"`{run['command']}`"]
+    return budget, s["bleu"], "| " + " | ".join(cells) + " |"
+
+
+def _ranked(rows: list[tuple[float, str]]) -> list[str]:
+    return [row for _, row in sorted(rows, key=lambda r: -r[0])]
+
+
+def tables(results: Path) -> str:
+    """The generated Markdown: full-length runs first, then the fixed-budget runs, each by BLEU."""
+    full: list[tuple[float, str]] = []
+    budget: list[tuple[float, str]] = []
+    for folder in sorted(p for p in results.iterdir() if (p / "eval_test.json").exists()):
+        try:
+            is_budget, bleu, row = _row(folder)
+        except KeyError as err:
+            raise ValueError(f"{folder}: a report has no field {err}") from None
+        (budget if is_budget else full).append((bleu, row))
+    parts = []
+    if full:
+        parts += ["**Full-length runs** (the final model averages the best epoch checkpoints):", "",
+                  *HEADER, *_ranked(full), ""]
+    if budget:
+        parts += ["**Fixed budget: 20 minutes of training on 2 CPU cores** (wall clock of the trainer, validations "
+                  "included):", "", *HEADER, *_ranked(budget), ""]
+    return "\n".join(parts) + "\n" if parts else "No results yet.\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="results_table.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="reports folder")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="README whose block is rewritten")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README block is not current")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        body = tables(args.results)
+    except (OSError, KeyError, ValueError, ConfigError) as err:
+        print(f"results_table.py: {err}", file=sys.stderr)
+        return 1
+    if args.check:
+        text = args.readme.read_text(encoding="utf-8")
+        current = f"{START}\n{body}{END}" in text
+        if not current:
+            print(f"{args.readme}: the results tables are stale; run `python scripts/results_table.py`",
+                  file=sys.stderr)
+        return 0 if current else 1
+    replace_block(args.readme, START, END, body)
+    print(f"results tables updated in {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
