@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
-.PHONY: install data train test lint demo compare bench docs clean
+.PHONY: install data train test lint demo compare bench docs results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ lint: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/nmt-config-doc > docs/config.md
+
+results: $(STAMP)
+	$(BIN)/python scripts/results_table.py
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
