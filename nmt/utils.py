@@ -56,6 +56,13 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
 
 
+def _new_file_mode() -> int:
+    """The permissions open() gives a new file under the current umask (mkstemp alone gives 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Write to a temporary file beside `path` and rename it into place only when the block succeeds."""
@@ -63,6 +70,7 @@ def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _new_file_mode())
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle

@@ -2,8 +2,9 @@
 
 Usage: python scripts/results_table.py [--results results/multi30k] [--readme README.md] [--check]
 
-Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl),
-the translations (test.hyp.en) and run.json: the exact command and the hardware it was trained on. The config
+Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
+which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
+command and the hardware it was trained on. The config
 of the same name in configs/ says whether the row belongs to the full-length table or to the fixed-budget one
 (train.max_minutes set). The README block between <!-- results:start --> and <!-- results:end --> is
 rewritten; --check only reports whether it is current.
@@ -27,15 +28,16 @@ HEADER = ["| config | params | epochs / steps | training time | hardware | beam 
           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
 
 
-def _epochs(metrics: Path, steps: int) -> str:
-    """Epochs trained, from the log: the validation closing epoch 1 gives the steps per epoch."""
-    if not metrics.exists():
-        return "–"
-    for line in metrics.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("type") == "valid" and record.get("epoch") == 1:
-            return f"{steps / record['step']:.1f}"
-    return "–"
+def _progress(metrics: Path) -> tuple[str, int, float]:
+    """(epochs, updates, minutes) of the whole run, from its log; the validation closing epoch 1 gives the
+    updates per epoch."""
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not records:
+        raise ValueError(f"{metrics} is empty")
+    last = records[-1]
+    per_epoch = next((r["step"] for r in records if r.get("type") == "valid" and r.get("epoch") == 1), 0)
+    epochs = f"{last['step'] / per_epoch:.1f}" if per_epoch else "–"
+    return epochs, last["step"], last["elapsed"] / 60
 
 
 def _row(folder: Path) -> tuple[bool, float, str]:
@@ -44,9 +46,11 @@ def _row(folder: Path) -> tuple[bool, float, str]:
     run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     config = ROOT / "configs" / f"{folder.name}.yaml"
     budget = load_config(config).train.max_minutes > 0
-    s, t, d = report["scores"], report["train"], report["decode"]
-    cells = [f"`{folder.name}`", f"{t['parameters'] / 1e6:.2f} M", f"{_epochs(folder / 'metrics.jsonl', t['steps'])} "
-             f"/ {t['steps']:,}", f"{t['minutes']:.0f} min", run["hardware"], f"{d['beam']} / {d['length_penalty']}",
+    s, d = report["scores"], report["decode"]
+    params = report["parameters"] if "parameters" in report else report["train"]["parameters"]  # older reports
+    epochs, steps, minutes = _progress(folder / "metrics.jsonl")
+    cells = [f"`{folder.name}`", f"{params / 1e6:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min",
+             run["hardware"], f"{d['beam']} / {d['length_penalty']}",
              f"{s['bleu']:.2f}", f"{s['bleu_lc']:.2f}", f"{s['chrf']:.2f}", f"{s['ter']:.2f}", f"`{run['command']}`"]
     return budget, s["bleu"], "| " + " | ".join(cells) + " |"
 

@@ -45,7 +45,7 @@ def keep_threads() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def scripts() -> Iterator[dict[str, ModuleType]]:
-    """The benchmark and report scripts as modules (bench_all imports bench_attention by name, as when run as a script)."""
+    """The benchmark and report scripts as modules (imported by name, as when run as scripts)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPO / "scripts"))
         names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import stat
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt.config import TrainConfig
 from nmt.loss import label_smoothed_loss
 from nmt.optim import Plateau, build_optimizer, constant, inverse_sqrt, learning_rate, noam
+from nmt.utils import atomic_output
 
 
 def test_label_smoothing_zero_is_cross_entropy():
@@ -86,6 +89,18 @@ def test_checkpoint_round_trip_and_corruption(tmp_path):
         with pytest.raises(CheckpointError, match=message):
             load_checkpoint(tmp_path / name)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_atomic_output_gives_the_permissions_of_a_plain_open(tmp_path):
+    old = os.umask(0o027)
+    try:
+        with atomic_output(tmp_path / "report.json") as handle:
+            handle.write("{}")
+        (tmp_path / "plain.json").write_text("{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o640
 
 
 def test_checkpoint_refuses_code(tmp_path):
