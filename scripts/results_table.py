@@ -4,10 +4,10 @@ Usage: python scripts/results_table.py [--results results/multi30k] [--readme RE
 
 Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
 which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
-command and the hardware it was trained on. The config
-of the same name in configs/ says whether the row belongs to the full-length table or to the fixed-budget one
-(train.max_minutes set). The README block between <!-- results:start --> and <!-- results:end --> is
-rewritten; --check only reports whether it is current.
+command and the hardware it was trained on. The config of the same name in configs/ says whether the row
+belongs to the full-length table or to the fixed-budget one (train.max_minutes set). The README block
+between <!-- results:start --> and <!-- results:end --> is rewritten; --check only reports whether it is
+current.
 """
 
 from __future__ import annotations
