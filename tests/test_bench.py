@@ -130,7 +130,7 @@ def test_attention_methods_agree_where_they_should(scripts):
 def test_bench_attention_and_readme_tables(scripts, tmp_path):
     cap = scripts["bench_attention"].naive_footprint_gb(24, "fp32")  # 16 fits, 24 does not
     args = ["--lengths", "16", "24", "--methods", "naive", "--repeats", "1", "--device", "cpu", "--threads", "1",
-            "--memory-cap", str(cap * 0.99), "--out-dir", str(tmp_path)]
+            "--memory-cap", str(cap * 0.99), "--budget", "900", "--out-dir", str(tmp_path)]
     assert scripts["bench_attention"].main(args) == 0
     result = json.loads((tmp_path / "attention_cpu.json").read_text())
     assert result["results"]["naive"]["16"]["ms"] > 0
