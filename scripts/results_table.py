@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         body = tables(args.results)
-    except (OSError, KeyError, ValueError, ConfigError) as err:
+    except (OSError, ValueError, ConfigError) as err:
         print(f"results_table.py: {err}", file=sys.stderr)
         return 1
     if args.check:
