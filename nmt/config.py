@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -18,17 +19,91 @@ class ConfigError(ValueError):
     """A configuration problem, with the key and file at fault in its message."""
 
 
-def _opt(default: Any, doc: str, choices: tuple[str, ...] | None = None) -> Any:
-    """A field with its single default, its documentation and, optionally, its valid choices."""
-    meta = {"doc": doc, "choices": choices}
+@dataclass(frozen=True)
+class Range:
+    """The interval a number setting may take. NaN and infinity never lie inside."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    @staticmethod
+    def _num(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    def describe(self, integer: bool = False) -> str:
+        """What is allowed, in words: 'a finite number > 0', 'an integer >= 1', 'a number in [0, 1)'."""
+        kind = "an integer" if integer else "a finite number"
+        if math.isinf(self.high):
+            return f"{kind} {'>' if self.low_open else '>='} {self._num(self.low)}"
+        if math.isinf(self.low):
+            return f"{kind} {'<' if self.high_open else '<='} {self._num(self.high)}"
+        opening, closing = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        interval = f"{opening}{self._num(self.low)}, {self._num(self.high)}{closing}"
+        return f"{'an integer' if integer else 'a number'} in {interval}"
+
+    def check(self, value: float, name: str) -> None:
+        """Raise ConfigError naming `name`, the value and what is allowed, when `value` lies outside."""
+        if value not in self:
+            raise ConfigError(f"{name}: got {value!r}, allowed: {self.describe(isinstance(value, int))}")
+
+
+POSITIVE = Range(0.0, low_open=True)
+NON_NEGATIVE = Range(0.0)
+AT_LEAST_ONE = Range(1.0)
+FRACTION = Range(0.0, 1.0, high_open=True)  # shares that must leave something: dropout, smoothing, betas
+
+
+def _opt(default: Any, doc: str, choices: tuple[str, ...] | None = None, bounds: Range | None = None) -> Any:
+    """A field with its single default, its documentation and, optionally, its valid choices or range."""
+    meta = {"doc": doc, "choices": choices, "bounds": bounds}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
+def _numbers(value: Any, name: str) -> list[tuple[str, Any]]:
+    """(name, number) for a number, or for each number inside a list or mapping."""
+    if isinstance(value, list):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"{name}.{k}", v) for k, v in value.items()]
+    return [(name, value)]
+
+
+def check_ranges(section: Any, where: str) -> None:
+    """Check every number of a config section against the range its field declares."""
+    for f in dataclasses.fields(section):
+        bounds = f.metadata.get("bounds")
+        if bounds is None:
+            continue
+        for name, value in _numbers(getattr(section, f.name), f"{where}.{f.name}" if where else f.name):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                bounds.check(value, name)
+
+
+class _Section:
+    """Base of the config sections: numbers are range-checked whenever a section is built, in code or from YAML."""
+
+    KEY: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        check_ranges(self, self.KEY)
+
+
 @dataclass
-class DataConfig:
+class DataConfig(_Section):
     """Where the parallel text comes from and how it is cleaned and batched."""
+
+    KEY: ClassVar[str] = "data"
 
     dataset: str = _opt("sample", "Corpus: the embedded sample, Multi30k task 1, or your own files.",
                         ("sample", "multi30k", "files"))
@@ -42,100 +117,115 @@ class DataConfig:
     val_tgt: str = _opt("", "dataset=files: validation target file.")
     test_src: str = _opt("", "dataset=files: test source file.")
     test_tgt: str = _opt("", "dataset=files: test target file.")
-    max_tokens: int = _opt(128, "Training pairs with a side longer than this many subwords are dropped.")
-    max_ratio: float = _opt(3.0, "Training pairs whose subword length ratio exceeds this are dropped.")
-    ratio_min_len: int = _opt(5, "The length-ratio filter only applies when the longer side has this many subwords.")
+    max_tokens: int = _opt(128, "Training pairs with a side longer than this many subwords are dropped.",
+                           bounds=AT_LEAST_ONE)
+    max_ratio: float = _opt(3.0, "Training pairs whose subword length ratio exceeds this are dropped.",
+                            bounds=AT_LEAST_ONE)
+    ratio_min_len: int = _opt(5, "The length-ratio filter only applies when the longer side has this many subwords.",
+                              bounds=NON_NEGATIVE)
     lowercase: bool = _opt(False, "Lowercase all text before tokenization.")
 
 
 @dataclass
-class TokenizerConfig:
+class TokenizerConfig(_Section):
     """Sentencepiece subword model."""
 
+    KEY: ClassVar[str] = "tokenizer"
+
     type: str = _opt("unigram", "Sentencepiece model type.", ("unigram", "bpe"))
-    vocab_size: int = _opt(8000, "Vocabulary size (per side when not joint).")
+    vocab_size: int = _opt(8000, "Vocabulary size (per side when not joint).", bounds=Range(4.0))
     joint: bool = _opt(True, "One vocabulary shared by source and target.")
-    character_coverage: float = _opt(1.0, "Share of characters covered by the model.")
+    character_coverage: float = _opt(1.0, "Share of characters covered by the model.",
+                                     bounds=Range(0.0, 1.0, low_open=True))
     hard_vocab_limit: bool = _opt(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(_Section):
     """Architecture and sizes. Fields a family does not use are ignored by it."""
 
+    KEY: ClassVar[str] = "model"
+
     arch: str = _opt("transformer", "Model family.", ("transformer", "rnn"))
-    d_model: int = _opt(256, "transformer: model width (embedding and residual size).")
-    ffn_dim: int = _opt(1024, "transformer: feed-forward inner size.")
-    heads: int = _opt(4, "transformer: attention heads.")
-    encoder_layers: int = _opt(3, "Encoder layers (GRU layers for rnn).")
-    decoder_layers: int = _opt(3, "Decoder layers (GRU layers for rnn).")
+    d_model: int = _opt(256, "transformer: model width (embedding and residual size).", bounds=AT_LEAST_ONE)
+    ffn_dim: int = _opt(1024, "transformer: feed-forward inner size.", bounds=AT_LEAST_ONE)
+    heads: int = _opt(4, "transformer: attention heads.", bounds=AT_LEAST_ONE)
+    encoder_layers: int = _opt(3, "Encoder layers (GRU layers for rnn).", bounds=AT_LEAST_ONE)
+    decoder_layers: int = _opt(3, "Decoder layers (GRU layers for rnn).", bounds=AT_LEAST_ONE)
     pre_norm: bool = _opt(True, "transformer: layer norm before each sublayer (with a final norm).")
     positions: str = _opt("sinusoidal", "transformer: position encoding.", ("sinusoidal", "learned"))
-    max_positions: int = _opt(1024, "transformer: longest sequence learned positions cover.")
+    max_positions: int = _opt(1024, "transformer: longest sequence learned positions cover.", bounds=AT_LEAST_ONE)
     self_attention: str = _opt("full", "transformer: self-attention variant (see nmt.models.attention).")
-    window: int = _opt(8, "transformer local/sparse attention: neighbours seen on each side.")
-    stride: int = _opt(8, "transformer sparse attention: every stride-th position is also seen.")
-    temperature: float = _opt(1.0, "Softmax temperature of attention scores.")
-    emb_dim: int = _opt(256, "rnn: embedding size.")
-    hidden_size: int = _opt(512, "rnn: decoder GRU size (encoder: half per direction).")
+    window: int = _opt(8, "transformer local/sparse attention: neighbours seen on each side.", bounds=AT_LEAST_ONE)
+    stride: int = _opt(8, "transformer sparse attention: every stride-th position is also seen.", bounds=AT_LEAST_ONE)
+    temperature: float = _opt(1.0, "Softmax temperature of attention scores.", bounds=POSITIVE)
+    emb_dim: int = _opt(256, "rnn: embedding size.", bounds=AT_LEAST_ONE)
+    hidden_size: int = _opt(512, "rnn: decoder GRU size (encoder: half per direction).", bounds=Range(2.0))
     attention: str = _opt("additive", "rnn: attention of the decoder over the encoder "
                                       "(see nmt.models.attention).")
     input_feeding: bool = _opt(True, "rnn: feed the previous attentional vector into the decoder GRU.")
-    dropout: float = _opt(0.1, "Dropout on embeddings, sublayer outputs and GRU outputs.")
-    attention_dropout: float = _opt(0.0, "Dropout on attention weights.")
+    dropout: float = _opt(0.1, "Dropout on embeddings, sublayer outputs and GRU outputs.", bounds=FRACTION)
+    attention_dropout: float = _opt(0.0, "Dropout on attention weights.", bounds=FRACTION)
     tie_embeddings: bool = _opt(True, "Share source, target and output embeddings (needs a joint vocabulary).")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(_Section):
     """Optimisation, schedule, precision, validation and stopping."""
 
-    seed: int = _opt(1, "Seed for python, numpy, torch and the batch shuffler.")
+    KEY: ClassVar[str] = "train"
+
+    seed: int = _opt(1, "Seed for python, numpy, torch and the batch shuffler.", bounds=Range(0.0, 2.0**32 - 1))
     device: str = _opt("auto", "Where to train.", ("auto", "cpu", "cuda"))
-    threads: int = _opt(0, "CPU threads for torch (0: leave torch's choice).")
-    batch_tokens: int = _opt(4096, "Token budget per batch, padding included (max of both sides).")
-    accumulate: int = _opt(1, "Batches whose gradients are summed before one update.")
-    max_steps: int = _opt(0, "Stop after this many updates (0: no limit).")
-    max_epochs: int = _opt(0, "Stop after this many epochs (0: no limit).")
-    max_minutes: float = _opt(0.0, "Stop after this much wall-clock training time (0: no limit).")
+    threads: int = _opt(0, "CPU threads for torch (0: leave torch's choice).", bounds=NON_NEGATIVE)
+    batch_tokens: int = _opt(4096, "Token budget per batch, padding included (max of both sides).", bounds=AT_LEAST_ONE)
+    accumulate: int = _opt(1, "Batches whose gradients are summed before one update.", bounds=AT_LEAST_ONE)
+    max_steps: int = _opt(0, "Stop after this many updates (0: no limit).", bounds=NON_NEGATIVE)
+    max_epochs: int = _opt(0, "Stop after this many epochs (0: no limit).", bounds=NON_NEGATIVE)
+    max_minutes: float = _opt(0.0, "Stop after this much wall-clock training time (0: no limit).", bounds=NON_NEGATIVE)
     optimizer: str = _opt("adam", "Optimizer.", ("adam", "adamw"))
-    lr: float = _opt(1e-3, "Peak learning rate (noam: the factor's base is d_model^-0.5 instead).")
-    betas: list[float] = _opt([0.9, 0.98], "Adam betas.")
-    eps: float = _opt(1e-9, "Adam epsilon.")
-    weight_decay: float = _opt(0.0, "Weight decay (never on biases, norms and embeddings).")
-    lr_multipliers: dict[str, float] = _opt({}, "Learning-rate factors for parameters whose name contains the key.")
-    clip_norm: float = _opt(1.0, "Gradient norm clipping (0: off).")
+    lr: float = _opt(1e-3, "Peak learning rate (noam: the factor's base is d_model^-0.5 instead).", bounds=POSITIVE)
+    betas: list[float] = _opt([0.9, 0.98], "Adam betas.", bounds=FRACTION)
+    eps: float = _opt(1e-9, "Adam epsilon.", bounds=POSITIVE)
+    weight_decay: float = _opt(0.0, "Weight decay (never on biases, norms and embeddings).", bounds=NON_NEGATIVE)
+    lr_multipliers: dict[str, float] = _opt({}, "Learning-rate factors for parameters whose name contains the key.",
+                                            bounds=NON_NEGATIVE)
+    clip_norm: float = _opt(1.0, "Gradient norm clipping (0: off).", bounds=NON_NEGATIVE)
     schedule: str = _opt("inverse_sqrt", "Learning-rate schedule.",
                          ("noam", "inverse_sqrt", "constant", "plateau"))
-    warmup: int = _opt(4000, "Linear warmup steps.")
-    noam_factor: float = _opt(1.0, "noam: scale factor.")
-    plateau_factor: float = _opt(0.5, "plateau: rate multiplier when validation stalls.")
-    plateau_patience: int = _opt(2, "plateau: validations without improvement before decaying.")
-    min_lr: float = _opt(1e-5, "plateau: lowest rate.")
-    label_smoothing: float = _opt(0.1, "Label smoothing epsilon.")
+    warmup: int = _opt(4000, "Linear warmup steps.", bounds=NON_NEGATIVE)
+    noam_factor: float = _opt(1.0, "noam: scale factor.", bounds=POSITIVE)
+    plateau_factor: float = _opt(0.5, "plateau: rate multiplier when validation stalls.",
+                                 bounds=Range(0.0, 1.0, low_open=True))
+    plateau_patience: int = _opt(2, "plateau: validations without improvement before decaying.", bounds=NON_NEGATIVE)
+    min_lr: float = _opt(1e-5, "plateau: lowest rate.", bounds=NON_NEGATIVE)
+    label_smoothing: float = _opt(0.1, "Label smoothing epsilon.", bounds=FRACTION)
     precision: str = _opt("fp32", "Arithmetic precision.", ("fp32", "bf16", "fp16"))
     compile: bool = _opt(False, "Wrap the model in torch.compile.")
-    log_every: int = _opt(50, "Updates between metrics.jsonl log lines.")
-    eval_every: int = _opt(1000, "Updates between validations (0: once per epoch).")
+    log_every: int = _opt(50, "Updates between metrics.jsonl log lines.", bounds=AT_LEAST_ONE)
+    eval_every: int = _opt(1000, "Updates between validations (0: once per epoch).", bounds=NON_NEGATIVE)
     eval_bleu: bool = _opt(True, "Compute greedy validation BLEU at each validation.")
     early_stop_metric: str = _opt("bleu", "Validation metric for early stopping and best checkpoints.",
                                   ("bleu", "loss"))
-    patience: int = _opt(0, "Validations without improvement before stopping (0: never).")
-    keep_best: int = _opt(3, "Best checkpoints kept.")
-    max_nonfinite: int = _opt(10, "Consecutive skipped non-finite updates before the run stops.")
-    average_last: int = _opt(0, "Average this many best checkpoints for the final model (0: best only).")
+    patience: int = _opt(0, "Validations without improvement before stopping (0: never).", bounds=NON_NEGATIVE)
+    keep_best: int = _opt(3, "Best checkpoints kept.", bounds=AT_LEAST_ONE)
+    max_nonfinite: int = _opt(10, "Consecutive skipped non-finite updates before the run stops.", bounds=AT_LEAST_ONE)
+    average_last: int = _opt(0, "Average this many best checkpoints for the final model (0: best only).",
+                             bounds=NON_NEGATIVE)
 
 
 @dataclass
-class DecodeConfig:
+class DecodeConfig(_Section):
     """Search settings for validation, evaluation and translation."""
 
-    beam: int = _opt(5, "Beam size (1: greedy).")
-    length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).")
-    max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b.")
-    max_len_b: int = _opt(10, "Maximum output length is a * source length + b.")
-    batch_tokens: int = _opt(2000, "Source-token budget per decoding batch.")
-    n_best: int = _opt(1, "Hypotheses returned per sentence.")
+    KEY: ClassVar[str] = "decode"
+
+    beam: int = _opt(5, "Beam size (1: greedy).", bounds=AT_LEAST_ONE)
+    length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).", bounds=NON_NEGATIVE)
+    max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b.", bounds=NON_NEGATIVE)
+    max_len_b: int = _opt(10, "Maximum output length is a * source length + b.", bounds=NON_NEGATIVE)
+    batch_tokens: int = _opt(2000, "Source-token budget per decoding batch.", bounds=AT_LEAST_ONE)
+    n_best: int = _opt(1, "Hypotheses returned per sentence.", bounds=AT_LEAST_ONE)
 
 
 @dataclass
@@ -260,21 +350,6 @@ def validate(cfg: Config) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
-    for key in ("dropout", "attention_dropout"):
-        if not 0.0 <= getattr(m, key) < 1.0:
-            raise ConfigError(f"model.{key}: must be in [0, 1)")
-    if not 0.0 <= tr.label_smoothing < 1.0:
-        raise ConfigError("train.label_smoothing: must be in [0, 1)")
-    positive = {"tokenizer.vocab_size": t.vocab_size, "train.batch_tokens": tr.batch_tokens,
-                "train.accumulate": tr.accumulate, "decode.beam": d.beam, "decode.batch_tokens": d.batch_tokens,
-                "model.encoder_layers": m.encoder_layers, "model.decoder_layers": m.decoder_layers,
-                "train.log_every": tr.log_every, "data.max_tokens": cfg.data.max_tokens,
-                "model.window": m.window, "model.stride": m.stride}
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if m.temperature <= 0:
-        raise ConfigError("model.temperature: must be positive")
     if d.n_best > d.beam:
         raise ConfigError(f"decode.n_best ({d.n_best}) cannot exceed decode.beam ({d.beam})")
     if len(tr.betas) != 2:
@@ -358,6 +433,8 @@ def reference_markdown() -> str:
             doc = f.metadata.get("doc", "")
             if f.metadata.get("choices"):
                 doc += " One of: " + ", ".join(f"`{c}`" for c in f.metadata["choices"]) + "."
+            if f.metadata.get("bounds"):
+                doc += f" Allowed: {f.metadata['bounds'].describe(hints[f.name] is int)}."
             lines.append(f"| `{f.name}` | {_type_name(hints[f.name])} | `{default!r}` | {doc} |")
         lines.append("")
     return "\n".join(lines)

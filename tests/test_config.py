@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import typing
+
 import pytest
 import yaml
 
 from nmt.cli import load
-from nmt.config import Config, ConfigError, load_config, reference_markdown, save_config, to_dict
+from nmt.config import (
+    Config,
+    ConfigError,
+    DecodeConfig,
+    Range,
+    check_ranges,
+    load_config,
+    reference_markdown,
+    save_config,
+    to_dict,
+)
 
 
 def write(tmp_path, data, name="c.yaml"):
@@ -117,3 +131,35 @@ def test_generated_reference_is_up_to_date():
 
     committed = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed.strip() == reference_markdown().strip(), "run `make docs` to regenerate docs/config.md"
+
+
+def test_every_number_setting_has_a_range_its_default_satisfies():
+    for name in ("data", "tokenizer", "model", "train", "decode"):
+        section = getattr(Config(), name)
+        hints = typing.get_type_hints(type(section))
+        for f in dataclasses.fields(section):
+            if "float" in str(hints[f.name]) or hints[f.name] is int:
+                assert f.metadata.get("bounds") is not None, f"{name}.{f.name} has no range"
+        check_ranges(section, name)
+
+
+@pytest.mark.parametrize("override,key", [
+    ("train.lr=-0.001", "train.lr"), ("train.lr=nan", "train.lr"), ("train.lr=.inf", "train.lr"),
+    ("decode.length_penalty=nan", "decode.length_penalty"), ("decode.max_len_a=-1", "decode.max_len_a"),
+    ("train.betas=[0.9, 1.5]", "train.betas[1]"), ("train.lr_multipliers={emb: -1}", "train.lr_multipliers.emb"),
+    ("model.dropout=1.0", "model.dropout"), ("train.seed=-1", "train.seed"), ("train.threads=-2", "train.threads"),
+    ("tokenizer.character_coverage=0", "tokenizer.character_coverage"), ("train.eps=-inf", "train.eps"),
+])
+def test_out_of_range_numbers_name_key_value_and_range(tmp_path, override, key):
+    path = write(tmp_path, {"train": {"max_steps": 5}})
+    with pytest.raises(ConfigError) as err:
+        load_config(path, [override])
+    message = str(err.value)
+    assert f"{path}: {key}: got " in message and "allowed: " in message, message
+
+
+def test_sections_built_in_code_are_checked_too():
+    with pytest.raises(ConfigError, match=r"decode.length_penalty: got nan, allowed: a finite number >= 0"):
+        DecodeConfig(length_penalty=math.nan)
+    assert math.inf not in Range(0.0) and 0.0 not in Range(0.0, low_open=True) and 1.0 in Range(0.0, 1.0)
+    assert Range(0.0, 1.0, high_open=True).describe() == "a number in [0, 1)"
