@@ -1,26 +1,99 @@
-"""Atomic, verified checkpoints that load as data, never as code.
+"""The one checkpoint type: a versioned bundle, saved atomically and verified, loaded as data, never as code.
 
 File layout: a magic line, the sha256 of the body, then the body written by `torch.save`. Loading
 checks the digest first, so a truncated or corrupted file is refused before anything is unpickled,
 and then reads the body with `weights_only=True`.
+
+The body is a flat mapping (the keys below), so a bundle stays readable without this module. Version 1
+files carry no "version" key; version 2 adds it and the RNG state of every rank ("rng_ranks").
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from nmt.config import Config, ConfigError, config_from_dict, to_dict
+from nmt.models import Seq2Seq, build_model
+from nmt.tokenizer import Tokenizer, TokenizerError
 from nmt.utils import atomic_output
 
 MAGIC = b"NMTCKPT1\n"
+VERSION = 2
+INFERENCE_KEYS = ("model", "config", "model_config", "vocab", "tokenizer", "tokenizer_id")
+TRAINING_KEYS = ("optimizer", "scaler", "plateau", "sampler", "rng")
 
 
 class CheckpointError(Exception):
     """A checkpoint that is missing, truncated, corrupt or incompatible."""
+
+
+@dataclass
+class TrainingState:
+    """What a resume needs beyond the weights: optimizer, scaler, schedule, data position, RNG."""
+
+    optimizer: dict[str, Any]
+    scaler: dict[str, Any]
+    plateau: dict[str, Any]
+    sampler: dict[str, Any]
+    rng: dict[str, Any]  # rank 0's RNG states (all a version-1 file has)
+    rng_ranks: list[dict[str, Any]] = field(default_factory=list)  # every rank's, by rank
+
+
+@dataclass
+class Bundle:
+    """A checkpoint: the config, vocabulary, tokenizer and weights, the run's progress, optionally training state."""
+
+    config: dict[str, Any]  # to_dict(Config)
+    vocab: dict[str, Any]
+    tokenizer: bytes
+    tokenizer_id: str
+    model: dict[str, torch.Tensor]
+    progress: dict[str, Any] = field(default_factory=dict)  # the trainer's step, elapsed seconds, best list, ...
+    training: TrainingState | None = None
+    averaged: list[str] = field(default_factory=list)  # the checkpoints an averaged bundle came from
+    version: int = VERSION
+
+    @classmethod
+    def build(cls, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, progress: dict[str, Any],
+              training: TrainingState | None = None) -> Bundle:
+        """Assemble a bundle from a run's parts (weights are the model's own tensors, not copies)."""
+        return cls(to_dict(cfg), vars(tokenizer.vocab).copy(), tokenizer.to_bytes(), tokenizer.identity,
+                   model.state_dict(), progress, training)
+
+    def payload(self) -> dict[str, Any]:
+        """The flat mapping written to disk."""
+        out = {"version": self.version, "model": self.model, "config": self.config,
+               "model_config": self.config["model"], "vocab": self.vocab, "tokenizer": self.tokenizer,
+               "tokenizer_id": self.tokenizer_id, "progress": self.progress}
+        if self.averaged:
+            out["averaged"] = self.averaged
+        if self.training is not None:
+            out.update(vars(self.training))
+        return out
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], path: str | Path) -> Bundle:
+        """Check the version and keys of a loaded mapping; errors name the file and what differs."""
+        version = payload.get("version", 1)
+        if not isinstance(version, int) or not 1 <= version <= VERSION:
+            raise CheckpointError(f"{path}: checkpoint format version {version!r}, but this nmt reads versions "
+                                  f"1 to {VERSION}; use a newer nmt")
+        missing = [k for k in INFERENCE_KEYS if k not in payload]
+        if missing:
+            raise CheckpointError(f"{path}: not a model checkpoint (version {version}): missing "
+                                  f"{', '.join(missing)}")
+        training = None
+        if all(k in payload for k in TRAINING_KEYS):
+            training = TrainingState(*(payload[k] for k in TRAINING_KEYS), list(payload.get("rng_ranks", [])))
+        return cls(payload["config"], payload["vocab"], payload["tokenizer"], payload["tokenizer_id"],
+                   payload["model"], dict(payload.get("progress", {})), training,
+                   list(payload.get("averaged", [])), version)
 
 
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
@@ -34,8 +107,13 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
         handle.write(body)
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read and verify a checkpoint; raises CheckpointError naming the file on any problem."""
+def save_bundle(bundle: Bundle, path: str | Path) -> None:
+    """Write a bundle atomically."""
+    save_checkpoint(bundle.payload(), path)
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """Read and verify a checkpoint file as a mapping; raises CheckpointError naming the file on any problem."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -58,23 +136,97 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return payload
 
 
-def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
-    """The first checkpoint's inference payload with the element-wise mean of all their weights.
+def load_bundle(path: str | Path, map_location: Any = "cpu") -> Bundle:
+    """Read, verify and type-check a checkpoint file."""
+    return Bundle.from_payload(load_checkpoint(path, map_location), path)
+
+
+# ---------------------------------------------------------------------------------------------- inference
+
+
+@dataclass
+class Loaded:
+    """A model ready for inference, with what it was trained with."""
+
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    cfg: Config
+    path: Path
+    progress: dict[str, Any]  # the trainer's step, elapsed seconds, ... when the checkpoint was written
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file, or the best one of a run folder (averaged, then best, then last)."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("averaged.pt", "best.pt", "last.pt"):
+            if (path / "checkpoints" / name).exists():
+                return path / "checkpoints" / name
+        raise CheckpointError(f"{path}: no checkpoint in this run folder (looked in {path / 'checkpoints'})")
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    return path
+
+
+def load_model(path: str | Path, device: torch.device) -> Loaded:
+    """The inference loader: rebuild model, tokenizer and config from a checkpoint (or run folder) alone."""
+    ckpt = find_checkpoint(path)
+    bundle = load_bundle(ckpt)
+    try:
+        cfg = config_from_dict(bundle.config)
+        tokenizer = Tokenizer.from_bytes(bundle.tokenizer)
+        model = build_model(cfg.model, tokenizer.vocab)
+        model.load_state_dict(bundle.model)
+    except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError) as err:
+        raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({err})") from None
+    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt, bundle.progress)
+
+
+# ---------------------------------------------------------------------------------------------- resuming
+
+
+def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str) -> Bundle:
+    """The resume loader: a bundle with training state whose vocabulary and model settings match this run.
+
+    Everything stays on the CPU; the trainer copies weights and optimizer state to its device.
+    """
+    bundle = load_bundle(path)
+    if bundle.training is None:
+        missing = ", ".join(k for k in TRAINING_KEYS if k not in bundle.payload())
+        raise CheckpointError(f"{path}: holds no training state ({missing}); it can be evaluated or averaged, "
+                              "not resumed")
+    if bundle.tokenizer_id != tokenizer_id:
+        raise CheckpointError(f"{path}: the checkpoint was trained with a different vocabulary; "
+                              "use a new experiment name or the original data and tokenizer settings")
+    mine = to_dict(cfg.model)
+    saved = bundle.config.get("model", {})
+    changed = sorted(k for k in set(mine) | set(saved) if saved.get(k) != mine.get(k))
+    if changed:
+        raise CheckpointError(f"{path}: model settings differ from the checkpoint's "
+                              f"({', '.join('model.' + k for k in changed)}); refusing to resume")
+    return bundle
+
+
+# ---------------------------------------------------------------------------------------------- averaging
+
+
+def average_checkpoints(paths: list[Path]) -> Bundle:
+    """The first checkpoint's inference bundle with the element-wise mean of all their weights.
 
     Every checkpoint must have the same model settings; integer buffers are taken from the first.
+    The progress is that of the furthest-trained one.
     """
-    states = [load_checkpoint(path) for path in paths]
-    first = states[0]
-    for path, state in zip(paths[1:], states[1:]):
-        if state.get("model_config") != first.get("model_config"):
+    bundles = [load_bundle(path) for path in paths]
+    first = bundles[0]
+    for path, bundle in zip(paths[1:], bundles[1:]):
+        if bundle.config.get("model") != first.config.get("model"):
             raise CheckpointError(f"{path}: model settings differ from {paths[0]}; cannot average")
     averaged = {}
-    for key, value in first["model"].items():
+    for key, value in first.model.items():
         if value.is_floating_point():
-            averaged[key] = (sum(state["model"][key].double() for state in states) / len(states)).to(value.dtype)
+            averaged[key] = (sum(b.model[key].double() for b in bundles) / len(bundles)).to(value.dtype)
         else:
             averaged[key] = value
-    keep = ("config", "model_config", "vocab", "tokenizer", "tokenizer_id")
-    latest = max(states, key=lambda state: state.get("progress", {}).get("step", 0))
-    return {k: first[k] for k in keep if k in first} | {
-        "model": averaged, "averaged": [str(p) for p in paths], "progress": latest.get("progress", {})}
+    latest = max(bundles, key=lambda b: b.progress.get("step", 0))
+    return Bundle(first.config, first.vocab, first.tokenizer, first.tokenizer_id, averaged, latest.progress,
+                  averaged=[str(p) for p in paths])

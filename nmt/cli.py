@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_checkpoint
+from nmt.checkpoint import CheckpointError, average_checkpoints, load_bundle, save_bundle
 from nmt.config import Config, ConfigError, DecodeConfig, load_config, reference_markdown
 from nmt.data import DataError, prepare, read_pair, resolve_files, summary
 from nmt.models import check_model_config
@@ -88,7 +88,8 @@ def prepare_main(argv: list[str] | None = None) -> int:
 @command
 def train_main(argv: list[str] | None = None) -> int:
     """nmt-train CONFIG: prepare (cached), train, then evaluate the best checkpoint on the test split."""
-    from nmt.evaluate import evaluate, load_model, write_report
+    from nmt.checkpoint import load_model
+    from nmt.evaluate import evaluate, write_report
     from nmt.evaluate import summary as eval_summary
     from nmt.train import Trainer, init_distributed
 
@@ -145,7 +146,8 @@ def _decode_cfg(base: DecodeConfig, args: argparse.Namespace, n_best: int = 1) -
 @command
 def evaluate_main(argv: list[str] | None = None) -> int:
     """nmt-evaluate RUN_OR_CHECKPOINT: translate a split (or --src/--ref files) and score it with sacrebleu."""
-    from nmt.evaluate import evaluate, load_model, write_report
+    from nmt.checkpoint import load_model
+    from nmt.evaluate import evaluate, write_report
     from nmt.evaluate import summary as eval_summary
 
     parser = argparse.ArgumentParser(prog="nmt-evaluate", description=evaluate_main.__doc__)
@@ -253,12 +255,11 @@ def average_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.best:
         run = Path(args.inputs[0])
-        last = load_checkpoint(run / "checkpoints" / "last.pt")
-        paths = [run / "checkpoints" / b["path"] for b in last["progress"]["best"][:args.best]]
+        last = load_bundle(run / "checkpoints" / "last.pt")
+        paths = [run / "checkpoints" / b["path"] for b in last.progress.get("best", [])[:args.best]]
     else:
         paths = [Path(p) for p in args.inputs]
-    payload = average_checkpoints(paths)
-    save_checkpoint(payload, args.output)
+    save_bundle(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}")
     return 0
 

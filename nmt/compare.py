@@ -20,12 +20,11 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from nmt.checkpoint import CheckpointError
+from nmt.checkpoint import CheckpointError, load_model
 from nmt.config import Config, ConfigError, load_config
 from nmt.data import DataError, normalize, read_pair, resolve_files
 from nmt.decode import Hypothesis, translate_ids
 from nmt.diagnostics import Thresholds, attention_stats, summarize
-from nmt.evaluate import load_model
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.tokenizer import Tokenizer
 from nmt.utils import atomic_output, resolve_device

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -13,51 +13,12 @@ import numpy as np
 import sacrebleu
 import torch
 
-from nmt.checkpoint import CheckpointError, load_checkpoint
-from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, to_dict
+from nmt.checkpoint import Loaded
+from nmt.config import DecodeConfig, to_dict
 from nmt.data import sha256_file
 from nmt.decode import detokenize, translate_ids
-from nmt.models import Seq2Seq, build_model, count_parameters
-from nmt.tokenizer import Tokenizer
+from nmt.models import count_parameters
 from nmt.utils import atomic_output
-
-
-@dataclass
-class Loaded:
-    """A model ready for inference, with what it was trained with."""
-
-    model: Seq2Seq
-    tokenizer: Tokenizer
-    cfg: Config
-    path: Path
-    progress: dict[str, Any]  # the trainer's step, elapsed seconds, ... when the checkpoint was written
-
-
-def find_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file, or the best one of a run folder (averaged, then best, then last)."""
-    path = Path(path)
-    if path.is_dir():
-        for name in ("averaged.pt", "best.pt", "last.pt"):
-            if (path / "checkpoints" / name).exists():
-                return path / "checkpoints" / name
-        raise CheckpointError(f"{path}: no checkpoint in this run folder (looked in {path / 'checkpoints'})")
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found")
-    return path
-
-
-def load_model(path: str | Path, device: torch.device) -> Loaded:
-    """Rebuild model, tokenizer and config from a checkpoint alone."""
-    ckpt = find_checkpoint(path)
-    state = load_checkpoint(ckpt, map_location=device)
-    try:
-        cfg = config_from_dict(state["config"])
-        tokenizer = Tokenizer.from_bytes(state["tokenizer"])
-        model = build_model(cfg.model, tokenizer.vocab)
-        model.load_state_dict(state["model"])
-    except (KeyError, ConfigError, RuntimeError, ValueError) as err:
-        raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({err})") from None
-    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt, state.get("progress", {}))
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_checkpoint
-from nmt.config import Config, DecodeConfig, save_config, to_dict
+from nmt.checkpoint import Bundle, TrainingState, average_checkpoints, load_for_resume, save_bundle
+from nmt.config import Config, DecodeConfig, save_config
 from nmt.data import Batch, Prepared, TokenBatchSampler, collate
 from nmt.decode import detokenize, translate_ids
 from nmt.loss import label_smoothed_loss
@@ -86,41 +86,25 @@ class Trainer:
         self.tb = None
 
     # ----------------------------------------------------------------- state
-    def state(self) -> dict[str, Any]:
-        """The full resumable state, as plain data."""
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "plateau": self.plateau.state_dict(),
-            "sampler": self.sampler.state_dict(),
-            "progress": vars(self.progress).copy(),
-            "rng": rng_state(),
-            "config": to_dict(self.cfg),
-            "model_config": to_dict(self.cfg.model),
-            "vocab": vars(self.vocab).copy(),
-            "tokenizer": self.data.tokenizer.to_bytes(),
-            "tokenizer_id": self.data.tokenizer.identity,
-        }
+    def bundle(self, training: bool = True) -> Bundle:
+        """The run as a checkpoint bundle, with the resumable training state unless `training` is False."""
+        state = None
+        if training:
+            state = TrainingState(self.optimizer.state_dict(), self.scaler.state_dict(), self.plateau.state_dict(),
+                                  self.sampler.state_dict(), rng_state())
+        return Bundle.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
 
     def resume(self, path: Path) -> None:
-        """Restore the state saved by `state`, refusing an incompatible checkpoint."""
-        state = load_checkpoint(path, map_location=self.device)
-        if state.get("tokenizer_id") != self.data.tokenizer.identity:
-            raise CheckpointError(f"{path}: the checkpoint was trained with a different vocabulary; "
-                                  "use a new experiment name or the original data and tokenizer settings")
-        if state.get("model_config") != to_dict(self.cfg.model):
-            changed = sorted(k for k, v in to_dict(self.cfg.model).items()
-                             if state.get("model_config", {}).get(k) != v)
-            raise CheckpointError(f"{path}: model settings differ from the checkpoint's "
-                                  f"({', '.join('model.' + k for k in changed)}); refusing to resume")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.plateau.load_state_dict(state["plateau"])
-        self.sampler.load_state_dict(state["sampler"])
-        self.progress = Progress(**state["progress"])
-        set_rng_state(state["rng"])
+        """Restore the state saved by `bundle`, refusing an incompatible checkpoint."""
+        bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity)
+        state = bundle.training
+        self.model.load_state_dict(bundle.model)
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scaler.load_state_dict(state.scaler)
+        self.plateau.load_state_dict(state.plateau)
+        self.sampler.load_state_dict(state.sampler)
+        self.progress = Progress(**bundle.progress)
+        set_rng_state(state.rng)
         self._truncate_metrics(self.progress.step)
         log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
 
@@ -237,15 +221,10 @@ class Trainer:
             for old in prog.best[tcfg.keep_best:]:
                 (self.ckpt_dir / old["path"]).unlink(missing_ok=True)
             del prog.best[tcfg.keep_best:]
-            save_checkpoint(self._model_only(), path)
+            save_bundle(self.bundle(training=False), path)
         if improved:
-            save_checkpoint(self._model_only(), self.ckpt_dir / "best.pt")
+            save_bundle(self.bundle(training=False), self.ckpt_dir / "best.pt")
         return tcfg.patience > 0 and prog.bad_validations >= tcfg.patience
-
-    def _model_only(self) -> dict[str, Any]:
-        state = self.state()
-        return {k: state[k] for k in ("model", "config", "model_config", "vocab", "tokenizer", "tokenizer_id")} | {
-            "progress": vars(self.progress).copy()}
 
     # ----------------------------------------------------------------- the loop
     def _batches(self) -> Iterator[Batch]:
@@ -351,7 +330,7 @@ class Trainer:
 
     def _save_last(self) -> None:
         if self.rank == 0:
-            save_checkpoint(self.state(), self.ckpt_dir / "last.pt")
+            save_bundle(self.bundle(), self.ckpt_dir / "last.pt")
 
     # ----------------------------------------------------------------- final model
     def final_checkpoint(self) -> Path:
@@ -361,9 +340,8 @@ class Trainer:
         if k <= 1:
             return best
         paths = [self.ckpt_dir / b["path"] for b in self.progress.best[:k]]
-        payload = average_checkpoints(paths)
         target = self.ckpt_dir / "averaged.pt"
-        save_checkpoint(payload, target)
+        save_bundle(average_checkpoints(paths), target)
         return target
 
 

@@ -14,11 +14,11 @@ from typing import IO
 import numpy as np
 import torch
 
+from nmt.checkpoint import Loaded, load_model
 from nmt.config import DecodeConfig
 from nmt.data import normalize
 from nmt.decode import Hypothesis, translate_ids
 from nmt.diagnostics import Thresholds, attention_stats, flags
-from nmt.evaluate import Loaded, load_model
 from nmt.plots import attention_heatmap
 from nmt.utils import atomic_output
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nmt.checkpoint import Loaded, load_model
 from nmt.cli import _device, command
 from nmt.config import ConfigError
 from nmt.data import read_pair, resolve_files
 from nmt.decode import translate_ids
-from nmt.evaluate import Loaded, load_model
 from nmt.flops import command_line, device_tag, peak_rss_mb, write_result
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"

@@ -13,7 +13,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.checkpoint import save_checkpoint
+from nmt.checkpoint import save_bundle
 from nmt.cli import load
 from nmt.config import ModelConfig
 from nmt.data import prepare
@@ -90,7 +90,7 @@ def tiny_run(tmp_path_factory) -> tuple[Path, Path]:
     config = tiny_config(folder, name="benchtiny", train={"batch_tokens": 256})
     cfg = load(str(config), [])
     trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
-    save_checkpoint(trainer._model_only(), cfg.run_dir / "checkpoints" / "best.pt")
+    save_bundle(trainer.bundle(training=False), cfg.run_dir / "checkpoints" / "best.pt")
     return config, cfg.run_dir
 
 
