@@ -5,26 +5,42 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
 from nmt.checkpoint import CheckpointError, average_checkpoints, load_bundle, save_bundle
-from nmt.config import Config, ConfigError, DecodeConfig, load_config, reference_markdown
+from nmt.config import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    Config,
+    ConfigError,
+    DecodeConfig,
+    Range,
+    load_config,
+    reference_markdown,
+)
 from nmt.data import DataError, prepare, read_pair, resolve_files, summary
+from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
+from nmt.runlock import RunLockError, run_lock
+from nmt.signals import Interrupted, exit_status, graceful_stop, signal_name, stop_signal
 from nmt.tokenizer import TokenizerError
 from nmt.train import TrainingError
 from nmt.utils import resolve_device
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError)
+USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError, FileError, RunLockError)
+TRACEBACK_ENV = "NMT_TRACEBACK"  # set to 1 to see the traceback of an unexpected error
+UNIT = Range(0.0, 1.0)
 log = logging.getLogger("nmt")
 
 
 def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Run a command, turning the errors a user can cause into one line and exit status 1."""
+    """Run a command, turning every error into one line on stderr and a non-zero exit status."""
 
     @functools.wraps(func)
     def wrapper(argv: list[str] | None = None) -> int:
@@ -32,14 +48,52 @@ def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
             return func(argv)
         except USER_ERRORS as err:
             print(f"error: {err}", file=sys.stderr)
+        except Interrupted as err:
+            print(f"error: {err} received again: stopped at once", file=sys.stderr)
+            return exit_status(err.signum)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
+        except SystemExit as done:  # argparse: --help (0) or a bad flag (2, its one line already printed)
+            return done.code if isinstance(done.code, int) else 1
         except BrokenPipeError:
             return 1
+        except OSError as err:
+            print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        except torch.OutOfMemoryError:
+            print("error: out of memory on the device; lower train.batch_tokens (training) or --batch-tokens "
+                  "(decoding)", file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+            if os.environ.get(TRACEBACK_ENV):
+                raise
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            print(f"error: unexpected {type(err).__name__}: {first} (set {TRACEBACK_ENV}=1 to see where; please "
+                  "report it)", file=sys.stderr)
         return 1
 
     return wrapper
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (its usage block stays in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def number(bounds: Range, integer: bool = False) -> Callable[[str], float]:
+    """An argparse type: a number within `bounds` (NaN and infinity never are)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            value = None
+        if value is None or value not in bounds:
+            raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {bounds.describe(integer)}")
+        return value
+
+    return parse
 
 
 def load(path: str, overrides: list[str]) -> Config:
@@ -53,7 +107,7 @@ def load(path: str, overrides: list[str]) -> Config:
 
 
 def _config_parser(prog: str, doc: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=doc)
+    parser = Parser(prog=prog, description=doc)
     parser.add_argument("config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set train.lr=3e-4 (repeatable)")
@@ -67,6 +121,8 @@ def _setup_logging(run_dir: Path | None = None, rank: int = 0) -> None:
         handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, handlers=handlers, force=True,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    # A full disk must surface once, as the checkpoint's one-line error, not as a traceback per log line.
+    logging.raiseExceptions = False
 
 
 def _device(name: str) -> torch.device:
@@ -76,11 +132,46 @@ def _device(name: str) -> torch.device:
         raise ConfigError(str(err)) from None
 
 
+DATA_KEYS = ("train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")
+RUN_OUTPUTS = ("train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en", "tokenizer/spm.model",
+               "tokenizer/src.model", "tokenizer/tgt.model", "checkpoints/last.pt", "checkpoints/best.pt",
+               "checkpoints/averaged.pt")
+
+
+def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
+    """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
+    if cfg.data.dataset != "files":
+        return []
+    return [(f"data.{key}", getattr(cfg.data, key)) for key in DATA_KEYS if getattr(cfg.data, key)]
+
+
+def _check_data_paths(cfg: Config) -> None:
+    """The folders nmt-prepare writes must be folders (or creatable) before any data is read."""
+    check_output("data.cache_dir", cfg.data.cache_dir, folder=True)
+    if cfg.data.dataset == "multi30k":
+        check_output("data.download_dir", cfg.data.download_dir, folder=True)
+    for key, path in _data_inputs(cfg):
+        check_input(key, path)
+
+
+def _check_run_paths(cfg: Config) -> None:
+    """The run folder must be a folder, and nothing a training writes there may be one of its data files.
+
+    The config file itself may be the run's config.yaml: rewriting it with the resolved config is how a
+    run folder records what it ran.
+    """
+    check_output("run folder (run_root/name)", cfg.run_dir, folder=True)
+    inputs = _data_inputs(cfg)
+    for name in RUN_OUTPUTS:
+        check_output("run file", cfg.run_dir / name, inputs)
+
+
 @command
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = _config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
     cfg = load(args.config, args.overrides)
+    _check_data_paths(cfg)
     print(summary(prepare(cfg)))
     return 0
 
@@ -88,19 +179,32 @@ def prepare_main(argv: list[str] | None = None) -> int:
 @command
 def train_main(argv: list[str] | None = None) -> int:
     """nmt-train CONFIG: prepare (cached), train, then evaluate the best checkpoint on the test split."""
-    from nmt.checkpoint import load_model
-    from nmt.evaluate import evaluate, write_report
-    from nmt.evaluate import summary as eval_summary
-    from nmt.train import Trainer, init_distributed
-
     parser = _config_parser("nmt-train", train_main.__doc__)
     parser.add_argument("--restart", action="store_true", help="ignore an existing last checkpoint and start over")
     parser.add_argument("--no-evaluate", action="store_true", help="skip the final test-set evaluation")
     args = parser.parse_args(argv)
     cfg = load(args.config, args.overrides)
+    _check_data_paths(cfg)
+    _check_run_paths(cfg)
+    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 holds the run folder's lock for all ranks
+        return _train(cfg, args, "")
+    with run_lock(cfg.run_dir) as previous_owner:
+        return _train(cfg, args, previous_owner)
+
+
+def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
+    """The body of nmt-train, run while the run folder is locked."""
+    from nmt.checkpoint import load_model
+    from nmt.evaluate import evaluate, write_report
+    from nmt.evaluate import summary as eval_summary
+    from nmt.train import Trainer, init_distributed
+
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     trainer_rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     _setup_logging(cfg.run_dir, trainer_rank)
+    if previous_owner:
+        log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
+                    previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     data = prepare(cfg, log=log.info if trainer_rank == 0 else (lambda _msg: None))
@@ -111,7 +215,15 @@ def train_main(argv: list[str] | None = None) -> int:
     last = cfg.run_dir / "checkpoints" / "last.pt"
     if last.exists() and not args.restart:
         trainer.resume(last)
-    progress = trainer.fit()
+    try:
+        with graceful_stop():
+            progress = trainer.fit()
+    except FileError as err:
+        raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
+    if stop_signal():
+        log.info("stopped by %s at step %d; last.pt is saved: run the same command again to resume",
+                 signal_name(stop_signal()), progress.step)
+        return exit_status(stop_signal())
     if trainer_rank != 0:
         return 0
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
@@ -150,7 +262,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     from nmt.evaluate import evaluate, write_report
     from nmt.evaluate import summary as eval_summary
 
-    parser = argparse.ArgumentParser(prog="nmt-evaluate", description=evaluate_main.__doc__)
+    parser = Parser(prog="nmt-evaluate", description=evaluate_main.__doc__)
     parser.add_argument("checkpoint", help="run folder or checkpoint file")
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
     parser.add_argument("--src", help="source file to translate instead of a split")
@@ -160,22 +272,30 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
+    inputs = _checkpoint_inputs(args.checkpoint)
+    if args.src:
+        inputs += [("--src", check_input("--src", args.src)), ("--ref", check_input("--ref", args.ref))]
+    if args.output:
+        check_output("--output", args.output, inputs)
     device = _device(args.device)
     loaded = load_model(args.checkpoint, device)
     if args.src:
-        sources, refs = read_pair(Path(args.src), Path(args.ref))
         name = Path(args.src).stem
+        sources, refs = read_pair(Path(args.src), Path(args.ref))
     else:
         files = resolve_files(loaded.cfg)
         if args.split not in files:
             raise ConfigError(f"--split {args.split}: the run's dataset has splits {', '.join(files)}")
-        sources, refs = read_pair(*files[args.split])
+        inputs += [("source", files[args.split][0]), ("reference", files[args.split][1])]
         name = args.split
-    decode_cfg = _decode_cfg(loaded.cfg.decode, args)
-    report, hyps = evaluate(loaded, sources, refs, decode_cfg, device, args.precision, split=name)
+        sources, refs = read_pair(*files[args.split])
     run_dir = loaded.path.parent.parent
     out = Path(args.output) if args.output else run_dir / f"eval_{name}.json"
     hyp_path = out.with_suffix(".hyp.txt") if args.output else run_dir / f"{name}.hyp.en"
+    check_output("report", out, inputs)
+    check_output("hypotheses", hyp_path, [*inputs, ("report", out)])
+    decode_cfg = _decode_cfg(loaded.cfg.decode, args)
+    report, hyps = evaluate(loaded, sources, refs, decode_cfg, device, args.precision, split=name)
     write_report(report, hyps, out, hyp_path)
     print(eval_summary(report))
     print(f"report: {out}")
@@ -191,11 +311,12 @@ def _read_lines(stream, name: str) -> Iterator[str]:
             raise DataError(f"{name}: line {number} is not valid UTF-8") from None
 
 
-def _check_thresholds(args: argparse.Namespace) -> None:
-    for flag in ("focus_threshold", "uniform_threshold", "max_focused_share", "max_uniform_share"):
-        value = getattr(args, flag)
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"--{flag.replace('_', '-')} must lie between 0 and 1, got {value}")
+def _checkpoint_inputs(path: str) -> list[tuple[str, Path]]:
+    """The checkpoint file a command reads: the file given, or each one a run folder may resolve to."""
+    given = Path(path)
+    if given.is_dir():
+        return [("checkpoint", given / "checkpoints" / name) for name in ("averaged.pt", "best.pt", "last.pt")]
+    return [("checkpoint", given)]
 
 
 @command
@@ -203,30 +324,40 @@ def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
     from nmt.translate import Translator
 
-    parser = argparse.ArgumentParser(prog="nmt-translate", description=translate_main.__doc__)
+    parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
     parser.add_argument("--checkpoint", "-c", required=True, help="run folder or checkpoint file")
     parser.add_argument("-i", "--input", help="input file (default: stdin)")
     parser.add_argument("-o", "--output", help="output file, written atomically (default: stdout)")
     parser.add_argument("--n-best", type=int, default=1, help="hypotheses per line (Moses n-best format if > 1)")
     parser.add_argument("--scores", action="store_true", help="append the hypothesis score after a tab")
     parser.add_argument("--max-tokens", type=int, default=250, help="longer inputs are truncated (with a warning)")
-    parser.add_argument("--chunk-lines", type=int, default=2000, help="lines read and sorted at a time")
+    parser.add_argument("--chunk-lines", type=number(AT_LEAST_ONE, integer=True), default=2000,
+                        help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
-    parser.add_argument("--plot-count", type=int, default=10, help="sentences to plot with --attention-plots")
+    parser.add_argument("--plot-count", type=number(NON_NEGATIVE, integer=True), default=10,
+                        help="sentences to plot with --attention-plots")
     parser.add_argument("--attention-stats", metavar="FILE",
                         help="write per-sentence cross-attention statistics and outlier flags (JSONL)")
-    parser.add_argument("--focus-threshold", type=float, default=0.9,
+    parser.add_argument("--focus-threshold", type=number(UNIT), default=0.9,
                         help="--attention-stats: a row whose largest weight exceeds this is over-focused")
-    parser.add_argument("--uniform-threshold", type=float, default=0.9,
+    parser.add_argument("--uniform-threshold", type=number(UNIT), default=0.9,
                         help="--attention-stats: a row whose entropy exceeds this share of log(source length) "
                              "is near-uniform")
-    parser.add_argument("--max-focused-share", type=float, default=0.95,
+    parser.add_argument("--max-focused-share", type=number(UNIT), default=0.95,
                         help="--attention-stats: flag a sentence with more over-focused rows than this share")
-    parser.add_argument("--max-uniform-share", type=float, default=0.5,
+    parser.add_argument("--max-uniform-share", type=number(UNIT), default=0.5,
                         help="--attention-stats: flag a sentence with more near-uniform rows than this share")
     _decode_args(parser)
     args = parser.parse_args(argv)
-    _check_thresholds(args)
+    inputs = _checkpoint_inputs(args.checkpoint)
+    if args.input:
+        inputs.append(("-i/--input", check_input("-i/--input", args.input)))
+    if args.output:
+        check_output("-o/--output", args.output, inputs)
+    if args.attention_stats:
+        check_output("--attention-stats", args.attention_stats, [*inputs, ("-o/--output", args.output)])
+    if args.attention_plots:
+        check_output("--attention-plots", args.attention_plots, folder=True)
     device = _device(args.device)
     translator = Translator.from_checkpoint(args.checkpoint, device, args, _decode_cfg)
     name = args.input or "<stdin>"
@@ -248,17 +379,27 @@ def translate_main(argv: list[str] | None = None) -> int:
 @command
 def average_main(argv: list[str] | None = None) -> int:
     """nmt-average: average the weights of several checkpoints (or a run's best k) into one checkpoint."""
-    parser = argparse.ArgumentParser(prog="nmt-average", description=average_main.__doc__)
+    parser = Parser(prog="nmt-average", description=average_main.__doc__)
     parser.add_argument("inputs", nargs="+", help="checkpoint files, or one run folder with --best")
-    parser.add_argument("--best", type=int, default=0, help="with a run folder: average its best K checkpoints")
+    parser.add_argument("--best", type=number(NON_NEGATIVE, integer=True), default=0,
+                        help="with a run folder: average its best K checkpoints")
     parser.add_argument("-o", "--output", required=True, help="averaged checkpoint to write")
     args = parser.parse_args(argv)
     if args.best:
         run = Path(args.inputs[0])
-        last = load_bundle(run / "checkpoints" / "last.pt")
-        paths = [run / "checkpoints" / b["path"] for b in last.progress.get("best", [])[:args.best]]
+        if len(args.inputs) != 1 or not run.is_dir():
+            raise ConfigError(f"--best {args.best}: give exactly one run folder, got {' '.join(args.inputs)}")
+        last = check_input("run's last checkpoint", run / "checkpoints" / "last.pt")
+        best = load_bundle(last).progress.get("best", [])
+        if args.best > len(best):
+            raise ConfigError(f"--best {args.best}: {run} keeps {len(best)} best checkpoints (train.keep_best)")
+        paths = [run / "checkpoints" / b["path"] for b in best[:args.best]]
+        inputs = [("run's last checkpoint", last)]
     else:
         paths = [Path(p) for p in args.inputs]
+        inputs = []
+    inputs += [("input", check_input("input", p)) for p in paths]
+    check_output("-o/--output", args.output, inputs)
     save_bundle(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}")
     return 0
@@ -275,6 +416,6 @@ def compare_main(argv: list[str] | None = None) -> int:
 @command
 def config_doc_main(argv: list[str] | None = None) -> int:
     """nmt-config-doc: print the configuration reference generated from the dataclasses."""
-    argparse.ArgumentParser(prog="nmt-config-doc", description=config_doc_main.__doc__).parse_args(argv)
+    Parser(prog="nmt-config-doc", description=config_doc_main.__doc__).parse_args(argv)
     print(reference_markdown())
     return 0

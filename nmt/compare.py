@@ -25,11 +25,13 @@ from nmt.config import Config, ConfigError, load_config
 from nmt.data import DataError, normalize, read_pair, resolve_files
 from nmt.decode import Hypothesis, translate_ids
 from nmt.diagnostics import Thresholds, attention_stats, summarize
+from nmt.fileio import check_output
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.tokenizer import Tokenizer
 from nmt.utils import atomic_output, resolve_device
 
 FAILED_NOTE = "train_failed.txt"
+RUN_FILES = ("eval_test.json", "test.hyp.en", "config.yaml", "metrics.jsonl", FAILED_NOTE)  # what is read of a run
 MAX_TOKENS = 250  # source subwords decoded per sentence, as in evaluation
 
 
@@ -69,7 +71,7 @@ def load_run(path: Path) -> Run:
         if note.exists():
             run.fail(note.read_text(encoding="utf-8").strip() or "training failed")
             return run
-        for name in ("eval_test.json", "test.hyp.en", "config.yaml"):
+        for name in RUN_FILES[:3]:
             if not (path / name).exists():
                 run.fail(f"no {name} (training failed or was not evaluated)")
                 return run
@@ -332,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         resolve_device(args.device)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    out = Path(args.out) if args.out else Path("reports") / args.suite
+    out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
+    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
+    for name in ("compare.json", "compare.md", "learning_curves.png"):
+        check_output("--out", out / name, reads)
     data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
                    args.diag_sentences, args.heatmaps, args.resamples)
     print(markdown(data), end="")

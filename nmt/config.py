@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 import yaml
 
+from nmt.fileio import atomic_output
+
 
 class ConfigError(ValueError):
     """A configuration problem, with the key and file at fault in its message."""
@@ -404,11 +406,8 @@ def to_dict(cfg: Any) -> dict:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
-    tmp.replace(path)
+    with atomic_output(path) as handle:
+        handle.write(yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def _type_name(hint: Any) -> str:

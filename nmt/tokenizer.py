@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +13,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from nmt.config import TokenizerConfig
+from nmt.fileio import atomic_output
 
 PAD_ID = 0
 UNK_ID = 1
@@ -52,14 +53,22 @@ def _train_model(cfg: TokenizerConfig, lines: Iterable[str]) -> bytes:
             character_coverage=cfg.character_coverage, hard_vocab_limit=cfg.hard_vocab_limit,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, num_threads=2, minloglevel=2)
     except RuntimeError as err:
-        raise TokenizerError(f"sentencepiece training failed: {err}") from None
+        raise TokenizerError(_plain_words(str(err), cfg)) from None
     return writer.getvalue()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+def _plain_words(message: str, cfg: TokenizerConfig) -> str:
+    """Sentencepiece's internal check messages, as what to change in the config."""
+    if match := re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", message):
+        return (f"tokenizer.vocab_size: {cfg.vocab_size} is too large for this corpus, which yields at most "
+                f"{match[1]} subwords; set it to {match[1]} or less (or tokenizer.hard_vocab_limit: false to let "
+                "sentencepiece shrink it)")
+    if match := re.search(r"smaller than required_chars\. \d+ vs (\d+)", message):
+        return (f"tokenizer.vocab_size: {cfg.vocab_size} is too small for this corpus, whose characters and special "
+                f"tokens alone need {match[1]} entries; set it to at least {match[1]} or lower "
+                "tokenizer.character_coverage")
+    detail = message.split("] ")[-1].strip() or message
+    return f"sentencepiece could not train the tokenizer: {detail}"
 
 
 class Tokenizer:
@@ -105,7 +114,8 @@ class Tokenizer:
         directory.mkdir(parents=True, exist_ok=True)
         names = [JOINT_FILE] if self.joint else [SRC_FILE, TGT_FILE]
         for name, proto in zip(names, self._protos, strict=True):
-            _write_atomic(directory / name, proto)
+            with atomic_output(directory / name, "wb") as handle:
+                handle.write(proto)
 
     def to_bytes(self) -> bytes:
         """The model files in one blob (for checkpoints); `from_bytes` reverses it."""

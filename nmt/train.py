@@ -27,6 +27,7 @@ from nmt.decode import detokenize, translate_ids
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
+from nmt.signals import stop_signal
 from nmt.utils import autocast, rng_state, seed_everything, set_rng_state
 
 log = logging.getLogger("nmt.train")
@@ -301,6 +302,8 @@ class Trainer:
                 bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}",
                                 tok_s=f"{entry['tgt_tok_s']:.0f}")
                 window_start, window_tokens, window_src = time.monotonic(), 0, 0
+            if stop_signal():  # SIGINT/SIGTERM: the update is done; save last.pt below, without validating
+                break
             epoch_end = self.sampler.position == 0 and tcfg.eval_every == 0
             stop = self._should_stop_by_budget(start)
             if (tcfg.eval_every and prog.step % tcfg.eval_every == 0) or epoch_end or stop:
@@ -309,7 +312,9 @@ class Trainer:
                 stop = self._validate_and_save(stop)
         bar.close()
         prog.elapsed += time.monotonic() - start
-        if self.validated_step != prog.step:  # every rank: the stop decision is broadcast
+        if stop_signal():
+            self._save_last()
+        elif self.validated_step != prog.step:  # every rank: the stop decision is broadcast
             self._validate_and_save(True)
         if self.tb is not None:
             self.tb.close()

@@ -1,17 +1,15 @@
-"""Small shared helpers: seeding, device choice, atomic text output."""
+"""Small shared helpers: seeding, device choice; atomic output lives in nmt.fileio."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
+
+from nmt.fileio import atomic_output as atomic_output  # the one atomic writer, under its long-standing name
 
 
 def seed_everything(seed: int) -> None:
@@ -54,29 +52,3 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     """One mixed-precision context for fp32, bf16 and fp16 on any device."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
-
-
-def _new_file_mode() -> int:
-    """The permissions open() gives a new file under the current umask (mkstemp alone gives 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Write to a temporary file beside `path` and rename it into place only when the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _new_file_mode())
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

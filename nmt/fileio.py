@@ -1,0 +1,161 @@
+"""Safe file output: atomic writes, OS errors in plain words, and outputs that can never replace an input."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+# Errors only a write can cause: inside an output block they are the output's fault, whoever raised them.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+_CAUSES = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large (a file size limit was reached)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EISDIR: "it is a folder",
+    errno.ENOTDIR: "a part of the path is not a folder",
+    errno.ENOENT: "no such file or folder",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+class FileError(Exception):
+    """A file that cannot be read or written, or must not be written; the message names the path and the cause."""
+
+
+def cause(err: OSError) -> str:
+    """The reason of an OS error, in plain words."""
+    return _CAUSES.get(err.errno, err.strerror or type(err).__name__)
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line naming the path (when the error has one) and the cause."""
+    names = [str(n) for n in (err.filename, err.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {cause(err)}" if names else cause(err)
+
+
+def _new_file_mode() -> int:
+    """The permissions open() gives a new file under the current umask (mkstemp alone gives 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _through_links(path: Path, flag: str = "") -> Path:
+    """Where writing `path` lands: renaming onto a symbolic link would replace the link, not its target.
+
+    A link to a process's file descriptor (/dev/stdout, /proc/self/fd/1) is refused: its target is whatever
+    the shell redirected, which an atomic rename would replace instead of writing into.
+    """
+    for _ in range(40):  # the kernel's own limit on links in a row
+        if not path.is_symlink():
+            return path
+        target = os.readlink(path)
+        if target.startswith(("/proc/", "/dev/fd/")):
+            raise FileError(f"{flag + ' ' if flag else ''}{path}: is a stream, not a file; leave the output flag "
+                            "out to write to stdout")
+        path = path.parent / target
+    raise FileError(f"{path}: too many levels of symbolic links")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Write to a temporary file beside `path`; rename it into place only when the block succeeds.
+
+    On any failure the old file stays as it was and the temporary file is removed. OS errors of the
+    write itself become FileError naming `path` and the cause.
+    """
+    path = _through_links(Path(path))
+    if path.is_dir():
+        raise FileError(f"{path}: is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        raise FileError(f"{path}: is not a regular file (a device, pipe or socket); give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise FileError(f"{path}: cannot write ({cause(err)})") from None
+    finishing = True  # errors before and after the caller's block are this output's own
+    try:
+        os.fchmod(fd, _new_file_mode())
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as handle:
+            finishing = False
+            yield handle
+            finishing = True
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if finishing or err.errno in _WRITE_ERRNOS:
+            raise FileError(f"{path}: cannot write ({cause(err)}); the previous file, if any, is unchanged") from None
+        raise
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _same(a: Path, b: Path) -> bool:
+    """True when two paths name one file: equal after resolving links, or one inode (hard links)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _writable_ancestor(path: Path) -> Path:
+    """The nearest existing folder above `path` (where a new file or folder would be created)."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    return parent
+
+
+Named = Iterable[tuple[str, "str | Path | None"]]  # (flag or key, path) pairs; a None path is skipped
+
+
+def check_output(flag: str, path: str | Path, inputs: Named = (), folder: bool = False) -> Path:
+    """Refuse, before any work, an output that is a folder (or a file, for a folder output), lies under a
+    file, cannot be created, or is the same file as one of `inputs` (also through symbolic or hard links)."""
+    path = Path(path)
+    _through_links(path, flag)
+    if folder and path.exists() and not path.is_dir():
+        raise FileError(f"{flag} {path}: is a file; give a folder")
+    if not folder and path.is_dir():
+        raise FileError(f"{flag} {path}: is a folder; give a file name")
+    if not folder and path.exists() and not path.is_file():
+        raise FileError(f"{flag} {path}: is not a regular file (a device, pipe or socket); give a file name")
+    ancestor = _writable_ancestor(path)
+    if not ancestor.is_dir():
+        raise FileError(f"{flag} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise FileError(f"{flag} {path}: cannot write into {ancestor} (permission denied or read-only)")
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise FileError(f"{flag} {path}: cannot replace the file (permission denied or read-only)")
+    for name, source in inputs:
+        if source is not None and _same(path, Path(source)):
+            raise FileError(f"{flag} {path}: is the same file as {name} {source}; refusing to overwrite an input "
+                              "(choose another output path)")
+    return path
+
+
+def check_input(flag: str, path: str | Path) -> Path:
+    """Refuse an input file that is missing, a folder or unreadable, before any work."""
+    path = Path(path)
+    if not path.exists():
+        raise FileError(f"{flag} {path}: file not found")
+    if path.is_dir():
+        raise FileError(f"{flag} {path}: is a folder; give a file")
+    if not os.access(path, os.R_OK):
+        raise FileError(f"{flag} {path}: cannot read the file (permission denied)")
+    return path
