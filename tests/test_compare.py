@@ -165,8 +165,8 @@ def test_translate_attention_stats_with_thresholds(trained_run, tmp_path, capsys
         assert record["focused_share"] == 1.0 and ("over-focused" in record["flags"]) == (record["rows"] > 2)
     assert translate_main(args) == 0
     assert all(isinstance(json.loads(line)["flags"], list) for line in stats.read_text(encoding="utf-8").splitlines())
-    assert translate_main(args + ["--focus-threshold", "1.5"]) == 1
-    assert "--focus-threshold must lie between 0 and 1" in capsys.readouterr().err
+    assert translate_main(args + ["--focus-threshold", "1.5"]) == 2
+    assert "--focus-threshold: got '1.5', allowed: a number in [0, 1]" in capsys.readouterr().err
 
 
 def test_suite_budget_overrides():
