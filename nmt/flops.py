@@ -43,7 +43,11 @@ def _self_attention_core(cfg: ModelConfig, length: int) -> float:
         head_dim = cfg.d_model // cfg.heads
         # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
         return 2 * linear_flops(length, cfg.d_model, head_dim) + linear_flops(length, cfg.d_model, 1)
-    # Masked variants (causal, local, sparse) still compute the whole score matrix, so it all counts.
+    if cfg.self_attention == "local":
+        # blocks of `window` queries, each against its own and both neighbouring blocks of keys
+        size = max(cfg.window, 1)
+        return 2 * linear_flops(-(-length // size) * size, cfg.d_model, 3 * size)
+    # Masked variants (causal, sparse) still compute the whole score matrix, so it all counts.
     return 2 * linear_flops(length, cfg.d_model, length)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from nmt.config import ConfigError, ModelConfig
 from nmt.models import build_model, check_model_config, count_parameters
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, FullAttention
 from nmt.models.base import Seq2Seq
 from nmt.tokenizer import VocabInfo
 
@@ -124,6 +124,26 @@ def test_local_with_whole_window_equals_full(causal: bool) -> None:
     for need_weights in (False, True):
         expected, _ = full(q, k, v, full.build_mask(7, keys, causal, q.device), causal, need_weights)
         actual, _ = local(q, k, v, local.build_mask(7, keys, causal, q.device), causal, need_weights)
+        torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("window", "length"), [(1, 9), (3, 12), (4, 13), (8, 5), (0, 6)])
+def test_banded_local_equals_masked_reference(window: int, length: int, causal: bool) -> None:
+    """The linear-time band computes what the (T, T) mask over the fused kernel computes: outputs and gradients."""
+    torch.manual_seed(window * 100 + length)
+    lengths = [length, length - 3, 2]
+    keys = key_mask(lengths, length)  # (B, T)
+    core = SELF_ATTENTION["local"](temperature=1.5, window=window)
+    inputs = [torch.randn(3, 2, length, 4, requires_grad=True) for _ in range(3)]
+    weight = torch.randn(3, 2, length, 4) * keys[:, None, :, None]  # padded queries are never read
+    reference = FullAttention.build_mask(core, length, keys, causal, keys.device)  # (B, 1, T, T)
+    results = []
+    for out in (core(*inputs, core.build_mask(length, keys, causal, keys.device), causal)[0],
+                FullAttention.forward(core, *inputs, reference, causal)[0]):
+        grads = torch.autograd.grad((out * weight).sum(), inputs)
+        results.append((out * keys[:, None, :, None], *grads))
+    for actual, expected in zip(*results):
         torch.testing.assert_close(actual, expected)
 
 

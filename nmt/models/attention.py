@@ -205,19 +205,89 @@ class FullAttention(SelfAttention):
         return out, {"k": k, "v": v}
 
 
+def _window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torch.Tensor:
+    """(T, S) bool: True where a key lies within `window` positions of the query, on either side."""
+    return (q_pos[:, None] - k_pos[None, :]).abs() <= window
+
+
+def _blocks(x: torch.Tensor, size: int, count: int, fill: float | bool) -> torch.Tensor:
+    """Overlapping views of 3 * `size` positions along dim 2, one per block of `size`: the block and its neighbours.
+
+    (B, h, T, d) -> (B, h, count, d, 3 * size), or for a 2-D key mask (B, T) -> (B, count, 3 * size).
+    """
+    tail = count * size - x.size(-2 if x.dim() == 4 else -1)
+    if x.dim() == 4:
+        padded = F.pad(x, (0, 0, size, size + tail), value=fill)  # (B, h, (count + 2) * size, d)
+        return padded.unfold(2, 3 * size, size)
+    return F.pad(x, (size, size + tail), value=fill).unfold(1, 3 * size, size)  # (B, count, 3 * size)
+
+
+def _with_padding(seen: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
+    """The keys a query may see by position (`seen`) that are real (`keys`, broadcast against it); a query
+    whose window holds no real key keeps its whole window."""
+    if keys is None:
+        return seen
+    allowed = seen & keys
+    return torch.where(allowed.any(-1, keepdim=True), allowed, seen)
+
+
 class LocalAttention(FullAttention):
-    """Each query sees the keys within `window` positions on either side."""
+    """Each query sees the keys within `window` positions on either side, in time and memory linear in length.
+
+    The sequence is cut into blocks of `window` positions; every key a query of block i may see lies in blocks
+    i - 1, i and i + 1, so each block attends to those three only. `build_mask` keeps just the padding; the
+    window and causality are applied inside the band. A padded query whose window holds no real key attends
+    over its whole window (any finite value will do: padded positions are never read).
+    """
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
-        return (q_pos[:, None] - k_pos[None, :]).abs() <= self.window  # (T, S)
+        return _window(q_pos, k_pos, self.window)
+
+    def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
+                   device: torch.device) -> torch.Tensor | None:
+        """Padding only, (B, 1, 1, T), or None."""
+        return None if key_mask is None else key_mask[:, None, None, :]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                causal: bool = False, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        keys = None if mask is None else mask[:, 0, 0, :]  # (B, T)
+        if need_weights:  # the diagnostic path: every weight of the (T, T) matrix is asked for anyway
+            pos = torch.arange(q.size(-2), device=q.device)
+            seen = self.pattern(pos, pos) & ((pos[None, :] <= pos[:, None]) | (not causal))  # (T, T)
+            dense = _with_padding(seen, None if keys is None else keys[:, None, None, :])  # (B, 1, T, T)
+            return super().forward(q, k, v, dense, causal, need_weights)
+        size, length = max(self.window, 1), q.size(-2)
+        count = -(-length // size)
+        blocks = F.pad(q, (0, 0, 0, count * size - length)).unflatten(2, (count, size))  # (B, h, n, b, d)
+        band_k = _blocks(k, size, count, 0.0).transpose(-2, -1)  # (B, h, n, 3b, d)
+        band_v = _blocks(v, size, count, 0.0).transpose(-2, -1)  # (B, h, n, 3b, d)
+        a = torch.arange(size, device=q.device)[:, None]  # query offset in its block, (b, 1)
+        c = torch.arange(3 * size, device=q.device)[None, :]  # key offset in the band, (1, 3b)
+        seen = ((a + size - c).abs() <= self.window) & ((c <= a + size) | (not causal))  # (b, 3b)
+        inside = torch.ones(1, length, dtype=torch.bool, device=q.device)
+        seen = seen & _blocks(inside, size, count, False)[:, None, :, None, :]  # (1, 1, n, b, 3b)
+        band_keys = None if keys is None else _blocks(keys, size, count, False)[:, None, :, None, :]
+        scale = 1.0 / (math.sqrt(q.size(-1)) * self.temperature)
+        out = F.scaled_dot_product_attention(blocks, band_k, band_v, attn_mask=_with_padding(seen, band_keys),
+                                             scale=scale, dropout_p=self.dropout if self.training else 0.0)
+        return out.flatten(2, 3)[:, :, :length], None  # (B, h, T, d)
+
+    def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The cache keeps only the last `window` keys: all that a later position can still see."""
+        k = torch.cat([cache["k"], k], dim=2)  # (B, h, <= w + 1, d)
+        v = torch.cat([cache["v"], v], dim=2)  # (B, h, <= w + 1, d)
+        out, _ = FullAttention.forward(self, q, k, v)
+        keep = max(k.size(2) - self.window, 0)
+        return out, {"k": k[:, :, keep:], "v": v[:, :, keep:]}
 
 
-class SparseAttention(LocalAttention):
+class SparseAttention(FullAttention):
     """Fixed sparse pattern: the local window plus every key whose position is a multiple of `stride`."""
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         strided = (k_pos % self.stride == 0)[None, :]  # (1, S)
-        return super().pattern(q_pos, k_pos) | strided  # (T, S)
+        return _window(q_pos, k_pos, self.window) | strided  # (T, S)
 
 
 def _phi(x: torch.Tensor) -> torch.Tensor:
