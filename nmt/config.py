@@ -115,6 +115,9 @@ class DataConfig(_Section):
     cache_dir: str = _opt("data/cache", "Where encoded ids are cached, keyed by content hash.")
     train_src: str = _opt("", "dataset=files: training source file (plain or .gz).")
     train_tgt: str = _opt("", "dataset=files: training target file.")
+    train_corpora: list[list[str]] = _opt([], "dataset=files: more training corpora, each [source, target] "
+                                              "(plain or .gz) or [file.tsv] with source<TAB>target per line; "
+                                              "read after train_src/train_tgt.")
     val_src: str = _opt("", "dataset=files: validation source file.")
     val_tgt: str = _opt("", "dataset=files: validation target file.")
     test_src: str = _opt("", "dataset=files: test source file.")
@@ -126,6 +129,9 @@ class DataConfig(_Section):
     ratio_min_len: int = _opt(5, "The length-ratio filter only applies when the longer side has this many subwords.",
                               bounds=NON_NEGATIVE)
     lowercase: bool = _opt(False, "Lowercase all text before tokenization.")
+    dedup: bool = _opt(False, "Drop training pairs identical (after normalization) to an earlier pair; "
+                              "remembers 8-byte hashes, not text.")
+    workers: int = _opt(0, "Processes that normalize and encode the training text (0: the CPU cores available).")
 
 
 @dataclass
@@ -140,6 +146,9 @@ class TokenizerConfig(_Section):
     character_coverage: float = _opt(1.0, "Share of characters covered by the model.",
                                      bounds=Range(0.0, 1.0, low_open=True))
     hard_vocab_limit: bool = _opt(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
+    sample_pairs: int = _opt(1_000_000, "Train sentencepiece on a random sample of this many training pairs "
+                                        "(all pairs when there are fewer).")
+    sample_seed: int = _opt(1, "Seed of the tokenizer's training sample.")
 
 
 @dataclass
@@ -360,9 +369,24 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.warmup: schedule '{tr.schedule}' needs a positive warmup")
     if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
         raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
-    if cfg.data.dataset == "files":
-        for key in ("train_src", "train_tgt", "val_src", "val_tgt"):
-            if not getattr(cfg.data, key):
+    _validate_data(cfg.data, t)
+
+
+def _validate_data(data: DataConfig, tok: TokenizerConfig) -> None:
+    """Checks of the data and tokenizer-sample settings."""
+    if tok.sample_pairs <= 0:
+        raise ConfigError(f"tokenizer.sample_pairs: must be positive, got {tok.sample_pairs}")
+    if data.workers < 0:
+        raise ConfigError(f"data.workers: must be 0 (the cores available) or more, got {data.workers}")
+    for i, entry in enumerate(data.train_corpora):
+        if len(entry) not in (1, 2) or not all(entry):
+            raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], got {entry}")
+    if data.dataset == "files":
+        if bool(data.train_src) != bool(data.train_tgt) or not (data.train_src or data.train_corpora):
+            key = "train_tgt" if data.train_src else "train_src"
+            raise ConfigError(f"data.{key}: required when data.dataset is 'files' (or list data.train_corpora)")
+        for key in ("val_src", "val_tgt"):
+            if not getattr(data, key):
                 raise ConfigError(f"data.{key}: required when data.dataset is 'files'")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -88,11 +89,14 @@ class Tokenizer:
         return len(self._protos) == 1
 
     @classmethod
-    def train(cls, cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str],
+    def train(cls, cfg: TokenizerConfig, src_lines: Iterable[str], tgt_lines: Iterable[str],
               out_dir: str | Path) -> Tokenizer:
-        """Train on the given sentences (both sides for a joint model) and save into `out_dir`."""
+        """Train on the given sentences (both sides, source first, for a joint model) and save into `out_dir`.
+
+        The sentences are read once, so they may come from a generator rather than a list in memory.
+        """
         if cfg.joint:
-            tok = cls(_train_model(cfg, [*src_lines, *tgt_lines]))
+            tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines)))
         else:
             tok = cls(_train_model(cfg, src_lines), _train_model(cfg, tgt_lines))
         tok.save(out_dir)
@@ -148,13 +152,13 @@ class Tokenizer:
     def vocab(self) -> VocabInfo:
         return VocabInfo(src_size=self._src.get_piece_size(), tgt_size=self._tgt.get_piece_size(), joint=self.joint)
 
-    def encode_src(self, lines: Sequence[str]) -> list[list[int]]:
+    def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each source line, without BOS/EOS."""
-        return self._src.encode(list(lines), out_type=int, num_threads=2)
+        return self._src.encode(list(lines), out_type=int, num_threads=threads)
 
-    def encode_tgt(self, lines: Sequence[str]) -> list[list[int]]:
+    def encode_tgt(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each target line, without BOS/EOS."""
-        return self._tgt.encode(list(lines), out_type=int, num_threads=2)
+        return self._tgt.encode(list(lines), out_type=int, num_threads=threads)
 
     def decode_src(self, ids: Iterable[int]) -> str:
         """Text of source ids; padding, BOS and EOS are dropped."""

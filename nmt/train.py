@@ -78,9 +78,8 @@ class Trainer:
         higher = tcfg.early_stop_metric == "bleu"
         self.plateau = Plateau(tcfg.plateau_factor, tcfg.plateau_patience, tcfg.min_lr, higher)
         train = data.splits["train"]
-        self.sampler = TokenBatchSampler([len(s) for s in train.src], [len(t) for t in train.tgt],
-                                         tcfg.batch_tokens, shuffle=True, seed=tcfg.seed,
-                                         num_replicas=self.world, rank=self.rank)
+        self.sampler = TokenBatchSampler(train.src_lens, train.tgt_lens, tcfg.batch_tokens, shuffle=True,
+                                         seed=tcfg.seed, num_replicas=self.world, rank=self.rank)
         self.progress = Progress()
         self.validated_step = -1
         self.metrics_path = self.run_dir / "metrics.jsonl"
@@ -184,8 +183,7 @@ class Trainer:
         split = self.data.splits["val"]
         self.model.eval()
         total = nll_sum = 0.0
-        sampler = TokenBatchSampler([len(s) for s in split.src], [len(t) for t in split.tgt],
-                                    self.cfg.train.batch_tokens, shuffle=False)
+        sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, self.cfg.train.batch_tokens, shuffle=False)
         with torch.inference_mode(), autocast(self.device, self.cfg.train.precision):
             for indices in sampler:
                 batch = collate([(split.src[i], split.tgt[i]) for i in indices], self.vocab.pad_id).to(self.device)

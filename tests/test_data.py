@@ -90,8 +90,10 @@ def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):
     s = prep.stats
     assert s["pairs_read"] == {"train": 44, "val": 7, "test": 5}
     assert s["pairs_kept"] == {"train": 40, "val": 7, "test": 5}
-    assert s["dropped"] == {"empty": 2, "too_long": 1, "ratio": 1}
-    assert prep.splits["train"].src_raw == [src for src, _ in good]
+    assert s["dropped"] == {"empty": 2, "duplicate": 0, "too_long": 1, "ratio": 1}
+    train = prep.splits["train"]
+    assert [prep.tokenizer.decode_src(x) for x in train.src] == [src for src, _ in good]
+    assert train.src_raw is None, "the training text is not kept in the cache"
     val = prep.splits["val"]
     assert val.src_raw[-1] == "" and len(val.src[-1]) == 0 and val.tgt_raw[-1] == "an empty source"
     assert s["vocab"]["joint"] and s["vocab"]["src"] == prep.tokenizer.vocab.src_size
@@ -102,7 +104,7 @@ def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):
 def test_lowercase_and_gz_files(tmp_path):
     train = [(s.capitalize(), t.capitalize()) for s, t in pairs(30)]
     prep = prepare(config(tmp_path, corpus(tmp_path / "c", train, ext=".gz"), lowercase=True), log=quiet)
-    assert prep.splits["train"].src_raw[0] == train[0][0].lower()
+    assert prep.tokenizer.decode_src(prep.splits["train"].src[0]) == train[0][0].lower()
     assert prep.splits["train"].src[0].dtype == np.int32
 
 
@@ -117,6 +119,7 @@ def test_cache_hit_and_key_changes(tmp_path):
     for name in ("train", "val", "test"):
         a, b = first.splits[name], second.splits[name]
         assert a.src_raw == b.src_raw and a.tgt_raw == b.tgt_raw
+        assert all(np.array_equal(x, y) for x, y in zip(a.src, b.src, strict=True))
         assert all(np.array_equal(x, y) for x, y in zip(a.tgt, b.tgt, strict=True))
     assert not list((tmp_path / "cache").glob(".*")), "temporary cache folders are removed"
 
@@ -145,13 +148,17 @@ def test_missing_file(tmp_path):
 def test_line_count_mismatch(tmp_path):
     files = corpus(tmp_path / "c", pairs(10))
     write(Path(files["train_tgt"]), [t for _, t in pairs(9)])
-    with pytest.raises(DataError, match=r"train\.de has 10 lines but .*train\.en has 9"):
+    with pytest.raises(DataError, match=r"train\.de: line 10 has no counterpart in .*train\.en, which ends after 9"):
         prepare(config(tmp_path, files), log=quiet)
+    write(Path(files["train_tgt"]), [t for _, t in pairs(25)])
+    with pytest.raises(DataError, match=r"train\.en: line 11 has no counterpart in .*train\.de, which ends after 10"):
+        prepare(config(tmp_path, files), log=quiet, chunk_pairs=4)
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
     files = corpus(tmp_path / "c", pairs(10))
     Path(files["train_src"]).write_bytes(b"ein hund\nzwei\nkaputt \xff\xfe\nvier\n")
+    write(Path(files["train_tgt"]), ["a dog", "two", "broken", "four"])
     with pytest.raises(DataError, match=r"train\.de: line 3: invalid UTF-8"):
         prepare(config(tmp_path, files), log=quiet)
 
@@ -195,7 +202,7 @@ def test_checksum_mismatch_in_mirror_and_missing_mirror_file(tmp_path, monkeypat
 
 def test_download_failure_suggests_mirror(tmp_path, monkeypatch):
     monkeypatch.delenv(data.MIRROR_ENV, raising=False)
-    monkeypatch.setattr(data, "MULTI30K_URL", (tmp_path / "no-such-dir").as_uri())
+    monkeypatch.setattr(data.sources, "MULTI30K_URL", (tmp_path / "no-such-dir").as_uri())
     with pytest.raises(DataError, match="cannot download .*data.mirror"):
         data.fetch_multi30k(DataConfig(dataset="multi30k", download_dir=str(tmp_path / "dl")), quiet)
     assert not [p for p in (tmp_path / "dl").rglob("*") if p.is_file()], "no partial files are left"
@@ -219,7 +226,7 @@ def test_multi30k_mirror_checksums_and_counts(monkeypatch):
 @needs_mirror
 def test_multi30k_download_is_atomic_and_verified(tmp_path, monkeypatch):
     monkeypatch.delenv(data.MIRROR_ENV, raising=False)
-    monkeypatch.setattr(data, "MULTI30K_URL", MIRROR.resolve().as_uri())
+    monkeypatch.setattr(data.sources, "MULTI30K_URL", MIRROR.resolve().as_uri())
     cfg = DataConfig(dataset="multi30k", download_dir=str(tmp_path / "dl"))
     messages: list[str] = []
     data.fetch_multi30k(cfg, messages.append)
@@ -341,3 +348,159 @@ def test_make_loader_batches_within_budget():
     assert len(batches) == len(sampler)
     assert sum(b.src.shape[0] for b in batches) == 60
     assert all(b.src.numel() <= 64 and b.tgt_in.numel() <= 64 or b.src.shape[0] == 1 for b in batches)
+
+
+# ---------------------------------------------------------------------------------------------- large-corpus path
+
+
+def store_arrays(split) -> list[np.ndarray]:
+    return [split.src.flat, split.src.offsets, split.tgt.flat, split.tgt.offsets]
+
+
+def test_chunked_pool_preparation_equals_one_piece(tmp_path):
+    files = corpus(tmp_path / "c", pairs(3000) + [("", "gap"), ("hund", " ".join(EN * 2))])
+    whole = prepare(config(tmp_path / "a", files, workers=1), log=quiet, chunk_pairs=10**6)
+    chunked = prepare(config(tmp_path / "b", files, workers=2), log=quiet, chunk_pairs=97)
+    assert whole.stats["cache_key"] == chunked.stats["cache_key"], "chunking and workers are not part of the key"
+    assert chunked.tokenizer.identity == whole.tokenizer.identity
+    for name in ("train", "val", "test"):
+        for a, b in zip(store_arrays(whole.splits[name]), store_arrays(chunked.splits[name]), strict=True):
+            assert np.array_equal(a, b)
+    assert chunked.stats["dropped"] == whole.stats["dropped"] and whole.stats["dropped"]["empty"] == 1
+    assert isinstance(chunked.splits["train"].src.flat, np.memmap)
+
+
+def test_memory_mapped_store_gives_todays_batches(tmp_path):
+    rows = pairs(2000)
+    prep = prepare(config(tmp_path, corpus(tmp_path / "c", rows)), log=quiet)
+    mapped = prep.splits["train"]
+    assert [x.tolist() for x in mapped.src] == prep.tokenizer.encode_src([s for s, _ in rows])
+    in_memory = Split("train", [np.array(x) for x in mapped.src], [np.array(x) for x in mapped.tgt])
+    assert np.array_equal(in_memory.src_lens, mapped.src_lens)
+    new_loader, _ = make_loader(mapped, 300, shuffle=True, seed=7)
+    old_loader, _ = make_loader(in_memory, 300, shuffle=True, seed=7)
+    count = 0
+    for new, old in zip(new_loader, old_loader, strict=True):
+        assert torch.equal(new.src, old.src) and torch.equal(new.tgt_out, old.tgt_out)
+        count += 1
+    assert count > 10
+
+
+class CountingIds(data.RaggedIds):
+    """A store that records which sentences were read."""
+
+    def __init__(self, store: data.RaggedIds) -> None:
+        super().__init__(store.flat, store.offsets)
+        self.read: set[int] = set()
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        self.read.add(i)
+        return super().__getitem__(i)
+
+
+def test_each_rank_reads_only_its_own_batches(tmp_path):
+    prep = prepare(config(tmp_path, corpus(tmp_path / "c", pairs(600))), log=quiet)
+    train = prep.splits["train"]
+    for rank in (0, 1):
+        src, tgt = CountingIds(train.src), CountingIds(train.tgt)
+        loader, sampler = make_loader(Split("train", src, tgt), 200, shuffle=True, seed=3, num_replicas=2, rank=rank)
+        mine = {i for b in TokenBatchSampler(train.src_lens, train.tgt_lens, 200, seed=3, num_replicas=2,
+                                             rank=rank) for i in b}
+        for _ in loader:
+            pass
+        assert src.read == tgt.read == mine and len(mine) < len(train)
+
+
+def test_killed_preparation_leaves_no_usable_cache(tmp_path):
+    import subprocess
+    import sys
+
+    files = corpus(tmp_path / "c", pairs(500))
+    cfg = config(tmp_path, files, workers=1)
+    script = (
+        "import os, signal, sys\n"
+        "import nmt.data.pipeline as p\n"
+        "from nmt.config import Config, DataConfig, TokenizerConfig\n"
+        "def die(*a, **k): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "p.IdWriter.append = die\n"
+        f"p.prepare(Config(data=DataConfig(**{vars(cfg.data)!r}), tokenizer=TokenizerConfig(vocab_size=100)), "
+        "log=lambda m: None)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()
+    cache = tmp_path / "cache"
+    left = list(cache.iterdir())
+    assert len(left) == 1 and left[0].name.startswith(".") and not (left[0] / "COMPLETE").exists()
+    prep = prepare(cfg, log=quiet)
+    assert not prep.stats["cache_hit"]
+    assert [p.name for p in cache.iterdir()] == [prep.stats["cache_key"]], "the dead build's folder was removed"
+    # A folder under the final name without the marker (a non-atomic copy, say) is rebuilt, never read.
+    folder = cache / prep.stats["cache_key"]
+    (folder / "COMPLETE").unlink()
+    (folder / "train.src.ids.npy").unlink()  # a new file: `prep` still maps the old one
+    (folder / "train.src.ids.npy").write_bytes(b"half")
+    again = prepare(cfg, log=quiet)
+    assert not again.stats["cache_hit"] and (folder / "COMPLETE").is_file()
+    assert np.array_equal(again.splits["train"].src.flat, prep.splits["train"].src.flat)
+
+
+def test_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from nmt.cli import prepare_main
+    from tests.conftest import tiny_config
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(data.pipeline.IdWriter, "append", full)
+    assert prepare_main([str(tiny_config(tmp_path))]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0] and "data.cache_dir" in err[0], err
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_several_corpora_and_tsv(tmp_path):
+    first, second, third = pairs(300, seed=4), pairs(200, seed=5), pairs(100, seed=6)
+    files = corpus(tmp_path / "c", first)
+    root = tmp_path / "c"
+    write(root / "more.de.gz", [s for s, _ in second])
+    write(root / "more.en.gz", [t for _, t in second])
+    write(root / "pairs.tsv", [f"{s}\t{t}" for s, t in third[:50]] + ["\t"] + [f"{s}\t{t}" for s, t in third[50:]])
+    cfg = config(tmp_path, files, train_corpora=[[str(root / "more.de.gz"), str(root / "more.en.gz")],
+                                                 [str(root / "pairs.tsv")]])
+    prep = prepare(cfg, log=quiet)
+    corpora = prep.stats["corpora"]
+    assert [(c["name"], c["read"], c["kept"]) for c in corpora] == [
+        ("train.de + train.en", 300, 300), ("more.de.gz + more.en.gz", 200, 200), ("pairs.tsv", 101, 100)]
+    decoded = [prep.tokenizer.decode_src(x) for x in prep.splits["train"].src]
+    assert decoded == [s for s, _ in first + second + third]
+    assert "pairs.tsv 101 / 100" in data.summary(prep)
+    assert "train" not in data.resolve_files(cfg), "several corpora are not one pair of files"
+    only_tsv = config(tmp_path / "t", {k: v for k, v in files.items() if not k.startswith("train")},
+                      train_corpora=[[str(root / "pairs.tsv")]])
+    assert prepare(only_tsv, log=quiet).stats["pairs_kept"]["train"] == 100
+
+
+@pytest.mark.parametrize("line,tabs", [("kein tab hier", 0), ("zwei\ttabs\thier", 2)])
+def test_tsv_line_without_one_tab(tmp_path, line, tabs):
+    files = corpus(tmp_path / "c", pairs(10))
+    tsv = write(tmp_path / "c" / "bad.tsv", ["ein hund\ta dog"] * 6 + [line, "ende\tend"])
+    cfg = config(tmp_path, files, train_corpora=[[str(tsv)]])
+    with pytest.raises(DataError, match=rf"bad\.tsv: line 7: expected one tab between source and target, found {tabs}"):
+        prepare(cfg, log=quiet, chunk_pairs=4)
+
+
+def test_dedup_removes_exact_duplicates_only(tmp_path):
+    base = pairs(200, seed=8)
+    unique = list(dict.fromkeys(base))
+    near = [(unique[0][0] + " ball", unique[0][1]), (unique[1][0], unique[1][1] + " red"), (unique[2][1], unique[2][0])]
+    rows = base + [unique[3], unique[0], ("  " + unique[4][0], unique[4][1] + " ")] + near + [unique[3]]
+    files = corpus(tmp_path / "c", rows)
+    plain = prepare(config(tmp_path / "a", files), log=quiet)
+    dedup = prepare(config(tmp_path / "b", files, dedup=True), log=quiet)
+    assert plain.stats["pairs_kept"]["train"] == len(rows) and plain.stats["dropped"]["duplicate"] == 0
+    decoded = list(zip((dedup.tokenizer.decode_src(x) for x in dedup.splits["train"].src),
+                       (dedup.tokenizer.decode_tgt(x) for x in dedup.splits["train"].tgt), strict=True))
+    assert decoded == unique + near, "first occurrences kept in order; pairs differing anywhere stay"
+    assert dedup.stats["dropped"]["duplicate"] == len(rows) - len(unique) - len(near)
+    assert dedup.stats["cache_key"] != plain.stats["cache_key"]

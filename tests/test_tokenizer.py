@@ -59,3 +59,62 @@ def test_too_small_vocab_is_a_clear_error(tmp_path):
     src, tgt = corpus()
     with pytest.raises(TokenizerError, match="vocab_size"):
         Tokenizer.train(TokenizerConfig(vocab_size=8), src, tgt, tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- training sample
+
+
+def reservoir_sample(n: int, k: int, seed: int, chunk: int) -> list[bytes]:
+    from nmt.data.pipeline import Reservoir
+
+    items = [str(i).encode() for i in range(n)]
+    res = Reservoir(k, seed)
+    for start in range(0, n, chunk):
+        part = items[start:start + chunk]
+        res.offer(start, lambda part=part: part, len(part))
+    return res.sample()
+
+
+def test_reservoir_sample_is_seeded_uniform_and_independent_of_chunking():
+    first = reservoir_sample(5000, 300, seed=1, chunk=64)
+    assert len(first) == len(set(first)) == 300
+    assert [int(x) for x in first] == sorted(int(x) for x in first), "the sample keeps stream order"
+    assert reservoir_sample(5000, 300, seed=1, chunk=1000) == first == reservoir_sample(5000, 300, seed=1, chunk=7)
+    assert reservoir_sample(5000, 300, seed=2, chunk=64) != first
+    assert reservoir_sample(250, 300, seed=1, chunk=64) == [str(i).encode() for i in range(250)]
+    # Every item is equally likely: over many seeds, the first and last fifths are chosen about equally often.
+    hits = [0, 0]
+    for seed in range(200):
+        picked = [int(x) for x in reservoir_sample(1000, 20, seed=seed, chunk=100)]
+        hits[0] += sum(x < 200 for x in picked)
+        hits[1] += sum(x >= 800 for x in picked)
+    assert abs(hits[0] - hits[1]) < 0.25 * (hits[0] + hits[1]) / 2
+
+
+def test_prepared_tokenizer_sample_is_deterministic_for_a_seed(tmp_path):
+    from nmt.config import Config, DataConfig
+    from nmt.data import prepare
+
+    src, tgt = corpus(3000)
+    paths = {}
+    for split, rows in {"train": (src, tgt), "val": corpus(10, seed=1)}.items():
+        for side, lines in zip(("src", "tgt"), rows, strict=True):
+            paths[f"{split}_{side}"] = str(tmp_path / f"{split}.{side}")
+            (tmp_path / f"{split}.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def sample(name: str, **tok) -> dict:
+        cfg = Config(data=DataConfig(dataset="files", cache_dir=str(tmp_path / name), **paths),
+                     tokenizer=TokenizerConfig(vocab_size=100, **tok))
+        return prepare(cfg, log=lambda _m: None).stats["tokenizer_sample"]
+
+    a, b = sample("a", sample_pairs=500), sample("b", sample_pairs=500)
+    assert a == b and a["pairs"] == 500
+    assert sample("c", sample_pairs=500, sample_seed=2)["sha256"] != a["sha256"]
+    assert sample("d", sample_pairs=10_000)["pairs"] == 3000, "all pairs when there are fewer than sample_pairs"
+
+
+def test_train_reads_generators_once(tmp_path):
+    src, tgt = corpus()
+    from_lists = Tokenizer.train(TokenizerConfig(vocab_size=120), src, tgt, tmp_path / "a")
+    from_generators = Tokenizer.train(TokenizerConfig(vocab_size=120), iter(src), (t for t in tgt), tmp_path / "b")
+    assert from_generators.identity == from_lists.identity

@@ -1,0 +1,25 @@
+"""Parallel data: sources (sample, Multi30k, files, TSV), streaming preparation into a memory-mapped id store,
+token-bucket batching and the preparation summary."""
+
+from nmt.data.batching import Batch, TokenBatchSampler, collate, make_loader, padding_fraction
+from nmt.data.pipeline import CACHE_FORMAT, DROP_REASONS, Prepared, cache_key, prepare
+from nmt.data.report import summary
+from nmt.data.sources import (
+    MIRROR_ENV,
+    MULTI30K_SHA256,
+    MULTI30K_SPLITS,
+    MULTI30K_URL,
+    Corpus,
+    SplitFiles,
+    fetch_multi30k,
+    resolve_corpora,
+    resolve_files,
+    sample_dir,
+)
+from nmt.data.store import RaggedIds, Split
+from nmt.data.text import DataError, normalize, read_lines, read_pair, sha256_file
+
+__all__ = ["CACHE_FORMAT", "DROP_REASONS", "MIRROR_ENV", "MULTI30K_SHA256", "MULTI30K_SPLITS", "MULTI30K_URL",
+           "Batch", "Corpus", "DataError", "Prepared", "RaggedIds", "Split", "SplitFiles", "TokenBatchSampler",
+           "cache_key", "collate", "fetch_multi30k", "make_loader", "normalize", "padding_fraction", "prepare",
+           "read_lines", "read_pair", "resolve_corpora", "resolve_files", "sample_dir", "sha256_file", "summary"]

@@ -1,0 +1,162 @@
+"""Token-bucket batches, sharded across ranks, and the padded tensors built from them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from nmt.data.store import Split
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+class BatchList(Sequence[list[int]]):
+    """The sampler's fixed batches, kept as one index array and the batch boundaries (not as Python lists)."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray) -> None:
+        self.order, self.bounds = order, bounds
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, b: int) -> list[int]:  # type: ignore[override]
+        if not -len(self) <= b < len(self):
+            raise IndexError(b)
+        b %= len(self)
+        return self.order[self.bounds[b]:self.bounds[b + 1]].tolist()
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches under a token budget, shuffled per epoch, resumable mid-epoch and shardable.
+
+    A batch of n pairs costs n * max(longest source + 1, longest target + 1): the source carries EOS and the
+    shifted target (BOS + y as input, y + EOS as output) is one longer than y, so the cost is the padded size of
+    the larger of the source and target tensors. Pairs are sorted by (source length, target length) with a
+    seeded random tie-break and cut greedily; a pair over the budget on its own forms its own batch. The batches
+    are fixed; their order is shuffled each epoch with a generator seeded by seed + epoch. `position` counts the
+    batches handed out in the current epoch; handing out an epoch's last batch advances to the next epoch
+    (position 0). With num_replicas > 1 the epoch's batch list is padded by repeating its first
+    batches until it divides evenly, then rank r takes every num_replicas-th batch starting at r.
+    Only the lengths are needed: a rank reads the sentences of its own batches and no others.
+    """
+
+    def __init__(self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
+                 batch_tokens: int, shuffle: bool = True, seed: int = 1, num_replicas: int = 1, rank: int = 0) -> None:
+        src, tgt = np.asarray(src_lens, dtype=np.int64), np.asarray(tgt_lens, dtype=np.int64)
+        if len(src) != len(tgt):
+            raise ValueError(f"{len(src)} source lengths but {len(tgt)} target lengths")
+        if batch_tokens <= 0 or not 0 <= rank < num_replicas:
+            raise ValueError(f"need batch_tokens > 0 and 0 <= rank < num_replicas, got {batch_tokens}, "
+                             f"{rank}, {num_replicas}")
+        self.batch_tokens, self.shuffle, self.seed = batch_tokens, shuffle, seed
+        self.num_replicas, self.rank = num_replicas, rank
+        self.epoch, self.position = 0, 0
+        perm = np.random.default_rng(seed).permutation(len(src))
+        order = perm[np.lexsort((tgt[perm], src[perm]))]
+        costs = (np.maximum(src, tgt)[order] + 1).tolist()
+        starts, start, longest = [], 0, 0
+        for k, cost in enumerate(costs):
+            longest = max(longest, cost)
+            if k > start and (k - start + 1) * longest > batch_tokens:
+                starts.append(k)
+                start, longest = k, cost
+        bounds = np.array([0, *starts, len(order)] if len(order) else [0], dtype=np.int64)
+        self.batches = BatchList(order, bounds)
+
+    def __len__(self) -> int:
+        return -(-len(self.batches) // self.num_replicas)
+
+    def _epoch_order(self) -> list[int]:
+        """Numbers of this rank's batches for the current epoch, in order."""
+        n = len(self.batches)
+        if self.shuffle:
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+        else:
+            order = list(range(n))
+        if self.num_replicas > 1 and n:
+            total = len(self) * self.num_replicas
+            order = (order * -(-total // n))[:total][self.rank::self.num_replicas]
+        return order
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = self._epoch_order()
+        for k in range(self.position, len(order)):
+            # Handing out the last batch completes the epoch, so a state saved after it resumes at the next one.
+            self.epoch, self.position = (self.epoch + 1, 0) if k + 1 == len(order) else (self.epoch, k + 1)
+            yield self.batches[order[k]]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next iteration yields; the position resets if the epoch changes."""
+        if epoch != self.epoch:
+            self.epoch, self.position = epoch, 0
+
+    def state_dict(self) -> dict:
+        """Epoch and batches already yielded in it, plus what identifies the batching."""
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "num_batches": len(self.batches),
+                "num_replicas": self.num_replicas, "rank": self.rank}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a position saved by `state_dict`: the next iteration yields the rest of that epoch."""
+        mine = self.state_dict()
+        for key in ("seed", "num_batches", "num_replicas"):
+            if state[key] != mine[key]:
+                raise ValueError(f"sampler state has {key}={state[key]} but this sampler has {mine[key]}: "
+                                 "the data or batching settings changed")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def padding_fraction(sampler: TokenBatchSampler, src_lens: Sequence[int] | np.ndarray,
+                     tgt_lens: Sequence[int] | np.ndarray) -> float:
+    """Share of padding positions in the source and target tensors of all the sampler's batches."""
+    order, bounds = sampler.batches.order, sampler.batches.bounds
+    if not len(order):
+        return 0.0
+    src, tgt = np.asarray(src_lens)[order] + 1, np.asarray(tgt_lens)[order] + 1
+    sizes = np.diff(bounds)
+    padded = int(np.sum(sizes * (np.maximum.reduceat(src, bounds[:-1]) + np.maximum.reduceat(tgt, bounds[:-1]))))
+    return 1.0 - int(src.sum() + tgt.sum()) / padded
+
+
+@dataclass
+class Batch:
+    """A padded batch: source with EOS, teacher-forcing input (BOS + y) and output (y + EOS)."""
+
+    src: torch.Tensor  # (B, S) long
+    src_mask: torch.Tensor  # (B, S) bool, True on real tokens
+    tgt_in: torch.Tensor  # (B, T) long
+    tgt_out: torch.Tensor  # (B, T) long, padding after EOS
+    n_src_tokens: int
+    n_tgt_tokens: int
+
+    def to(self, device: torch.device | str) -> Batch:
+        return dataclasses.replace(self, src=self.src.to(device), src_mask=self.src_mask.to(device),
+                                   tgt_in=self.tgt_in.to(device), tgt_out=self.tgt_out.to(device))
+
+
+def collate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], pad_id: int = PAD_ID) -> Batch:
+    """Pad (source ids, target ids) pairs, given without BOS/EOS, into a Batch."""
+    src_lens = np.array([len(s) + 1 for s, _ in pairs], dtype=np.int64)
+    tgt_lens = np.array([len(t) + 1 for _, t in pairs], dtype=np.int64)
+    src = np.full((len(pairs), src_lens.max()), pad_id, dtype=np.int64)  # (B, S)
+    tgt_in = np.full((len(pairs), tgt_lens.max()), pad_id, dtype=np.int64)  # (B, T)
+    tgt_out = tgt_in.copy()  # (B, T)
+    for row, (s, t) in enumerate(pairs):
+        src[row, :len(s)], src[row, len(s)] = s, EOS_ID
+        tgt_in[row, 0], tgt_in[row, 1:len(t) + 1] = BOS_ID, t
+        tgt_out[row, :len(t)], tgt_out[row, len(t)] = t, EOS_ID
+    src_mask = torch.arange(src.shape[1])[None, :] < torch.from_numpy(src_lens)[:, None]  # (B, S)
+    return Batch(torch.from_numpy(src), src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out),
+                 int(src_lens.sum()), int(tgt_lens.sum()))
+
+
+def make_loader(split: Split, batch_tokens: int, shuffle: bool, seed: int, num_replicas: int = 1,
+                rank: int = 0) -> tuple[DataLoader, TokenBatchSampler]:
+    """A DataLoader of Batches over `split` and its sampler (whose state a checkpoint saves)."""
+    sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, batch_tokens, shuffle, seed, num_replicas, rank)
+    loader = DataLoader(split, batch_sampler=sampler, collate_fn=partial(collate, pad_id=PAD_ID), num_workers=0)
+    return loader, sampler

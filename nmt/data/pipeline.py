@@ -1,0 +1,383 @@
+"""Streaming preparation: normalize and sample, train the tokenizer on the sample, encode, cache.
+
+The training text is read twice in chunks that a pool of worker processes handles in order. The first pass
+normalizes, drops empty pairs, writes the normalized pairs to a temporary file and keeps a seeded reservoir
+sample for the tokenizer (and, with data.dedup, an 8-byte hash per pair). The second pass encodes the
+normalized file, applies the length filters and appends the ids to the memory-mapped store. Memory stays
+bounded by the chunk size, the sample and a few bytes per pair.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import random
+import shutil
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sentencepiece
+from tqdm import tqdm
+
+from nmt.config import Config, DataConfig
+from nmt.data.sources import Corpus, Log, resolve_corpora
+from nmt.data.store import IdWriter, Split, is_complete, load_split, new_build_folder, publish, save_ids, write_text
+from nmt.data.text import DataError, RawChunk, decode_chunk, normalize, read_pair, sha256_file, stream_chunks
+from nmt.tokenizer import Tokenizer, TokenizerError
+
+CACHE_FORMAT = 2
+CHUNK_PAIRS = 20_000
+DROP_REASONS = ("empty", "duplicate", "too_long", "ratio")
+NORMALIZED = "train.normalized.tsv"
+SAMPLE = "tokenizer_sample.tsv"
+
+
+@dataclass
+class Prepared:
+    """Everything training needs from the data: tokenizer, splits and what cleaning did."""
+
+    tokenizer: Tokenizer
+    splits: dict[str, Split]
+    stats: dict
+    config: Config
+
+
+def cache_key(files: dict[str, Any], cfg: Config) -> str:
+    """Hash of the input files' content hashes, the tokenizer settings (sample included) and the cleaning settings."""
+    d = cfg.data
+    spec = {"format": CACHE_FORMAT, "sentencepiece": sentencepiece.__version__, "files": files,
+            "tokenizer": dataclasses.asdict(cfg.tokenizer),
+            "cleaning": {"max_tokens": d.max_tokens, "max_ratio": d.max_ratio, "ratio_min_len": d.ratio_min_len,
+                         "lowercase": d.lowercase, "dedup": d.dedup}}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
+
+
+# ---------------------------------------------------------------------------------------------- worker tasks
+
+
+@dataclass
+class Normalized:
+    """A chunk after the first pass: its non-empty normalized pairs as "source<TAB>target" lines."""
+
+    blob: bytes
+    pairs: int
+    read: int
+    hashes: np.ndarray | None  # (pairs,) uint64, with data.dedup
+
+
+def normalize_chunk(chunk: RawChunk, lowercase: bool, dedup: bool) -> Normalized:
+    """Decode and normalize a chunk and drop pairs with an empty side."""
+    src, tgt = decode_chunk(chunk)
+    # Normalized text has no tabs or newlines (whitespace is collapsed to single spaces), so TSV is lossless.
+    lines = [f"{s}\t{t}".encode() for s, t in zip((normalize(x, lowercase) for x in src),
+                                                    (normalize(x, lowercase) for x in tgt), strict=True) if s and t]
+    hashes = None
+    if dedup:
+        digests = b"".join(hashlib.blake2b(line, digest_size=8).digest() for line in lines)
+        hashes = np.frombuffer(digests, dtype="<u8").copy()
+    return Normalized(b"".join(line + b"\n" for line in lines), len(lines), len(chunk), hashes)
+
+
+@dataclass
+class Encoded:
+    """A chunk after the second pass: the kept pairs' ids, flat, with each sentence's length."""
+
+    src: np.ndarray
+    src_lens: np.ndarray
+    tgt: np.ndarray
+    tgt_lens: np.ndarray
+    dropped: dict[str, int]
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+
+
+def _flat(ids: list[list[int]], lens: np.ndarray) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum()))
+
+
+def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: DataConfig,
+                 threads: int = 1) -> Encoded:
+    """Encode normalized pairs, drop duplicates (`keep` False) and pairs failing the length and ratio filters."""
+    tok = _TOKENIZERS.get(tokenizer_dir) or _TOKENIZERS.setdefault(tokenizer_dir, Tokenizer.load(tokenizer_dir))
+    pairs = [line.split("\t") for line in blob.decode("utf-8").split("\n")[:-1]]
+    dropped = dict.fromkeys(("duplicate", "too_long", "ratio"), 0)
+    if keep is not None:
+        dropped["duplicate"] = int(len(pairs) - keep.sum())
+        pairs = list(itertools.compress(pairs, keep.tolist()))
+    src_ids = tok.encode_src([s for s, _ in pairs], threads)
+    tgt_ids = tok.encode_tgt([t for _, t in pairs], threads)
+    src_lens = np.fromiter(map(len, src_ids), dtype=np.int64, count=len(src_ids))
+    tgt_lens = np.fromiter(map(len, tgt_ids), dtype=np.int64, count=len(tgt_ids))
+    long, short = np.maximum(src_lens, tgt_lens), np.minimum(src_lens, tgt_lens)
+    too_long = long > d.max_tokens
+    ratio = ~too_long & (long >= d.ratio_min_len) & (long / np.maximum(short, 1) > d.max_ratio)
+    dropped["too_long"], dropped["ratio"] = int(too_long.sum()), int(ratio.sum())
+    kept = ~(too_long | ratio)
+    src, tgt = _flat(src_ids, src_lens), _flat(tgt_ids, tgt_lens)
+    return Encoded(src[np.repeat(kept, src_lens)], src_lens[kept], tgt[np.repeat(kept, tgt_lens)], tgt_lens[kept],
+                   dropped)
+
+
+# ---------------------------------------------------------------------------------------------- the pool
+
+
+def worker_count(d: DataConfig) -> int:
+    """data.workers, or the CPU cores this process may use."""
+    return d.workers or len(os.sched_getaffinity(0))
+
+
+def _ordered(pool: Executor | None, fn: Callable, tasks: Iterable[tuple], window: int) -> Iterator[Any]:
+    """fn(*task) for each task, in order, with at most `window` tasks in flight (so memory stays bounded)."""
+    if pool is None:
+        for task in tasks:
+            yield fn(*task)
+        return
+    pending: deque = deque()
+    for task in tasks:
+        pending.append(pool.submit(fn, *task))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+class Reservoir:
+    """A uniform random sample of k items from a stream, seeded (Li's algorithm L: it skips ahead, so only the
+    chosen items are touched). With at most k items it is all of them, in stream order."""
+
+    def __init__(self, k: int, seed: int) -> None:
+        self.k, self.rng = k, random.Random(seed)
+        self.items: list[tuple[int, bytes]] = []
+        self.w = math.exp(math.log(self._uniform()) / k)
+        self.next = k + self._skip()
+
+    def _uniform(self) -> float:
+        return 1.0 - self.rng.random()  # in (0, 1]: never log(0)
+
+    def _skip(self) -> int:
+        if self.w >= 1.0:
+            return 1 << 62
+        return int(math.log(self._uniform()) / math.log1p(-self.w))
+
+    def offer(self, start: int, lines: Callable[[], list[bytes]], n: int) -> None:
+        """Consider items start .. start + n - 1 of the stream; `lines()` gives them when any is chosen."""
+        chosen: list[bytes] | None = None
+        for i in range(start, min(start + n, self.k)):
+            chosen = chosen or lines()
+            self.items.append((i, chosen[i - start]))
+        while self.next < start + n:
+            chosen = chosen or lines()
+            self.items[self.rng.randrange(self.k)] = (self.next, chosen[self.next - start])
+            self.w *= math.exp(math.log(self._uniform()) / self.k)
+            self.next += self._skip() + 1
+
+    def sample(self, keep: np.ndarray | None = None) -> list[bytes]:
+        """The chosen items in stream order (without those `keep` marks as dropped)."""
+        return [line for i, line in sorted(self.items) if keep is None or keep[i]]
+
+
+# ---------------------------------------------------------------------------------------------- building
+
+
+@dataclass
+class _CorpusStats:
+    name: str
+    read: int = 0
+    pairs: int = 0  # non-empty after normalization
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+
+
+def _bar(desc: str, total: int | None = None) -> tqdm:
+    return tqdm(total=total, desc=desc, unit="pairs", unit_scale=True, dynamic_ncols=True, disable=None, leave=False)
+
+
+def _first_pass(corpora: list[Corpus], d: DataConfig, k: int, seed: int, out: Path, pool: Executor | None,
+                window: int, chunk_pairs: int) -> tuple[list[_CorpusStats], Reservoir, np.ndarray | None]:
+    """Normalize every training corpus into `out`; returns the counts, the tokenizer sample and the dedup mask."""
+    stats, reservoir, hashes = [], Reservoir(k, seed), []
+    with open(out, "wb") as f, _bar("sample") as bar:
+        for corpus in corpora:
+            cs = _CorpusStats(corpus.name)
+            tasks = ((chunk, d.lowercase, d.dedup) for chunk in stream_chunks(corpus.paths, chunk_pairs))
+            for result in _ordered(pool, normalize_chunk, tasks, window):
+                f.write(result.blob)
+                start = sum(s.pairs for s in stats) + cs.pairs
+                reservoir.offer(start, lambda r=result: r.blob.split(b"\n"), result.pairs)
+                cs.read += result.read
+                cs.pairs += result.pairs
+                if result.hashes is not None:
+                    hashes.append(result.hashes)
+                bar.update(result.read)
+            cs.dropped["empty"] = cs.read - cs.pairs
+            stats.append(cs)
+    keep = None
+    if d.dedup:
+        flat = np.concatenate(hashes) if hashes else np.zeros(0, dtype="<u8")
+        keep = np.zeros(len(flat), dtype=bool)
+        keep[np.unique(flat, return_index=True)[1]] = True
+    return stats, reservoir, keep
+
+
+def _sample_side(path: Path, column: int) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield line.rstrip("\n").split("\t")[column]
+
+
+def _train_tokenizer(cfg: Config, sample: list[bytes], out: Path, log: Log) -> tuple[Tokenizer, dict]:
+    """Train sentencepiece on the sample (written to a file first, so the list can be freed); the sample's identity."""
+    path = out / SAMPLE
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        for line in sample:
+            f.write(line + b"\n")
+            digest.update(line + b"\n")
+    n = len(sample)
+    del sample[:]
+    t = cfg.tokenizer
+    log(f"training sentencepiece {t.type} ({'joint' if t.joint else 'separate'}, vocab_size {t.vocab_size}) "
+        f"on {n} pairs")
+    with _bar("tokenizer", n) as bar:
+        src, tgt = (_counted(_sample_side(path, c), bar) for c in (0, 1))
+        try:
+            tokenizer = Tokenizer.train(t, src, tgt, out)
+        except TokenizerError as err:
+            raise DataError(str(err)) from None
+    path.unlink()
+    return tokenizer, {"pairs": n, "sha256": digest.hexdigest()}
+
+
+def _counted(items: Iterable[str], bar: tqdm) -> Iterator[str]:
+    """The items, each counted as half a pair (the tokenizer reads each side once)."""
+    for item in items:
+        bar.update(0.5)
+        yield item
+
+
+def _second_pass(corpora: list[_CorpusStats], normalized: Path, keep: np.ndarray | None, d: DataConfig,
+                 out: Path, pool: Executor | None, window: int, chunk_pairs: int) -> None:
+    """Encode the normalized pairs corpus by corpus and append the kept ones to the id store."""
+    writers = {side: IdWriter(out / f"train.{side}") for side in ("src", "tgt")}
+    threads = 1 if pool is not None else 2
+    with open(normalized, "rb") as f, _bar("encode", sum(c.pairs for c in corpora)) as bar:
+        start = 0
+        for cs in corpora:
+            def tasks(cs: _CorpusStats = cs, first: int = start) -> Iterator[tuple]:
+                for a in range(0, cs.pairs, chunk_pairs):
+                    lines = list(itertools.islice(f, min(chunk_pairs, cs.pairs - a)))
+                    mask = None if keep is None else keep[first + a:first + a + len(lines)]
+                    yield b"".join(lines), mask, str(out), d, threads
+
+            for result in _ordered(pool, encode_chunk, tasks(), window):
+                writers["src"].append(result.src, result.src_lens)
+                writers["tgt"].append(result.tgt, result.tgt_lens)
+                for reason, count in result.dropped.items():
+                    cs.dropped[reason] += count
+                cs.kept += len(result.src_lens)
+                bar.update(len(result.src_lens) + sum(result.dropped.values()))
+            start += cs.pairs
+    for writer in writers.values():
+        writer.close()
+
+
+def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, chunk_pairs: int) -> dict:
+    """Read, clean and sample the training text, train the tokenizer, encode everything into `out`; the stats."""
+    d = cfg.data
+    dev = {split: read_pair(*c[0].paths) for split, c in corpora.items() if split != "train"}
+    workers = worker_count(d)
+    pool = None
+    if workers > 1:
+        # fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would)
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+    try:
+        window = 2 * workers
+        train, reservoir, keep = _first_pass(corpora["train"], d, cfg.tokenizer.sample_pairs,
+                                             cfg.tokenizer.sample_seed, out / NORMALIZED, pool, window, chunk_pairs)
+        names = ", ".join(str(c.paths[0]) for c in corpora["train"])
+        if not sum(c.pairs for c in train):
+            raise DataError(f"{names}: the training corpus is empty after cleaning")
+        tokenizer, sample = _train_tokenizer(cfg, reservoir.sample(keep), out, log)
+        del reservoir
+        _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    (out / NORMALIZED).unlink()
+    dropped = {r: sum(c.dropped[r] for c in train) for r in DROP_REASONS}
+    kept = sum(c.kept for c in train)
+    if not kept:
+        raise DataError(f"{names}: the training corpus is empty after cleaning (dropped: {format_dropped(dropped)})")
+    stats: dict = {"pairs_read": {"train": sum(c.read for c in train)}, "pairs_kept": {"train": kept},
+                   "dropped": dropped, "corpora": [dataclasses.asdict(c) for c in train], "tokenizer_sample": sample}
+    for split, (src, tgt) in dev.items():
+        src, tgt = [normalize(s, d.lowercase) for s in src], [normalize(t, d.lowercase) for t in tgt]
+        stats["pairs_read"][split] = stats["pairs_kept"][split] = len(src)
+        for side, lines, ids in (("src", src, tokenizer.encode_src(src)), ("tgt", tgt, tokenizer.encode_tgt(tgt))):
+            save_ids(out / f"{split}.{side}", ids)
+            write_text(out / f"{split}.{side}.txt", lines)
+    vocab = tokenizer.vocab
+    stats["vocab"] = {"src": vocab.src_size, "tgt": vocab.tgt_size, "joint": vocab.joint}
+    return stats
+
+
+def format_dropped(dropped: dict[str, int]) -> str:
+    return (f"{dropped['empty']} empty, {dropped['duplicate']} duplicates, {dropped['too_long']} too long, "
+            f"{dropped['ratio']} length-ratio outliers")
+
+
+def _disk_error(cache: Path, err: OSError) -> DataError:
+    hint = "; free some space or set data.cache_dir elsewhere" if err.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return DataError(f"{cache}: cannot write the data cache ({err.strerror or err}){hint}")
+
+
+def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Prepared:
+    """Fetch, clean, tokenize and cache the configured corpus; a second call with equal inputs reads the cache."""
+    corpora = resolve_corpora(cfg, log)
+    for split_corpora in corpora.values():
+        for path in (p for c in split_corpora for p in c.paths):
+            if not path.is_file():
+                raise DataError(f"{path}: file not found")
+    hashes = {split: [[sha256_file(p) for p in c.paths] for c in cs] for split, cs in corpora.items()}
+    key = cache_key(hashes, cfg)
+    cache = Path(cfg.data.cache_dir) / key
+    hit = is_complete(cache)
+    if not hit:
+        try:
+            tmp = new_build_folder(cache)
+        except OSError as err:
+            raise DataError(f"{cache.parent}: cannot create the data cache ({err.strerror or err})") from None
+        try:
+            stats = _build(cfg, corpora, tmp, log, chunk_pairs)
+            publish(tmp, cache, stats)
+        except OSError as err:
+            raise _disk_error(cache, err) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        log(f"data cache written: {cache}")
+    try:
+        tokenizer = Tokenizer.load(cache)
+        splits = {split: load_split(cache, split) for split in corpora}
+        stats = json.loads((cache / "stats.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(f"{cache}: the data cache is damaged ({err}); delete the folder and run again") from None
+    if hit:
+        log(f"data cache hit: {cache}")
+    stats.update(cache_hit=hit, cache_key=key)
+    read, kept = stats["pairs_read"], stats["pairs_kept"]
+    log("pairs read / kept: " + ", ".join(f"{s} {read[s]} / {kept[s]}" for s in read))
+    log(f"train pairs dropped: {format_dropped(stats['dropped'])}")
+    return Prepared(tokenizer, splits, stats, cfg)

@@ -1,0 +1,139 @@
+"""Where each split's text comes from: the embedded sample, Multi30k (mirror or download), or the user's files."""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from nmt.config import Config, DataConfig
+from nmt.data.text import DataError, sha256_file
+
+MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+MULTI30K_SHA256 = {
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+}
+MIRROR_ENV = "NMT_DATA_MIRROR"
+
+Log = Callable[[str], None]
+SplitFiles = dict[str, tuple[Path, Path]]
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One training corpus: a source and a target file, or one tab-separated file (source<TAB>target)."""
+
+    paths: tuple[Path, ...]
+
+    @property
+    def name(self) -> str:
+        return " + ".join(p.name for p in self.paths)
+
+    @property
+    def tsv(self) -> bool:
+        return len(self.paths) == 1
+
+
+def _verify(path: Path, expected: str, hint: str) -> None:
+    actual = sha256_file(path)
+    if actual != expected:
+        raise DataError(f"{path}: checksum mismatch (expected sha256 {expected}, got {actual}); {hint}")
+
+
+def _download(url: str, dest: Path, expected: str) -> None:
+    """Fetch `url` into `dest` through a temporary file, with a progress bar and a checksum check."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.part{os.getpid()}")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
+                for chunk in iter(lambda: response.read(1 << 16), b""):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+        _verify(tmp, expected, f"the download from {url} is damaged; run again")
+        tmp.replace(dest)
+    except (urllib.error.URLError, OSError) as err:
+        raise DataError(f"cannot download {url} ({getattr(err, 'reason', err)}); set data.mirror or "
+                        f"{MIRROR_ENV} to a folder holding {', '.join(MULTI30K_SHA256)}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fetch_multi30k(data: DataConfig, log: Log = print) -> SplitFiles:
+    """Multi30k task 1 files, from the mirror folder if one is set, else downloaded once; checksums verified."""
+    mirror = data.mirror or os.environ.get(MIRROR_ENV, "")
+    if mirror:
+        log(f"multi30k: reading from mirror {mirror}")
+    files: dict[str, Path] = {}
+    for name, expected in MULTI30K_SHA256.items():
+        if mirror:
+            path = Path(mirror) / name
+            if not path.is_file():
+                raise DataError(f"{path}: file not found in the Multi30k mirror folder")
+            _verify(path, expected, "the mirror copy differs from the official file: replace it")
+        else:
+            path = Path(data.download_dir) / "multi30k" / name
+            if path.is_file():
+                _verify(path, expected, "the file is damaged or incomplete: delete it and run again")
+            else:
+                log(f"multi30k: downloading {name}")
+                _download(f"{MULTI30K_URL}/{name}", path, expected)
+        files[name] = path
+    return {split: (files[f"{stem}.de.gz"], files[f"{stem}.en.gz"]) for split, stem in MULTI30K_SPLITS.items()}
+
+
+def sample_dir() -> Path:
+    """The repository's data/sample folder (falling back to ./data/sample)."""
+    repo = Path(__file__).resolve().parents[2] / "data" / "sample"
+    return repo if repo.is_dir() else Path.cwd() / "data" / "sample"
+
+
+def _eval_files(data: DataConfig) -> SplitFiles:
+    files = {"val": (data.val_src, data.val_tgt)}
+    if data.test_src or data.test_tgt:
+        if not (data.test_src and data.test_tgt):
+            raise DataError("data.test_src and data.test_tgt must be given together")
+        files["test"] = (data.test_src, data.test_tgt)
+    for split, pair in files.items():
+        if not all(pair):
+            raise DataError(f"data.{split}_src and data.{split}_tgt are required for dataset 'files'")
+    return {split: (Path(s), Path(t)) for split, (s, t) in files.items()}
+
+
+def train_corpora(data: DataConfig) -> list[Corpus]:
+    """dataset=files: data.train_src/train_tgt (when set) followed by every entry of data.train_corpora."""
+    if bool(data.train_src) != bool(data.train_tgt):
+        raise DataError("data.train_src and data.train_tgt must be given together")
+    entries = ([[data.train_src, data.train_tgt]] if data.train_src else []) + list(data.train_corpora)
+    if not entries:
+        raise DataError("dataset 'files' needs data.train_src and data.train_tgt, or data.train_corpora")
+    return [Corpus(tuple(Path(p) for p in entry)) for entry in entries]
+
+
+def resolve_corpora(cfg: Config, log: Log = print) -> dict[str, list[Corpus]]:
+    """The corpora of every split: training may have several, validation and test have one pair of files."""
+    data = cfg.data
+    if data.dataset == "multi30k":
+        return {split: [Corpus(pair)] for split, pair in fetch_multi30k(data, log).items()}
+    if data.dataset == "sample":
+        root = sample_dir()
+        return {s: [Corpus((root / f"{s}.de", root / f"{s}.en"))] for s in ("train", "val", "test")}
+    return {"train": train_corpora(data)} | {split: [Corpus(pair)] for split, pair in _eval_files(data).items()}
+
+
+def resolve_files(cfg: Config, log: Log = print) -> SplitFiles:
+    """(source, target) file per split whose text is one pair of files (validation and test always are)."""
+    return {split: corpora[0].paths for split, corpora in resolve_corpora(cfg, log).items()
+            if len(corpora) == 1 and not corpora[0].tsv}

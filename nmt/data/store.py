@@ -1,0 +1,218 @@
+"""The id store: one flat id array and one offsets array per split and side, written in pieces, read memory-mapped.
+
+A cache folder is complete only when it holds the marker file, which is written last, inside a temporary
+folder that is renamed into place; a folder without the marker (a killed or failed build) is never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+MARKER = "COMPLETE"
+ID_DTYPE = np.int32
+OFFSET_DTYPE = np.int64
+
+
+class ArrayWriter:
+    """A 1-D .npy file written by appending pieces; the header's length is rewritten on `close`."""
+
+    def __init__(self, path: Path, dtype: type) -> None:
+        self.path, self.dtype, self.size = path, np.dtype(dtype), 0
+        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._header_len = self._write_header()
+
+    def _write_header(self) -> int:
+        self._file.seek(0)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (self.size,)}
+        np.lib.format.write_array_header_1_0(self._file, header)
+        return self._file.tell()
+
+    def append(self, values: np.ndarray) -> None:
+        self._file.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.size += len(values)
+
+    def close(self) -> None:
+        """Fix the header's shape (numpy pads the header so that it keeps its length) and close the file."""
+        end = self._file.tell()
+        if self._write_header() != self._header_len:
+            raise OSError(f"{self.path}: the .npy header changed length")
+        self._file.seek(end)
+        self._file.close()
+
+
+class IdWriter:
+    """Sentences of one split and side, appended chunk by chunk as flat ids plus their lengths."""
+
+    def __init__(self, prefix: Path) -> None:
+        self.ids = ArrayWriter(prefix.with_name(prefix.name + ".ids.npy"), ID_DTYPE)
+        self.offsets = ArrayWriter(prefix.with_name(prefix.name + ".offsets.npy"), OFFSET_DTYPE)
+        self.offsets.append(np.zeros(1, dtype=OFFSET_DTYPE))
+        self._end = 0
+
+    def append(self, flat: np.ndarray, lengths: np.ndarray) -> None:
+        """Add sentences given as their concatenated ids and each one's length."""
+        self.ids.append(flat)
+        self.offsets.append(self._end + np.cumsum(lengths, dtype=OFFSET_DTYPE))
+        self._end += int(np.sum(lengths, dtype=OFFSET_DTYPE))
+
+    def close(self) -> None:
+        self.ids.close()
+        self.offsets.close()
+
+
+class RaggedIds(Sequence[np.ndarray]):
+    """A sequence of id arrays over one flat array and its offsets; only the sentences asked for are read."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+        self.flat, self.offsets = flat, offsets
+
+    @classmethod
+    def from_lists(cls, ids: Sequence[Sequence[int]]) -> RaggedIds:
+        """An in-memory store of the given sentences (as prepared ids would be stored)."""
+        offsets = np.zeros(len(ids) + 1, dtype=OFFSET_DTYPE)
+        np.cumsum([len(x) for x in ids], out=offsets[1:])
+        flat = np.fromiter((i for x in ids for i in x), dtype=ID_DTYPE, count=int(offsets[-1]))
+        return cls(flat, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        return self.flat[self.offsets[i]:self.offsets[i + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def load_ids(prefix: Path) -> RaggedIds:
+    """The memory-mapped store that `IdWriter` wrote under `prefix`."""
+    flat = np.load(prefix.with_name(prefix.name + ".ids.npy"), mmap_mode="r", allow_pickle=False)
+    offsets = np.load(prefix.with_name(prefix.name + ".offsets.npy"), mmap_mode="r", allow_pickle=False)
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[-1] != len(flat):
+        raise ValueError(f"{prefix}: ids and offsets disagree")
+    return RaggedIds(flat, offsets)
+
+
+def save_ids(prefix: Path, ids: Sequence[Sequence[int]]) -> None:
+    """Write a whole split side at once (for the small validation and test splits)."""
+    store = RaggedIds.from_lists(ids)
+    writer = IdWriter(prefix)
+    writer.append(store.flat, store.lengths)
+    writer.close()
+
+
+@dataclass(eq=False)
+class Split:
+    """One split: subword ids (no BOS/EOS) and, for validation and test, the normalised text, aligned by index."""
+
+    name: str
+    src: Sequence[np.ndarray]
+    tgt: Sequence[np.ndarray]
+    src_raw: list[str] | None = field(default=None)  # None for training: its text is not kept
+    tgt_raw: list[str] | None = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.src[i], self.tgt[i]
+
+    @property
+    def src_lens(self) -> np.ndarray:
+        return _lengths(self.src)
+
+    @property
+    def tgt_lens(self) -> np.ndarray:
+        return _lengths(self.tgt)
+
+
+def _lengths(ids: Sequence[np.ndarray]) -> np.ndarray:
+    if isinstance(ids, RaggedIds):
+        return ids.lengths
+    return np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+
+
+def write_text(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def load_split(directory: Path, split: str) -> Split:
+    """A split of a complete cache folder: ids memory-mapped, text read where it was kept."""
+    sides = {}
+    for side in ("src", "tgt"):
+        ids = load_ids(directory / f"{split}.{side}")
+        text = directory / f"{split}.{side}.txt"
+        raw = text.read_text(encoding="utf-8").split("\n")[:-1] if text.is_file() else None
+        if raw is not None and len(raw) != len(ids):
+            raise ValueError(f"{text}: ids and text disagree")
+        sides[side] = (ids, raw)
+    if len(sides["src"][0]) != len(sides["tgt"][0]):
+        raise ValueError(f"{directory}: {split} has different numbers of source and target sentences")
+    return Split(split, sides["src"][0], sides["tgt"][0], sides["src"][1], sides["tgt"][1])
+
+
+# ---------------------------------------------------------------------------------------------- cache folders
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / MARKER).is_file()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def new_build_folder(cache: Path) -> Path:
+    """A fresh temporary folder beside `cache` (a dot-name, so it is never taken for a cache).
+
+    Temporary folders of the same cache left by processes that no longer run (killed builds) are removed.
+    """
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for old in cache.parent.glob(f".{cache.name}.*.tmp"):
+        pid = old.name.split(".")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f".{cache.name}.{os.getpid()}.", suffix=".tmp", dir=cache.parent))
+
+
+def publish(tmp: Path, cache: Path, stats: dict) -> None:
+    """Write the stats and the marker, flush everything, and rename `tmp` to `cache`."""
+    (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
+    for path in tmp.iterdir():
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+    marker = tmp / MARKER
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"key": cache.name}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if cache.exists() and not is_complete(cache):
+        shutil.rmtree(cache, ignore_errors=True)  # the remains of a build that did not finish
+    try:
+        tmp.rename(cache)
+    except OSError:
+        if not is_complete(cache):  # else another process wrote the same cache first; its content is identical
+            raise

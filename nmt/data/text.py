@@ -1,0 +1,162 @@
+"""Reading parallel text: whole small files, streamed chunks of large ones, and the one normalization."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import hashlib
+import itertools
+import unicodedata
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names the file (and line) at fault."""
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def normalize(line: str, lowercase: bool) -> str:
+    """Unicode NFC, whitespace stripped and collapsed to single spaces, optionally lowercased."""
+    line = " ".join(unicodedata.normalize("NFC", line).split())
+    return line.lower() if lowercase else line
+
+
+def _gzip_error(path: Path, err: Exception) -> DataError:
+    return DataError(f"{path}: not a valid gzip file ({err})")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a plain or gzipped (.gz) UTF-8 file, split on newlines only (so both sides stay aligned)."""
+    path = Path(path)
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise _gzip_error(path, err) from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise DataError(f"{path}: line {line}: invalid UTF-8 ({err.reason})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_pair(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    """Both sides of a small parallel corpus, checked to have the same number of lines."""
+    src_lines, tgt_lines = read_lines(src), read_lines(tgt)
+    if len(src_lines) != len(tgt_lines):
+        raise DataError(f"{src} has {len(src_lines)} lines but {tgt} has {len(tgt_lines)}: "
+                        "parallel files need one sentence per line on both sides")
+    if not src_lines:
+        raise DataError(f"{src}: the file has no lines")
+    return src_lines, tgt_lines
+
+
+def decode_line(raw: bytes, path: str, number: int) -> str:
+    """One line's bytes as text (without its newline); invalid UTF-8 names the file and line."""
+    try:
+        return raw.decode("utf-8").removesuffix("\n")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: line {number}: invalid UTF-8 ({err.reason})") from None
+
+
+@dataclass
+class RawChunk:
+    """Consecutive lines of one corpus as undecoded bytes: two files side by side, or one tab-separated file."""
+
+    paths: tuple[str, ...]
+    first_line: int  # 1-based number of the chunk's first line
+    src: list[bytes]
+    tgt: list[bytes] | None  # None for a tab-separated corpus: each `src` line holds both sides
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def _open(path: Path) -> BinaryIO:
+    try:
+        f = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115 - the caller closes
+        head = f.peek(3)[:3] if hasattr(f, "peek") else b""
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise _gzip_error(path, err) from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+    if head == codecs.BOM_UTF8:
+        f.read(3)
+    return f
+
+
+def _take(f: BinaryIO, path: Path, n: int) -> list[bytes]:
+    try:
+        return list(itertools.islice(f, n))
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise _gzip_error(path, err) from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def stream_chunks(paths: tuple[Path, ...], chunk_pairs: int) -> Iterator[RawChunk]:
+    """Chunks of `chunk_pairs` lines; for two files, a line-count mismatch is reported as soon as one side ends."""
+    names = tuple(str(p) for p in paths)
+    files = [_open(p) for p in paths]
+    try:
+        first = 1
+        while True:
+            sides = [_take(f, p, chunk_pairs) for f, p in zip(files, paths, strict=True)]
+            lengths = [len(s) for s in sides]
+            if len(set(lengths)) > 1:
+                short = lengths.index(min(lengths))
+                last = first + min(lengths) - 1
+                raise DataError(f"{names[1 - short]}: line {last + 1} has no counterpart in {names[short]}, "
+                                f"which ends after {last} lines: parallel files need one sentence per line on "
+                                "both sides")
+            if first == 1 and not lengths[0]:
+                raise DataError(f"{names[0]}: the file has no lines")
+            if lengths[0]:
+                yield RawChunk(names, first, sides[0], sides[1] if len(sides) == 2 else None)
+            if lengths[0] < chunk_pairs:
+                return
+            first += chunk_pairs
+    finally:
+        for f in files:
+            f.close()
+
+
+def decode_chunk(chunk: RawChunk) -> tuple[list[str], list[str]]:
+    """The chunk's (source, target) lines as text; bad UTF-8 or a tab-separated line without one tab names the line."""
+    if chunk.tgt is not None:
+        return ([decode_line(b, chunk.paths[0], chunk.first_line + i) for i, b in enumerate(chunk.src)],
+                [decode_line(b, chunk.paths[1], chunk.first_line + i) for i, b in enumerate(chunk.tgt)])
+    src, tgt = [], []
+    for i, raw in enumerate(chunk.src):
+        line = decode_line(raw, chunk.paths[0], chunk.first_line + i)
+        tabs = line.count("\t")
+        if tabs != 1:
+            raise DataError(f"{chunk.paths[0]}: line {chunk.first_line + i}: expected one tab between source and "
+                            f"target, found {tabs}")
+        s, t = line.split("\t")
+        src.append(s)
+        tgt.append(t)
+    return src, tgt
