@@ -79,6 +79,9 @@ def test_read_lines_plain_and_gz_agree(tmp_path):
 def test_normalize():
     assert normalize("  Cafe\u0301 \t au\u00a0lait\r", lowercase=False) == "Caf\u00e9 au lait"
     assert normalize("Ein HUND", lowercase=True) == "ein hund"
+    tricky = ["  Cafe\u0301 \t au\u00a0lait\r", "ΟΔΟΣ ΣΟΦΟΣ", "a\u2028b\u0301", "\u0301start", "", "   ", "İSTANBUL"]
+    for lowercase in (False, True):
+        assert data.text.normalize_lines(tricky, lowercase) == [normalize(x, lowercase) for x in tricky]
 
 
 def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):

@@ -33,7 +33,16 @@ from tqdm import tqdm
 from nmt.config import Config, DataConfig
 from nmt.data.sources import Corpus, Log, resolve_corpora
 from nmt.data.store import IdWriter, Split, is_complete, load_split, new_build_folder, publish, save_ids, write_text
-from nmt.data.text import DataError, RawChunk, decode_chunk, normalize, read_pair, sha256_file, stream_chunks
+from nmt.data.text import (
+    DataError,
+    RawChunk,
+    decode_chunk,
+    normalize,
+    normalize_lines,
+    read_pair,
+    sha256_file,
+    stream_chunks,
+)
 from nmt.tokenizer import Tokenizer, TokenizerError
 
 CACHE_FORMAT = 2
@@ -80,13 +89,13 @@ def normalize_chunk(chunk: RawChunk, lowercase: bool, dedup: bool) -> Normalized
     """Decode and normalize a chunk and drop pairs with an empty side."""
     src, tgt = decode_chunk(chunk)
     # Normalized text has no tabs or newlines (whitespace is collapsed to single spaces), so TSV is lossless.
-    lines = [f"{s}\t{t}".encode() for s, t in zip((normalize(x, lowercase) for x in src),
-                                                    (normalize(x, lowercase) for x in tgt), strict=True) if s and t]
+    lines = [f"{s}\t{t}" for s, t in zip(normalize_lines(src, lowercase), normalize_lines(tgt, lowercase),
+                                         strict=True) if s and t]
     hashes = None
     if dedup:
-        digests = b"".join(hashlib.blake2b(line, digest_size=8).digest() for line in lines)
+        digests = b"".join(hashlib.blake2b(line.encode(), digest_size=8).digest() for line in lines)
         hashes = np.frombuffer(digests, dtype="<u8").copy()
-    return Normalized(b"".join(line + b"\n" for line in lines), len(lines), len(chunk), hashes)
+    return Normalized("".join(line + "\n" for line in lines).encode(), len(lines), len(chunk), hashes)
 
 
 @dataclass
@@ -111,13 +120,14 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
                  threads: int = 1) -> Encoded:
     """Encode normalized pairs, drop duplicates (`keep` False) and pairs failing the length and ratio filters."""
     tok = _TOKENIZERS.get(tokenizer_dir) or _TOKENIZERS.setdefault(tokenizer_dir, Tokenizer.load(tokenizer_dir))
-    pairs = [line.split("\t") for line in blob.decode("utf-8").split("\n")[:-1]]
+    cells = blob.decode("utf-8").replace("\n", "\t").split("\t")[:-1]  # source, target, source, ...
+    src, tgt = cells[0::2], cells[1::2]
     dropped = dict.fromkeys(("duplicate", "too_long", "ratio"), 0)
     if keep is not None:
-        dropped["duplicate"] = int(len(pairs) - keep.sum())
-        pairs = list(itertools.compress(pairs, keep.tolist()))
-    src_ids = tok.encode_src([s for s, _ in pairs], threads)
-    tgt_ids = tok.encode_tgt([t for _, t in pairs], threads)
+        dropped["duplicate"] = int(len(src) - keep.sum())
+        src, tgt = list(itertools.compress(src, keep.tolist())), list(itertools.compress(tgt, keep.tolist()))
+    src_ids = tok.encode_src(src, threads)
+    tgt_ids = tok.encode_tgt(tgt, threads)
     src_lens = np.fromiter(map(len, src_ids), dtype=np.int64, count=len(src_ids))
     tgt_lens = np.fromiter(map(len, tgt_ids), dtype=np.int64, count=len(tgt_ids))
     long, short = np.maximum(src_lens, tgt_lens), np.minimum(src_lens, tgt_lens)
@@ -125,9 +135,9 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
     ratio = ~too_long & (long >= d.ratio_min_len) & (long / np.maximum(short, 1) > d.max_ratio)
     dropped["too_long"], dropped["ratio"] = int(too_long.sum()), int(ratio.sum())
     kept = ~(too_long | ratio)
-    src, tgt = _flat(src_ids, src_lens), _flat(tgt_ids, tgt_lens)
-    return Encoded(src[np.repeat(kept, src_lens)], src_lens[kept], tgt[np.repeat(kept, tgt_lens)], tgt_lens[kept],
-                   dropped)
+    src_flat, tgt_flat = _flat(src_ids, src_lens), _flat(tgt_ids, tgt_lens)
+    return Encoded(src_flat[np.repeat(kept, src_lens)], src_lens[kept],
+                   tgt_flat[np.repeat(kept, tgt_lens)], tgt_lens[kept], dropped)
 
 
 # ---------------------------------------------------------------------------------------------- the pool

@@ -33,6 +33,14 @@ def normalize(line: str, lowercase: bool) -> str:
     return line.lower() if lowercase else line
 
 
+def normalize_lines(lines: list[str], lowercase: bool) -> list[str]:
+    """`normalize` of each line (without newlines), with one NFC and one lowercasing call for all of them."""
+    text = unicodedata.normalize("NFC", "\n".join(lines))  # a newline never composes, so this is per line
+    if lowercase:
+        text = text.lower()
+    return [" ".join(line.split()) for line in text.split("\n")] if lines else []
+
+
 def _gzip_error(path: Path, err: Exception) -> DataError:
     return DataError(f"{path}: not a valid gzip file ({err})")
 
@@ -144,19 +152,29 @@ def stream_chunks(paths: tuple[Path, ...], chunk_pairs: int) -> Iterator[RawChun
             f.close()
 
 
+def _decode_all(lines: list[bytes], path: str, first_line: int) -> list[str]:
+    """Lines without their newlines; the whole chunk is decoded at once, line by line only to find an error."""
+    try:
+        text = b"".join(lines).decode("utf-8")
+    except UnicodeDecodeError:
+        for i, raw in enumerate(lines):
+            decode_line(raw, path, first_line + i)
+        raise
+    out = text.split("\n")
+    if out[-1] == "":  # the chunk's last line ended with a newline
+        out.pop()
+    return out
+
+
 def decode_chunk(chunk: RawChunk) -> tuple[list[str], list[str]]:
     """The chunk's (source, target) lines as text; bad UTF-8 or a tab-separated line without one tab names the line."""
+    src = _decode_all(chunk.src, chunk.paths[0], chunk.first_line)
     if chunk.tgt is not None:
-        return ([decode_line(b, chunk.paths[0], chunk.first_line + i) for i, b in enumerate(chunk.src)],
-                [decode_line(b, chunk.paths[1], chunk.first_line + i) for i, b in enumerate(chunk.tgt)])
-    src, tgt = [], []
-    for i, raw in enumerate(chunk.src):
-        line = decode_line(raw, chunk.paths[0], chunk.first_line + i)
+        return src, _decode_all(chunk.tgt, chunk.paths[1], chunk.first_line)
+    for i, line in enumerate(src):
         tabs = line.count("\t")
         if tabs != 1:
             raise DataError(f"{chunk.paths[0]}: line {chunk.first_line + i}: expected one tab between source and "
                             f"target, found {tabs}")
-        s, t = line.split("\t")
-        src.append(s)
-        tgt.append(t)
-    return src, tgt
+    cells = "\t".join(src).split("\t")
+    return cells[0::2], cells[1::2]
