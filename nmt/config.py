@@ -131,7 +131,8 @@ class DataConfig(_Section):
     lowercase: bool = _opt(False, "Lowercase all text before tokenization.")
     dedup: bool = _opt(False, "Drop training pairs identical (after normalization) to an earlier pair; "
                               "remembers 8-byte hashes, not text.")
-    workers: int = _opt(0, "Processes that normalize and encode the training text (0: the CPU cores available).")
+    workers: int = _opt(0, "Processes that normalize and encode the training text (0: the CPU cores available).",
+                        bounds=NON_NEGATIVE)
 
 
 @dataclass
@@ -147,7 +148,7 @@ class TokenizerConfig(_Section):
                                      bounds=Range(0.0, 1.0, low_open=True))
     hard_vocab_limit: bool = _opt(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
     sample_pairs: int = _opt(1_000_000, "Train sentencepiece on a random sample of this many training pairs "
-                                        "(all pairs when there are fewer).")
+                                        "(all pairs when there are fewer).", bounds=AT_LEAST_ONE)
     sample_seed: int = _opt(1, "Seed of the tokenizer's training sample.")
 
 
@@ -369,15 +370,11 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.warmup: schedule '{tr.schedule}' needs a positive warmup")
     if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
         raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
-    _validate_data(cfg.data, t)
+    _validate_data(cfg.data)
 
 
-def _validate_data(data: DataConfig, tok: TokenizerConfig) -> None:
-    """Checks of the data and tokenizer-sample settings."""
-    if tok.sample_pairs <= 0:
-        raise ConfigError(f"tokenizer.sample_pairs: must be positive, got {tok.sample_pairs}")
-    if data.workers < 0:
-        raise ConfigError(f"data.workers: must be 0 (the cores available) or more, got {data.workers}")
+def _validate_data(data: DataConfig) -> None:
+    """Where the training text comes from: old keys, several corpora, or both."""
     for i, entry in enumerate(data.train_corpora):
         if len(entry) not in (1, 2) or not all(entry):
             raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], got {entry}")
