@@ -149,7 +149,7 @@ class TokenizerConfig(_Section):
     hard_vocab_limit: bool = _opt(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
     sample_pairs: int = _opt(1_000_000, "Train sentencepiece on a random sample of this many training pairs "
                                         "(all pairs when there are fewer).", bounds=AT_LEAST_ONE)
-    sample_seed: int = _opt(1, "Seed of the tokenizer's training sample.")
+    sample_seed: int = _opt(1, "Seed of the tokenizer's training sample.", bounds=NON_NEGATIVE)
 
 
 @dataclass
