@@ -507,3 +507,23 @@ def test_dedup_removes_exact_duplicates_only(tmp_path):
     assert decoded == unique + near, "first occurrences kept in order; pairs differing anywhere stay"
     assert dedup.stats["dropped"]["duplicate"] == len(rows) - len(unique) - len(near)
     assert dedup.stats["cache_key"] != plain.stats["cache_key"]
+
+
+def reference_batches(src: np.ndarray, tgt: np.ndarray, budget: int, seed: int) -> list[list[int]]:
+    """The element-by-element definition: seeded shuffle, stable sort by lengths, greedy cut."""
+    perm = np.random.default_rng(seed).permutation(len(src))
+    order = perm[np.lexsort((tgt[perm], src[perm]))].tolist()
+    batches, start, longest = [], 0, 0
+    for k, i in enumerate(order):
+        longest = max(longest, max(src[i], tgt[i]) + 1)
+        if k > start and (k - start + 1) * longest > budget:
+            batches.append(order[start:k])
+            start, longest = k, max(src[i], tgt[i]) + 1
+    return batches + [order[start:]] if start < len(order) else batches
+
+
+@pytest.mark.parametrize("n,budget,longest", [(3000, 300, 40), (2000, 4096, 300), (50, 10, 30), (1, 50, 5)])
+def test_vectorized_batches_equal_the_greedy_definition(n, budget, longest):
+    rng = np.random.default_rng(n)
+    src, tgt = rng.integers(0, longest, n), rng.integers(0, longest, n)
+    assert list(TokenBatchSampler(src, tgt, budget, seed=4).batches) == reference_batches(src, tgt, budget, 4)
