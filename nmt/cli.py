@@ -142,7 +142,8 @@ def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
     """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
     if cfg.data.dataset != "files":
         return []
-    return [(f"data.{key}", getattr(cfg.data, key)) for key in DATA_KEYS if getattr(cfg.data, key)]
+    return [(f"data.{key}", getattr(cfg.data, key)) for key in DATA_KEYS if getattr(cfg.data, key)] + [
+        (f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.train_corpora) for path in entry]
 
 
 def _check_data_paths(cfg: Config) -> None:
