@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from nmt.fileio import atomic_output
+from nmt.fileio import atomic_output, cause
 
 
 class ConfigError(ValueError):
@@ -189,7 +189,7 @@ class TrainConfig(_Section):
 
     seed: int = _opt(1, "Seed for python, numpy, torch and the batch shuffler.", bounds=Range(0.0, 2.0**32 - 1))
     device: str = _opt("auto", "Where to train.", ("auto", "cpu", "cuda"))
-    threads: int = _opt(0, "CPU threads for torch (0: leave torch's choice).", bounds=NON_NEGATIVE)
+    threads: int = _opt(0, "CPU threads for torch (0: leave torch's choice).", bounds=Range(0.0, 1024.0))
     batch_tokens: int = _opt(4096, "Token budget per batch, padding included (max of both sides).", bounds=AT_LEAST_ONE)
     accumulate: int = _opt(1, "Batches whose gradients are summed before one update.", bounds=AT_LEAST_ONE)
     max_steps: int = _opt(0, "Stop after this many updates (0: no limit).", bounds=NON_NEGATIVE)
@@ -355,6 +355,9 @@ def validate(cfg: Config) -> None:
     m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.decode
     if m.arch == "transformer" and m.d_model % m.heads:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
+    if m.arch == "transformer" and m.max_positions < cfg.data.max_tokens + 2:
+        raise ConfigError(f"model.max_positions ({m.max_positions}) must cover the longest training sequence, "
+                          f"data.max_tokens + 2 for BOS/EOS ({cfg.data.max_tokens + 2})")
     if m.arch == "rnn" and m.hidden_size % 2:
         raise ConfigError(f"model.hidden_size ({m.hidden_size}) must be even (the encoder is bidirectional)")
     if m.tie_embeddings and not t.joint:
@@ -401,8 +404,10 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read config ({err})") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config ({cause(err)})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config is not UTF-8 text") from None
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:

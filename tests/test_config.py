@@ -65,6 +65,7 @@ def test_bad_choice(tmp_path):
     ({"name": "../escape"}, "name"),
     ({"model": {"dropout": 1.5}}, "model.dropout"),
     ({"data": {"dataset": "files"}}, "data.train_src"),
+    ({"model": {"max_positions": 64}, "data": {"max_tokens": 100}}, "model.max_positions"),
 ])
 def test_cross_field_checks(tmp_path, section, message):
     data = {"train": {"max_steps": 5}, **section}
@@ -103,6 +104,8 @@ def test_invalid_yaml_names_line(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="cannot read config \\(it is a folder\\)"):
+        load_config(tmp_path)
 
 
 def test_round_trip(tmp_path):
