@@ -408,10 +408,32 @@ def average_main(argv: list[str] | None = None) -> int:
 
 @command
 def compare_main(argv: list[str] | None = None) -> int:
-    """nmt-compare RUN_DIR...: compare evaluation reports of several runs."""
-    from nmt.compare import main
+    """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
+    from nmt.compare import RUN_FILES, compare, markdown
 
-    return main(argv)
+    parser = Parser(prog="nmt-compare", description=compare_main.__doc__)
+    parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
+    parser.add_argument("--baseline", help="run name the others are tested against (default: the first usable)")
+    parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
+    parser.add_argument("--out", help="report folder (default: reports/<suite>)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--diag-sentences", type=number(AT_LEAST_ONE, integer=True), default=200,
+                        help="test sentences for attention diagnostics")
+    parser.add_argument("--heatmaps", type=number(NON_NEGATIVE, integer=True), default=3,
+                        help="test sentences drawn as attention heatmaps")
+    parser.add_argument("--resamples", type=number(AT_LEAST_ONE, integer=True), default=1000,
+                        help="paired bootstrap resamples")
+    args = parser.parse_args(argv)
+    _device(args.device)
+    out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
+    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
+    for name in ("compare.json", "compare.md", "learning_curves.png"):
+        check_output("--out", out / name, reads)
+    data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
+                   args.diag_sentences, args.heatmaps, args.resamples)
+    print(markdown(data), end="")
+    print(f"report: {out / 'compare.md'}")
+    return 0
 
 
 @command

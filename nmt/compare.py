@@ -7,7 +7,6 @@ report as failed, with the reason (`train_failed.txt`, written by scripts/compar
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,7 +24,6 @@ from nmt.config import Config, ConfigError, load_config
 from nmt.data import DataError, normalize, read_pair, resolve_files
 from nmt.decode import Hypothesis, translate_ids
 from nmt.diagnostics import Thresholds, attention_stats, summarize
-from nmt.fileio import check_output
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.tokenizer import Tokenizer
 from nmt.utils import atomic_output, resolve_device
@@ -315,31 +313,3 @@ def compare(paths: list[Path], out: Path, suite: str, baseline: str | None = Non
         handle.write(markdown(data))
     return data
 
-
-def main(argv: list[str] | None = None) -> int:
-    """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
-    parser = argparse.ArgumentParser(prog="nmt-compare", description=main.__doc__)
-    parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
-    parser.add_argument("--baseline", help="run name the others are tested against (default: the first usable)")
-    parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
-    parser.add_argument("--out", help="report folder (default: reports/<suite>)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--diag-sentences", type=int, default=200, help="test sentences for attention diagnostics")
-    parser.add_argument("--heatmaps", type=int, default=3, help="test sentences drawn as attention heatmaps")
-    parser.add_argument("--resamples", type=int, default=1000, help="paired bootstrap resamples")
-    args = parser.parse_args(argv)
-    if args.diag_sentences < 1 or args.heatmaps < 0 or args.resamples < 1:
-        raise ConfigError("--diag-sentences and --resamples must be positive, --heatmaps not negative")
-    try:
-        resolve_device(args.device)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
-    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
-    for name in ("compare.json", "compare.md", "learning_curves.png"):
-        check_output("--out", out / name, reads)
-    data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
-                   args.diag_sentences, args.heatmaps, args.resamples)
-    print(markdown(data), end="")
-    print(f"report: {out / 'compare.md'}")
-    return 0

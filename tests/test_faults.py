@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nmt.checkpoint import load_checkpoint
-from nmt.cli import average_main, evaluate_main, prepare_main, train_main, translate_main
+from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
 from nmt.fileio import FileError, atomic_output, describe_os_error
 from nmt.runlock import LOCK_NAME
 from nmt.signals import Interrupted, graceful_stop, stop_signal
@@ -93,6 +93,9 @@ def test_folder_as_output_and_missing_input(trained_run, source, tmp_path, capsy
                   capsys, tmp_path, "--attention-plots")
     cfg = tiny_config(tmp_path, run_root=str(source))
     fails_cleanly(train_main, [str(cfg)], capsys, tmp_path, "run folder")
+    fails_cleanly(compare_main, [str(trained_run), "--out", str(source)], capsys, tmp_path, "--out")
+    fails_cleanly(compare_main, [str(trained_run), "--resamples", "0"], capsys, tmp_path,
+                  "--resamples: got '0', allowed: an integer >= 1", 2)
 
 
 # ------------------------------------------------------------------ values of the right type that make no sense
