@@ -44,6 +44,12 @@ class TrainingState:
     rng: dict[str, Any]  # rank 0's RNG states (all a version-1 file has)
     rng_ranks: list[dict[str, Any]] = field(default_factory=list)  # every rank's, by rank
 
+    def rng_for(self, rank: int, world: int) -> dict[str, Any] | None:
+        """The RNG states `rank` saved in a run of `world` ranks; None when the run had another world size."""
+        if len(self.rng_ranks) == world:
+            return self.rng_ranks[rank]
+        return self.rng if world == 1 and not self.rng_ranks else None
+
 
 @dataclass
 class Bundle:
@@ -230,3 +236,47 @@ def average_checkpoints(paths: list[Path]) -> Bundle:
     latest = max(bundles, key=lambda b: b.progress.get("step", 0))
     return Bundle(first.config, first.vocab, first.tokenizer, first.tokenizer_id, averaged, latest.progress,
                   averaged=[str(p) for p in paths])
+
+
+# ---------------------------------------------------------------------------------------------- a run's folder
+
+
+class RunCheckpoints:
+    """A run's checkpoint folder: last.pt (resumable), best.pt, the best k step_N.pt and their average."""
+
+    def __init__(self, folder: Path, keep_best: int) -> None:
+        self.folder, self.keep_best = folder, keep_best
+
+    def clear(self) -> None:
+        """Remove every checkpoint of an earlier run (a fresh start leaves nothing behind)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for stale in self.folder.glob("*.pt"):
+            stale.unlink()
+
+    def save_last(self, bundle: Bundle) -> None:
+        save_bundle(bundle, self.folder / "last.pt")
+
+    def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: Bundle) -> None:
+        """Write step_`step`.pt if `score` ranks among the best k (higher is better), best.pt if it is first.
+
+        `best` ([{"score", "step", "path"}], best first) is updated in place; files that drop out are deleted.
+        """
+        improved = not best or score > best[0]["score"]
+        if len(best) < self.keep_best or score > best[-1]["score"]:
+            path = self.folder / f"step_{step}.pt"
+            best.append({"score": score, "step": step, "path": path.name})
+            best.sort(key=lambda b: -b["score"])
+            for old in best[self.keep_best:]:
+                (self.folder / old["path"]).unlink(missing_ok=True)
+            del best[self.keep_best:]
+            save_bundle(bundle, path)
+        if improved:
+            save_bundle(bundle, self.folder / "best.pt")
+
+    def final(self, best: list[dict[str, Any]], k: int) -> Path:
+        """The checkpoint to evaluate: best.pt, or averaged.pt made from the best `k` when k > 1."""
+        if k <= 1:
+            return self.folder / "best.pt"
+        target = self.folder / "averaged.pt"
+        save_bundle(average_checkpoints([self.folder / b["path"] for b in best[:k]]), target)
+        return target

@@ -6,6 +6,7 @@ import argparse
 import functools
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -196,9 +197,10 @@ def train_main(argv: list[str] | None = None) -> int:
 def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
     """The body of nmt-train, run while the run folder is locked."""
     from nmt.checkpoint import load_model
+    from nmt.distributed import init_distributed
     from nmt.evaluate import evaluate, write_report
     from nmt.evaluate import summary as eval_summary
-    from nmt.train import Trainer, init_distributed
+    from nmt.train import Trainer
 
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     trainer_rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
@@ -221,10 +223,11 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
             progress = trainer.fit()
     except FileError as err:
         raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
-    if stop_signal():
+    if trainer.interrupted:  # every rank agrees, also one that received no signal itself
+        signum = stop_signal() or signal.SIGTERM
         log.info("stopped by %s at step %d; last.pt is saved: run the same command again to resume",
-                 signal_name(stop_signal()), progress.step)
-        return exit_status(stop_signal())
+                 signal_name(signum), progress.step)
+        return exit_status(signum)
     if trainer_rank != 0:
         return 0
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)

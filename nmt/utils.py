@@ -15,12 +15,17 @@ from nmt.fileio import atomic_output as atomic_output  # the one atomic writer, 
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (all devices) from one number."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
+def rank_seed(seed: int, rank: int, step: int = 0) -> int:
+    """A seed of its own for each rank (so dropout noise differs across ranks), and for each resume step."""
+    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
+
+
 def rng_state() -> dict[str, Any]:
-    """Every global RNG state, as plain data a weights-only checkpoint can hold."""
+    """Every global RNG state, as plain CPU data a weights-only checkpoint can hold."""
     np_state = np.random.get_state()
     state = {"python": random.getstate(), "torch": torch.get_rng_state(),
              "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]]}
@@ -30,13 +35,14 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what `rng_state` returned."""
+    """Restore what `rng_state` returned, from CPU copies (a checkpoint mapped to a GPU holds GPU tensors)."""
     random.setstate(state["python"])
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())
     name, keys, *rest = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), *rest))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for index, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state.cpu(), index)
 
 
 def resolve_device(name: str) -> torch.device:

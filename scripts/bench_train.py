@@ -58,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare(cfg, log=lambda _msg: None)
     trainer = Trainer(cfg, data, device)
     pad_id, vocab_size = trainer.vocab.pad_id, trainer.vocab.tgt_size
-    stream = trainer._batches()
+    groups = trainer.batch_groups()
 
     def update() -> list[Batch] | None:
-        group = [b for _, b in zip(range(cfg.train.accumulate), stream)]
-        if group:
-            trainer._update(group)
-        return group or None
+        group = next(groups, None)
+        if group is not None:
+            trainer.train_step(group)
+        return group
 
     for _ in range(args.warmup_steps):
         if update() is None:

@@ -79,10 +79,10 @@ def test_mixed_precision_trains_on_cpu(tmp_path, precision):
     trainer.fit()
     assert trainer.progress.step == 12
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    lines = [json.loads(x) for x in trainer.metrics_path.read_text().splitlines()]
+    lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
     assert all(torch.isfinite(torch.tensor(x["loss"])) for x in lines)
     assert trainer.scaler.is_enabled() == (precision == "fp16")
-    assert "scale" in load_checkpoint(trainer.ckpt_dir / "last.pt")["scaler"] or precision == "bf16"
+    assert "scale" in load_checkpoint(trainer.checkpoints.folder / "last.pt")["scaler"] or precision == "bf16"
 
 
 def test_nonfinite_guard_skips_and_then_stops(tmp_path):
@@ -103,19 +103,19 @@ def test_nonfinite_guard_skips_and_then_stops(tmp_path):
     trainer2.net.forward = lambda *args: forward(*args) * float("nan")
     with pytest.raises(TrainingError, match="3 non-finite updates in a row"):
         trainer2.fit()
-    assert load_checkpoint(trainer2.ckpt_dir / "last.pt")["progress"]["skipped"] == 3
+    assert load_checkpoint(trainer2.checkpoints.folder / "last.pt")["progress"]["skipped"] == 3
 
 
 def test_early_stopping_fires_on_plateau(tmp_path):
     trainer = _trainer(tmp_path, train={"patience": 2, "early_stop_metric": "loss", "max_steps": 10})
-    trainer.ckpt_dir.mkdir(parents=True)
+    trainer.checkpoints.folder.mkdir(parents=True)
     decisions = []
     for step, loss in enumerate([3.0, 2.5, 2.6, 2.55, 2.4], 1):
         trainer.progress.step = step
-        decisions.append(trainer._after_validation({"loss": loss}))
+        decisions.append(trainer.record_validation({"loss": loss}))
     assert decisions == [False, False, False, True, False]
     assert [b["step"] for b in trainer.progress.best] == [5, 2]
-    assert sorted(p.name for p in trainer.ckpt_dir.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
+    assert sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
 
 
 def test_two_gloo_ranks_follow_one_process(tmp_path):

@@ -1,0 +1,93 @@
+"""Rank, world size and devices of a run; collectives on the process group's device; one control vector per update.
+
+Under torchrun every rank must take the same branch at every collective, or the ranks wait on each other
+forever. So no rank decides to skip or stop from its own state: each update ends with one all-reduce of a
+`Control` vector (tokens, loss, non-finite ranks, stop requests and signals, early-stopping verdict, exhausted
+data),
+and every rank reads its decisions from the same summed vector.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import astuple, dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Dist:
+    """Where this process stands: its rank, the world size, its device and the device collectives use."""
+
+    rank: int = 0
+    world: int = 1
+    device: torch.device = torch.device("cpu")
+    comm_device: torch.device = torch.device("cpu")  # NCCL takes CUDA tensors only, gloo CPU tensors
+
+    @property
+    def main(self) -> bool:
+        """True on rank 0, the rank that validates and writes files."""
+        return self.rank == 0
+
+
+def init_distributed(device_name: str) -> torch.device | None:
+    """Join torchrun's process group when launched by torchrun; returns this rank's device (None if single).
+
+    NCCL on CUDA, gloo on the CPU. Calling it again in the same process reuses the group.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    use_cuda = torch.cuda.is_available() and device_name != "cpu"
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    return torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+
+
+def current(device: torch.device) -> Dist:
+    """This process's place in the joined process group, or a single process."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return Dist(device=device)
+    comm = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    return Dist(dist.get_rank(), dist.get_world_size(), device, comm)
+
+
+def barrier(d: Dist) -> None:
+    """Wait for every rank (a no-op in a single process)."""
+    if d.world > 1:
+        dist.barrier(device_ids=[d.comm_device.index] if d.comm_device.type == "cuda" else None)
+
+
+def gather_objects(d: Dist, obj: Any) -> list[Any]:
+    """Every rank's `obj`, by rank, on every rank (picklable plain data)."""
+    if d.world == 1:
+        return [obj]
+    out: list[Any] = [None] * d.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+@dataclass
+class Control:
+    """One update's facts that decide what every rank does next; `agree` sums them over the ranks."""
+
+    tokens: float = 0.0  # target tokens of the update
+    loss: float = 0.0  # summed label-smoothed loss
+    nll: float = 0.0  # summed negative log-likelihood
+    nonfinite: float = 0.0  # ranks whose loss or gradient was not finite: every rank skips the update
+    stop: float = 0.0  # ranks asking to stop after this update (rank 0's clock for the time budget)
+    interrupt: float = 0.0  # ranks that received SIGINT/SIGTERM: stop after this update, save without validating
+    early_stop: float = 0.0  # rank 0's early-stopping verdict from the last validation: drop this update, stop
+    exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
+
+    def agree(self, d: Dist) -> Control:
+        """The sum over ranks, computed in one all-reduce on the process group's device."""
+        if d.world == 1:
+            return Control(*astuple(self))
+        vector = torch.tensor(astuple(self), dtype=torch.float64, device=d.comm_device)  # (8,)
+        dist.all_reduce(vector)
+        return Control(*vector.tolist())

@@ -1,0 +1,69 @@
+"""The run's metrics log: metrics.jsonl (and TensorBoard when installed), written by rank 0 only."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLog:
+    """Appends one JSON line per record; `truncate` drops lines after a resumed checkpoint's step."""
+
+    def __init__(self, run_dir: Path, enabled: bool) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self.tb_dir = run_dir / "tensorboard"
+        self.enabled = enabled
+        self.tb = None
+        self.window = [time.monotonic(), 0.0, 0.0]  # since the last train entry: start, target and source tokens
+
+    def truncate(self, step: int) -> None:
+        """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log)."""
+        if not self.enabled or not self.path.exists():
+            return
+        lines = [ln for ln in self.path.read_text(encoding="utf-8").splitlines()
+                 if ln.strip() and json.loads(ln).get("step", 0) <= step]
+        self.path.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+
+    def open(self) -> None:
+        """Start TensorBoard event files too, when tensorboard is installed."""
+        if not self.enabled:
+            return
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return
+        self.tb = SummaryWriter(str(self.tb_dir))
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append `entry` (with "type" and "step")."""
+        if not self.enabled:
+            return
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+        if self.tb is not None:
+            for key, value in entry.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self.tb.add_scalar(f"{entry['type']}/{key}", value, entry["step"])
+
+    def count(self, tgt_tokens: float, src_tokens: float) -> None:
+        """Add an update's tokens (of all ranks) to the throughput window."""
+        self.window[1] += tgt_tokens
+        self.window[2] += src_tokens
+
+    def train(self, step: int, epoch: int, stats: dict[str, float], skipped: int, elapsed: float) -> dict[str, Any]:
+        """Record a training entry with the throughput since the previous one; returns the entry."""
+        seconds = max(time.monotonic() - self.window[0], 1e-9)
+        entry = {"type": "train", "step": step, "epoch": epoch, **{k: v for k, v in stats.items() if k != "tokens"},
+                 "ppl": math.exp(min(stats["nll"], 50.0)), "tgt_tok_s": self.window[1] / seconds,
+                 "src_tok_s": self.window[2] / seconds, "skipped": skipped, "elapsed": elapsed}
+        self.record(entry)
+        self.window = [time.monotonic(), 0.0, 0.0]
+        return entry
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None
