@@ -116,24 +116,3 @@ def test_early_stopping_fires_on_plateau(tmp_path):
     assert decisions == [False, False, False, True, False]
     assert [b["step"] for b in trainer.progress.best] == [5, 2]
     assert sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
-
-
-def test_two_gloo_ranks_follow_one_process(tmp_path):
-    # Gradients are summed in another order across ranks; a larger Adam eps keeps that rounding from being
-    # amplified on near-zero gradients, so the trajectories agree to well under 0.1 %.
-    common = {"model": {"dropout": 0.0}, "train": {"max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6}}
-    single = tiny_config(tmp_path, name="single", **common)
-    assert train_main([str(single), "--no-evaluate", "--set", "train.accumulate=2"]) == 0
-    ddp = tiny_config(tmp_path, name="ddp", **common)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "nmt", "train", str(ddp), "--no-evaluate"]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-
-    def losses(name):
-        lines = (tmp_path / "runs" / name / "metrics.jsonl").read_text().splitlines()
-        return [json.loads(x)["loss"] for x in lines if json.loads(x)["type"] == "train"]
-
-    assert len(losses("ddp")) == 6
-    assert losses("ddp") == pytest.approx(losses("single"), rel=1e-3)

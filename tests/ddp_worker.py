@@ -1,0 +1,108 @@
+"""Run under torchrun (2 gloo ranks) by tests/test_distributed.py: several training scenarios in one launch.
+
+Usage: torchrun --standalone --nproc_per_node 2 tests/ddp_worker.py FOLDER
+
+Each scenario trains a tiny model on the sample through `nmt-train`'s own code path, with a fault injected
+into one rank by patching (a slow rank, a non-finite loss, a worsening validation). Every rank writes what
+its run ended with to FOLDER/rank<R>.json; a hang shows up as the launch timing out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import nmt.train
+from nmt.cli import train_main
+from nmt.distributed import init_distributed
+from nmt.train import Trainer
+from tests.conftest import tiny_config
+
+BUDGET_RUNS = 5
+SLOW_SECONDS = 0.01  # slept in every update of the slowed rank
+
+
+def _budget_config(folder: Path, name: str) -> Path:
+    # Only the wall-clock budget stops these runs: no step or epoch limit, one validation at the end.
+    return tiny_config(folder, name=name, train={"max_steps": 0, "max_minutes": 0.01, "eval_every": 1000,
+                                                 "log_every": 1000})
+
+
+def main(folder: Path) -> None:
+    init_distributed("cpu")
+    rank = dist.get_rank()
+    results: dict[str, dict] = {}
+    current: dict = {}
+    original_fit, original_step = Trainer.fit, Trainer.train_step
+
+    def fit(self: Trainer):
+        current["dropout_mask"] = F.dropout(torch.ones(64), 0.5, training=True).ne(0).tolist()
+        progress = original_fit(self)
+        current.update(step=progress.step, skipped=progress.skipped)
+        return progress
+
+    def slow_step(self: Trainer, group):
+        if rank == 1:
+            time.sleep(SLOW_SECONDS)
+        return original_step(self, group)
+
+    Trainer.fit, Trainer.train_step = fit, slow_step
+
+    def run(name: str, config: Path, *extra: str) -> None:
+        current.clear()
+        try:
+            current["rc"] = train_main([str(config), "--no-evaluate", *extra])
+        except Exception as err:  # noqa: BLE001 - recorded for the test to report
+            current["error"] = f"{type(err).__name__}: {err}"
+        results[name] = dict(current)
+
+    for k in range(BUDGET_RUNS):
+        run(f"budget_{k}", _budget_config(folder, f"budget_{k}"))
+
+    # A non-finite loss on rank 1 only, in its third update: every rank skips that update together.
+    loss_fn, calls = nmt.train.label_smoothed_loss, {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        calls["n"] += 1
+        out = loss_fn(*args, **kwargs)
+        return (out[0] * float("nan"), *out[1:]) if calls["n"] == 3 else out
+
+    if rank == 1:
+        nmt.train.label_smoothed_loss = poisoned
+    run("nonfinite", _budget_config(folder, "nonfinite"))
+    # Rank 1's loss is never finite again: both ranks give up after train.max_nonfinite skips in a row.
+    if rank == 1:
+        nmt.train.label_smoothed_loss = lambda *a, **k: (loss_fn(*a, **k)[0] * float("nan"), *loss_fn(*a, **k)[1:])
+    run("nonfinite_abort", tiny_config(folder, name="nonfinite_abort", train={"max_steps": 50, "max_nonfinite": 2}))
+    nmt.train.label_smoothed_loss = loss_fn
+
+    # Validation runs on rank 0 only; make it worsen so early stopping (patience 1) fires at the 2nd one.
+    scores, seen = nmt.train.validation_scores, {"n": 0}
+
+    def worsening(*args, **kwargs):
+        seen["n"] += 1
+        return {"loss": float(seen["n"]), "ppl": 1.0}
+
+    nmt.train.validation_scores = worsening
+    run("early_stop", tiny_config(folder, name="early_stop", train={
+        "max_steps": 40, "max_minutes": 5.0, "eval_every": 4, "patience": 1, "early_stop_metric": "loss"}))
+    nmt.train.validation_scores = scores
+
+    Trainer.fit, Trainer.train_step = original_fit, original_step
+    # The uninterrupted reference for the SIGKILL test, and the DDP side of the 1 x B vs 2 x B/2 test.
+    run("straight", tiny_config(folder, name="straight", train={"max_steps": 80, "eval_every": 10,
+                                                                 "batch_tokens": 400}))
+    run("ddp", tiny_config(folder, name="ddp", model={"dropout": 0.0},
+                           train={"max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6}))
+    (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,157 @@
+"""Training across processes: 2 gloo ranks under torchrun always agree, resume exactly and follow one process.
+
+One torchrun launch (tests/ddp_worker.py) runs every scenario that needs no killing; its results are shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
+from nmt.cli import load, train_main
+from nmt.data import prepare
+from nmt.distributed import Control, Dist
+from nmt.train import Trainer
+from nmt.utils import rank_seed, set_rng_state
+from tests.conftest import REPO, tiny_config
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """The worker's folder and each rank's results."""
+    folder = tmp_path_factory.mktemp("ddp")
+    result = subprocess.run([*TORCHRUN, str(REPO / "tests" / "ddp_worker.py"), str(folder)], env=ENV,
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_time_budget_with_a_slow_rank_finishes_every_time(scenarios):
+    _, ranks = scenarios
+    runs = [name for name in ranks[0] if name.startswith("budget_")]
+    assert len(runs) == 5
+    for name in runs:
+        assert ranks[0][name]["rc"] == ranks[1][name]["rc"] == 0, ranks[0][name]
+        assert ranks[0][name]["step"] == ranks[1][name]["step"] > 0
+
+
+def test_a_nonfinite_loss_on_one_rank_is_skipped_by_all(scenarios):
+    _, ranks = scenarios
+    for rank in ranks:
+        assert rank["nonfinite"]["rc"] == 0 and rank["nonfinite"]["skipped"] == 1
+        assert rank["nonfinite_abort"]["rc"] == 1  # both give up together, none waits forever
+    assert ranks[0]["nonfinite"]["step"] == ranks[1]["nonfinite"]["step"]
+
+
+def test_early_stopping_decided_on_rank_0_stops_both(scenarios):
+    folder, ranks = scenarios
+    assert ranks[0]["early_stop"]["step"] == ranks[1]["early_stop"]["step"] == 8  # validations at 4 and 8
+    saved = load_bundle(folder / "runs" / "early_stop" / "checkpoints" / "last.pt")
+    assert saved.progress["step"] == 8 and saved.progress["bad_validations"] == 1
+
+
+def test_dropout_noise_differs_across_ranks(scenarios):
+    _, ranks = scenarios
+    assert ranks[0]["budget_0"]["dropout_mask"] != ranks[1]["budget_0"]["dropout_mask"]
+    assert rank_seed(1, 0) != rank_seed(1, 1)
+
+
+def test_two_gloo_ranks_follow_one_process(scenarios, tmp_path):
+    # Gradients are summed in another order across ranks; a larger Adam eps keeps that rounding from being
+    # amplified on near-zero gradients, so the trajectories agree to well under 0.1 %.
+    folder, _ = scenarios
+    single = tiny_config(tmp_path, name="ddp", model={"dropout": 0.0},
+                         train={"max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6})
+    assert train_main([str(single), "--no-evaluate", "--set", "train.accumulate=2"]) == 0
+
+    def losses(root: Path) -> list[float]:
+        lines = [json.loads(x) for x in (root / "runs" / "ddp" / "metrics.jsonl").read_text().splitlines()]
+        return [x["loss"] for x in lines if x["type"] == "train"]
+
+    assert len(losses(folder)) == 6
+    assert losses(folder) == pytest.approx(losses(tmp_path), rel=1e-3)
+
+
+def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios, tmp_path):
+    folder, _ = scenarios
+    config = tiny_config(tmp_path, name="killed", train={"max_steps": 80, "eval_every": 10, "batch_tokens": 400})
+    command = [*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"]
+    # A session of its own, so the kill reaches torchrun and both workers at once, as a lost machine would.
+    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    last = tmp_path / "runs" / "killed" / "checkpoints" / "last.pt"
+    deadline = time.monotonic() + 240
+    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    saved = load_checkpoint(last)
+    assert 0 < saved["progress"]["step"] < 80 and len(saved["rng_ranks"]) == 2
+    result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    a = load_bundle(folder / "runs" / "straight" / "checkpoints" / "last.pt")
+    b = load_bundle(last)
+    assert a.progress["step"] == b.progress["step"] == 80
+    for key, value in a.model.items():
+        assert torch.equal(value, b.model[key]), key
+    for mine, theirs in zip(a.training.rng_ranks, b.training.rng_ranks):
+        assert torch.equal(mine["torch"], theirs["torch"])
+
+
+class Elsewhere(torch.Tensor):
+    """Stands in for a tensor on another device: CPU-only uses fail until it is copied with .cpu()."""
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError("can't convert a tensor on another device to numpy; use .cpu() first")
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def _map_elsewhere(value):
+    """The mapping a checkpoint loaded onto another device goes through: every tensor ends up there."""
+    if isinstance(value, torch.Tensor):
+        return value.as_subclass(Elsewhere)
+    if isinstance(value, dict):
+        return {k: _map_elsewhere(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_elsewhere(v) for v in value)
+    return value
+
+
+def test_rng_restore_from_a_checkpoint_mapped_to_another_device(tmp_path, monkeypatch):
+    cfg = load(str(tiny_config(tmp_path)), [])
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
+    save_bundle(trainer.bundle(), tmp_path / "last.pt")
+    expected = (torch.rand(5), np.random.rand(5))
+    mapped = _map_elsewhere(load_checkpoint(tmp_path / "last.pt"))["rng"]
+    assert isinstance(mapped["torch"], Elsewhere) and isinstance(mapped["numpy"][1], Elsewhere)
+    set_cpu_state = torch.set_rng_state
+
+    def cpu_only(state):  # what torch enforces: a CPU byte tensor, as on a CUDA machine
+        if type(state) is not torch.Tensor or state.device.type != "cpu":
+            raise TypeError("RNG state must be a CPU tensor")
+        set_cpu_state(state)
+
+    monkeypatch.setattr(torch, "set_rng_state", cpu_only)
+    set_rng_state(mapped)
+    assert torch.equal(torch.rand(5), expected[0]) and np.array_equal(np.random.rand(5), expected[1])
+
+
+def test_control_vector_sums_and_single_process_is_identity():
+    ctl = Control(tokens=12, loss=3.5, nonfinite=True, stop=False, exhausted=1)
+    agreed = ctl.agree(Dist())
+    assert agreed == ctl and agreed is not ctl
