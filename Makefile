@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 
 STAMP := $(VENV)/.installed
 
-.PHONY: install data train test lint demo compare bench docs results clean
+.PHONY: install data train test lint demo compare bench gpu-check docs results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ compare: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_all.py $(BENCH_ARGS)
+
+# On a CUDA machine: tests, training precisions with MFU, kill and resume, NCCL, BLEU on CUDA (< 8 minutes);
+# elsewhere one line and exit 0. Reports: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
+gpu-check: $(STAMP)
+	$(BIN)/python scripts/gpu_check.py
 
 clean:
 	rm -rf runs reports data/cache

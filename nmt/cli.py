@@ -197,21 +197,28 @@ def train_main(argv: list[str] | None = None) -> int:
 def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
     """The body of nmt-train, run while the run folder is locked."""
     from nmt.checkpoint import load_model
-    from nmt.distributed import init_distributed
+    from nmt.distributed import barrier, current, init_distributed
     from nmt.evaluate import evaluate, write_report
     from nmt.evaluate import summary as eval_summary
     from nmt.train import Trainer
 
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
-    trainer_rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    place = current(device)
+    trainer_rank = place.rank
     _setup_logging(cfg.run_dir, trainer_rank)
     if previous_owner:
         log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
                     previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    data = prepare(cfg, log=log.info if trainer_rank == 0 else (lambda _msg: None))
-    if trainer_rank == 0:
+    # Rank 0 builds the data cache and tokenizer first; the others then read them (and meet its error, if any).
+    if trainer_rank:
+        barrier(place)
+    try:
+        data = prepare(cfg, log=log.info if trainer_rank == 0 else (lambda _msg: None))
+    finally:
+        if trainer_rank == 0:
+            barrier(place)
         log.info("\n%s", summary(data))
         data.tokenizer.save(cfg.run_dir / "tokenizer")
     trainer = Trainer(cfg, data, device)

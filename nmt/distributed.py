@@ -25,6 +25,7 @@ class Dist:
     world: int = 1
     device: torch.device = torch.device("cpu")
     comm_device: torch.device = torch.device("cpu")  # NCCL takes CUDA tensors only, gloo CPU tensors
+    group: bool = False  # a process group is joined (torchrun), even one of a single rank
 
     @property
     def main(self) -> bool:
@@ -33,11 +34,12 @@ class Dist:
 
 
 def init_distributed(device_name: str) -> torch.device | None:
-    """Join torchrun's process group when launched by torchrun; returns this rank's device (None if single).
+    """Join torchrun's process group when launched by torchrun; returns this rank's device (None otherwise).
 
-    NCCL on CUDA, gloo on the CPU. Calling it again in the same process reuses the group.
+    NCCL on CUDA, gloo on the CPU; a single torchrun process joins a group of one, so its collectives run too.
+    Calling it again in the same process reuses the group.
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if "TORCHELASTIC_RUN_ID" not in os.environ and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
     use_cuda = torch.cuda.is_available() and device_name != "cpu"
     if use_cuda:
@@ -53,18 +55,18 @@ def current(device: torch.device) -> Dist:
     if not (dist.is_available() and dist.is_initialized()):
         return Dist(device=device)
     comm = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    return Dist(dist.get_rank(), dist.get_world_size(), device, comm)
+    return Dist(dist.get_rank(), dist.get_world_size(), device, comm, group=True)
 
 
 def barrier(d: Dist) -> None:
     """Wait for every rank (a no-op in a single process)."""
-    if d.world > 1:
+    if d.group:
         dist.barrier(device_ids=[d.comm_device.index] if d.comm_device.type == "cuda" else None)
 
 
 def gather_objects(d: Dist, obj: Any) -> list[Any]:
     """Every rank's `obj`, by rank, on every rank (picklable plain data)."""
-    if d.world == 1:
+    if not d.group:
         return [obj]
     out: list[Any] = [None] * d.world
     dist.all_gather_object(out, obj)
@@ -86,7 +88,7 @@ class Control:
 
     def agree(self, d: Dist) -> Control:
         """The sum over ranks, computed in one all-reduce on the process group's device."""
-        if d.world == 1:
+        if not d.group:
             return Control(*astuple(self))
         vector = torch.tensor(astuple(self), dtype=torch.float64, device=d.comm_device)  # (8,)
         dist.all_reduce(vector)

@@ -71,7 +71,7 @@ class Trainer:
         seed_everything(rank_seed(tcfg.seed, self.rank))  # dropout noise of this rank's own
         self.n_params = count_parameters(self.model)
         self.net: torch.nn.Module = self.model
-        if self.world > 1:
+        if self.dist.group:
             self.net = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
         if tcfg.compile:
             self.net = torch.compile(self.net)
@@ -147,7 +147,7 @@ class Trainer:
         guess = 1.0 / (tcfg.batch_tokens * tcfg.accumulate)
         loss_sum = nll_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(group):
-            sync = i == len(group) - 1 or self.world == 1
+            sync = i == len(group) - 1 or not self.dist.group
             with (nullcontext() if sync else self.net.no_sync()), autocast(self.device, tcfg.precision):
                 logits = self.net(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
                 loss, nll, _ = label_smoothed_loss(logits, batch.tgt_out, tcfg.label_smoothing, self.vocab.pad_id)

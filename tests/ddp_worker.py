@@ -2,9 +2,9 @@
 
 Usage: torchrun --standalone --nproc_per_node 2 tests/ddp_worker.py FOLDER
 
-Each scenario trains a tiny model on the sample through `nmt-train`'s own code path, with a fault injected
-into one rank by patching (a slow rank, a non-finite loss, a worsening validation). Every rank writes what
-its run ended with to FOLDER/rank<R>.json; a hang shows up as the launch timing out.
+Each scenario trains a tiny model on the sample, on the CPU (gloo), through `nmt-train`'s own code path,
+with a fault injected into one rank by patching (a slow rank, a non-finite loss, a worsening validation).
+Every rank writes what its run ended with to FOLDER/rank<R>.json; a hang shows up as the launch timing out.
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ BUDGET_RUNS = 5
 SLOW_SECONDS = 0.01  # slept in every update of the slowed rank
 
 
+def _config(folder: Path, name: str, model: dict | None = None, **train) -> Path:
+    return tiny_config(folder, name=name, model=model or {}, train={"device": "cpu", **train})
+
+
 def _budget_config(folder: Path, name: str) -> Path:
     # Only the wall-clock budget stops these runs: no step or epoch limit, one validation at the end.
-    return tiny_config(folder, name=name, train={"max_steps": 0, "max_minutes": 0.01, "eval_every": 1000,
-                                                 "log_every": 1000})
+    return _config(folder, name, max_steps=0, max_minutes=0.01, eval_every=1000, log_every=1000)
 
 
 def main(folder: Path) -> None:
@@ -79,7 +82,7 @@ def main(folder: Path) -> None:
     # Rank 1's loss is never finite again: both ranks give up after train.max_nonfinite skips in a row.
     if rank == 1:
         nmt.train.label_smoothed_loss = lambda *a, **k: (loss_fn(*a, **k)[0] * float("nan"), *loss_fn(*a, **k)[1:])
-    run("nonfinite_abort", tiny_config(folder, name="nonfinite_abort", train={"max_steps": 50, "max_nonfinite": 2}))
+    run("nonfinite_abort", _config(folder, "nonfinite_abort", max_steps=50, max_nonfinite=2))
     nmt.train.label_smoothed_loss = loss_fn
 
     # Validation runs on rank 0 only; make it worsen so early stopping (patience 1) fires at the 2nd one.
@@ -90,16 +93,14 @@ def main(folder: Path) -> None:
         return {"loss": float(seen["n"]), "ppl": 1.0}
 
     nmt.train.validation_scores = worsening
-    run("early_stop", tiny_config(folder, name="early_stop", train={
-        "max_steps": 40, "max_minutes": 5.0, "eval_every": 4, "patience": 1, "early_stop_metric": "loss"}))
+    run("early_stop", _config(folder, "early_stop", max_steps=40, max_minutes=5.0, eval_every=4, patience=1,
+                              early_stop_metric="loss"))
     nmt.train.validation_scores = scores
 
     Trainer.fit, Trainer.train_step = original_fit, original_step
     # The uninterrupted reference for the SIGKILL test, and the DDP side of the 1 x B vs 2 x B/2 test.
-    run("straight", tiny_config(folder, name="straight", train={"max_steps": 80, "eval_every": 10,
-                                                                 "batch_tokens": 400}))
-    run("ddp", tiny_config(folder, name="ddp", model={"dropout": 0.0},
-                           train={"max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6}))
+    run("straight", _config(folder, "straight", max_steps=80, eval_every=10, batch_tokens=400))
+    run("ddp", _config(folder, "ddp", {"dropout": 0.0}, max_steps=6, eval_every=6, log_every=1, eps=1e-6))
     (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
     dist.destroy_process_group()
 

@@ -74,7 +74,7 @@ def test_two_gloo_ranks_follow_one_process(scenarios, tmp_path):
     # amplified on near-zero gradients, so the trajectories agree to well under 0.1 %.
     folder, _ = scenarios
     single = tiny_config(tmp_path, name="ddp", model={"dropout": 0.0},
-                         train={"max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6})
+                         train={"device": "cpu", "max_steps": 6, "eval_every": 6, "log_every": 1, "eps": 1e-6})
     assert train_main([str(single), "--no-evaluate", "--set", "train.accumulate=2"]) == 0
 
     def losses(root: Path) -> list[float]:
@@ -87,7 +87,8 @@ def test_two_gloo_ranks_follow_one_process(scenarios, tmp_path):
 
 def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios, tmp_path):
     folder, _ = scenarios
-    config = tiny_config(tmp_path, name="killed", train={"max_steps": 80, "eval_every": 10, "batch_tokens": 400})
+    config = tiny_config(tmp_path, name="killed", train={"device": "cpu", "max_steps": 80, "eval_every": 10,
+                                                                 "batch_tokens": 400})
     command = [*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"]
     # A session of its own, so the kill reaches torchrun and both workers at once, as a lost machine would.
     proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)

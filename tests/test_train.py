@@ -16,6 +16,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.cli import load, train_main
 from nmt.data import prepare
 from nmt.train import Trainer, TrainingError
+from nmt.utils import resolve_device
 from tests.conftest import REPO, tiny_config
 
 
@@ -26,7 +27,7 @@ def _run(args: list[str], **kwargs) -> subprocess.Popen:
 
 
 def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
-    overrides = {"train": {"max_steps": 150, "eval_every": 20, "batch_tokens": 400}}
+    overrides = {"train": {"max_steps": 150, "eval_every": 20, "batch_tokens": 400, "device": "cpu"}}  # bitwise
     straight = tiny_config(tmp_path, name="straight", **overrides)
     killed = tiny_config(tmp_path, name="killed", **overrides)
     assert _run(["train", str(straight), "--no-evaluate"]).wait(timeout=300) == 0
@@ -69,7 +70,7 @@ def test_corrupt_and_incompatible_checkpoints_are_refused(tmp_path, capsys):
 
 def _trainer(tmp_path, **sections) -> Trainer:
     cfg = load(str(tiny_config(tmp_path, **sections)), [])
-    return Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
+    return Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device(cfg.train.device))
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
