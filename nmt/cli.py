@@ -219,6 +219,7 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
     finally:
         if trainer_rank == 0:
             barrier(place)
+    if trainer_rank == 0:
         log.info("\n%s", summary(data))
         data.tokenizer.save(cfg.run_dir / "tokenizer")
     trainer = Trainer(cfg, data, device)
