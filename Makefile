@@ -54,8 +54,9 @@ bench: $(STAMP)
 
 # On a CUDA machine: tests, training precisions with MFU, kill and resume, NCCL, BLEU on CUDA (< 8 minutes);
 # elsewhere one line and exit 0. Reports: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
-gpu-check: $(STAMP)
-	$(BIN)/python scripts/gpu_check.py
+# Uses the venv when there is one, else the python at hand (a GPU machine with torch but no venv).
+gpu-check:
+	PYTHONPATH=. $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/gpu_check.py
 
 clean:
 	rm -rf runs reports data/cache
