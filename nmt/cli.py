@@ -29,7 +29,7 @@ from nmt.data import DataError, prepare, read_pair, resolve_files, summary
 from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
 from nmt.runlock import RunLockError, run_lock
-from nmt.signals import Interrupted, exit_status, graceful_stop, signal_name, stop_signal
+from nmt.signals import Interrupted, exit_status, graceful_stop, signal_name, stop_signal, terminate_cleanly
 from nmt.tokenizer import TokenizerError
 from nmt.train import TrainingError
 from nmt.utils import resolve_device
@@ -46,11 +46,13 @@ def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
     @functools.wraps(func)
     def wrapper(argv: list[str] | None = None) -> int:
         try:
-            return func(argv)
+            with terminate_cleanly():
+                return func(argv)
         except USER_ERRORS as err:
             print(f"error: {err}", file=sys.stderr)
         except Interrupted as err:
-            print(f"error: {err} received again: stopped at once", file=sys.stderr)
+            print(f"error: stopped by {err}; files being written were discarded, earlier ones are intact",
+                  file=sys.stderr)
             return exit_status(err.signum)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Graceful stop: the first SIGINT or SIGTERM asks training to stop after the current update; a second one
+"""Signals. In every command SIGTERM unwinds like Ctrl-C, so outputs in progress are removed, not left half
+written. During training the first SIGINT or SIGTERM asks to stop after the current update; a second one
 stops at once."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from types import FrameType
 
@@ -14,10 +16,10 @@ _received: list[int] = []  # signal numbers received while `graceful_stop` is ac
 
 
 class Interrupted(BaseException):
-    """A second signal: leave at once (a BaseException, so only the command wrapper catches it)."""
+    """A signal that ends the command now (a BaseException, so only the command wrapper catches it)."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal_name(signum))
+    def __init__(self, signum: int, again: bool = False) -> None:
+        super().__init__(f"{'a second ' if again else ''}{signal_name(signum)}")
         self.signum = signum
 
 
@@ -36,21 +38,40 @@ def stop_signal() -> int:
     return _received[0] if _received else 0
 
 
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
 def _handle(signum: int, _frame: FrameType | None) -> None:
     _received.append(signum)
     if len(_received) > 1:
-        raise Interrupted(signum)
+        raise Interrupted(signum, again=True)
     print(f"\n{signal_name(signum)}: finishing the current update and saving last.pt "
           "(send it again to stop at once)", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
-def graceful_stop() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as above inside the block; the previous handlers come back afterwards."""
-    _received.clear()
-    previous = {signum: signal.signal(signum, _handle) for signum in HANDLED}
+def _handlers(handler: signal.Handlers | object, signums: tuple[int, ...]) -> Iterator[None]:
+    """Install `handler` for `signums` inside the block (main thread only: Python's rule for handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def terminate_cleanly() -> contextlib.AbstractContextManager:
+    """SIGTERM raises Interrupted inside the block, so `finally` clauses and atomic outputs clean up."""
+    return _handlers(_terminate, (signal.SIGTERM,))
+
+
+@contextlib.contextmanager
+def graceful_stop() -> Iterator[None]:
+    """Handle SIGINT and SIGTERM as training wants inside the block; the previous handlers come back afterwards."""
+    _received.clear()
+    with _handlers(_handle, HANDLED):
+        yield

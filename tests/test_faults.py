@@ -222,3 +222,22 @@ def test_second_signal_stops_at_once():
             os.kill(os.getpid(), signal.SIGINT)
             math.factorial(10)  # the handler runs between bytecodes
     assert signal.getsignal(signal.SIGINT) is previous
+
+
+def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_run, tmp_path):
+    out = tmp_path / "out.en"
+    out.write_text("previous result\n", encoding="utf-8")
+    code = f"import sys\nfrom nmt.cli import translate_main\nsys.exit(translate_main(['-c', {str(trained_run)!r}, " \
+           f"'-o', {str(out)!r}, '--chunk-lines', '1']))\n"
+    child = _child(code, tmp_path)
+    child.stdin.write("Ein Hund läuft.\n")
+    child.stdin.flush()  # the child translates this line, then waits for more input with its output file open
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.en.*.tmp")):
+        assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
+        time.sleep(0.1)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
+    assert snapshot(tmp_path) == {"out.en": b"previous result\n"}
