@@ -6,11 +6,12 @@ import argparse
 import functools
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import torch
 
@@ -20,12 +21,12 @@ from nmt.config import (
     NON_NEGATIVE,
     Config,
     ConfigError,
-    DecodeConfig,
     Range,
     load_config,
     reference_markdown,
 )
-from nmt.data import DataError, prepare, read_pair, resolve_files, summary
+from nmt.data import DataError, prepare, read_pair, summary
+from nmt.export import MANIFEST, ExportError, is_export
 from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
 from nmt.runlock import RunLockError, run_lock
@@ -34,7 +35,11 @@ from nmt.tokenizer import TokenizerError
 from nmt.train import TrainingError
 from nmt.utils import resolve_device
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError, FileError, RunLockError)
+if TYPE_CHECKING:
+    from nmt.translator import Translator
+
+USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError, FileError, RunLockError,
+               ExportError)
 TRACEBACK_ENV = "NMT_TRACEBACK"  # set to 1 to see the traceback of an unexpected error
 UNIT = Range(0.0, 1.0)
 log = logging.getLogger("nmt")
@@ -190,19 +195,21 @@ def train_main(argv: list[str] | None = None) -> int:
     cfg = load(args.config, args.overrides)
     _check_data_paths(cfg)
     _check_run_paths(cfg)
+    command_line = _command_line("nmt-train", argv)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 holds the run folder's lock for all ranks
-        return _train(cfg, args, "")
+        return _train(cfg, args, "", command_line)
     with run_lock(cfg.run_dir) as previous_owner:
-        return _train(cfg, args, previous_owner)
+        return _train(cfg, args, previous_owner, command_line)
 
 
-def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
+def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_line: str) -> int:
     """The body of nmt-train, run while the run folder is locked."""
     from nmt.checkpoint import load_model
     from nmt.distributed import barrier, current, init_distributed
-    from nmt.evaluate import evaluate, write_report
+    from nmt.evaluate import evaluate, split_pair, write_report
     from nmt.evaluate import summary as eval_summary
     from nmt.train import Trainer
+    from nmt.translator import from_loaded
 
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     place = current(device)
@@ -243,9 +250,8 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
     if args.no_evaluate or "test" not in data.splits:
         return 0
-    loaded = load_model(trainer.final_checkpoint(), device)
-    split = data.splits["test"]
-    report, hyps = evaluate(loaded, split.src_raw, split.tgt_raw, cfg.decode, device, cfg.train.precision)
+    translator = from_loaded([load_model(trainer.final_checkpoint(), device)], device, cfg.train.precision)
+    report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command_line)
     report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
                        "parameters": trainer.n_params}
     write_report(report, hyps, cfg.run_dir / "eval_test.json", cfg.run_dir / "test.hyp.en")
@@ -253,63 +259,89 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str) -> int:
     return 0
 
 
+DECODE_FLAGS = ("beam", "length_penalty", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")
+
+
+def _flag(key: str) -> str:
+    """The command-line flag of a decoding setting."""
+    return "--" + key.replace("_", "-")
+
+
 def _decode_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, help="beam size (default: the run's decode.beam)")
-    parser.add_argument("--length-penalty", type=float, help="GNMT alpha (default: the run's)")
-    parser.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
-                        help="autocast precision for decoding (bf16/fp16 mainly on CUDA)")
+    """The decoding flags. Their values are checked by DecodeConfig, with the model's stored settings, so a
+    config key and its flag obey one rule."""
+    group = parser.add_argument_group("decoding (default: the settings stored with the model)")
+    group.add_argument("--beam", type=int, help="beam size (1: greedy search)")
+    group.add_argument("--length-penalty", type=float, help="GNMT length penalty alpha")
+    group.add_argument("--max-len-a", type=float, help="outputs stop at a * source length + b subwords")
+    group.add_argument("--max-len-b", type=int, help="outputs stop at a * source length + b subwords")
+    group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
+    group.add_argument("--max-source-tokens", "--max-tokens", type=int,
+                       help="longer sources are truncated to this many subwords")
+    group.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    group.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                       help="autocast precision of a checkpoint (bf16/fp16 mainly on CUDA); an export decodes at "
+                            "the quantization it was exported with")
 
 
-def _decode_cfg(base: DecodeConfig, args: argparse.Namespace, n_best: int = 1) -> DecodeConfig:
-    beam = args.beam if args.beam is not None else base.beam
-    return DecodeConfig(beam=beam, length_penalty=base.length_penalty if args.length_penalty is None
-                        else args.length_penalty, max_len_a=base.max_len_a, max_len_b=base.max_len_b,
-                        batch_tokens=args.batch_tokens or base.batch_tokens, n_best=max(n_best, 1))
+def _translator(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
+    """The translator for the models on the command line, with the decoding flags applied and checked."""
+    from nmt.translator import load_translator
+
+    changes = {key: getattr(args, key) for key in DECODE_FLAGS} | extra
+    return load_translator(paths, _device(args.device), args.precision, changes, _flag)
 
 
-@command
-def evaluate_main(argv: list[str] | None = None) -> int:
-    """nmt-evaluate RUN_OR_CHECKPOINT: translate a split (or --src/--ref files) and score it with sacrebleu."""
-    from nmt.checkpoint import load_model
-    from nmt.evaluate import evaluate, write_report
-    from nmt.evaluate import summary as eval_summary
+def _command_line(prog: str, argv: list[str] | None) -> str:
+    return shlex.join([prog, *(sys.argv[1:] if argv is None else argv)])
 
+
+def _evaluate_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nmt-evaluate", description=evaluate_main.__doc__)
-    parser.add_argument("checkpoint", help="run folder or checkpoint file")
+    parser.add_argument("models", nargs="*", metavar="MODEL", help="run folder, checkpoint file or export folder")
+    parser.add_argument("-c", "--checkpoint", action="append", default=[], metavar="MODEL",
+                        help="another model (repeatable): the models decode as an ensemble")
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
     parser.add_argument("--src", help="source file to translate instead of a split")
     parser.add_argument("--ref", help="reference file for --src")
     parser.add_argument("--output", help="report path (default: <run>/eval_<split>.json); hypotheses go beside it")
     _decode_args(parser)
+    return parser
+
+
+@command
+def evaluate_main(argv: list[str] | None = None) -> int:
+    """nmt-evaluate RUN_OR_CHECKPOINT_OR_EXPORT...: translate a split (or --src/--ref files) and score it with
+    sacrebleu. Several models (or -c MODEL, repeated) decode as an ensemble."""
+    from nmt.evaluate import evaluate, split_pair, write_report
+    from nmt.evaluate import summary as eval_summary
+
+    parser = _evaluate_parser()
     args = parser.parse_args(argv)
+    paths = args.models + args.checkpoint
+    if not paths:
+        parser.error("give at least one model (run folder, checkpoint file or export folder)")
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
-    inputs = _checkpoint_inputs(args.checkpoint)
+    inputs = [item for path in paths for item in _checkpoint_inputs(path)]
     if args.src:
         inputs += [("--src", check_input("--src", args.src)), ("--ref", check_input("--ref", args.ref))]
     if args.output:
         check_output("--output", args.output, inputs)
-    device = _device(args.device)
-    loaded = load_model(args.checkpoint, device)
+    translator = _translator(paths, args, n_best=1)
     if args.src:
         name = Path(args.src).stem
         sources, refs = read_pair(Path(args.src), Path(args.ref))
     else:
-        files = resolve_files(loaded.cfg)
-        if args.split not in files:
-            raise ConfigError(f"--split {args.split}: the run's dataset has splits {', '.join(files)}")
-        inputs += [("source", files[args.split][0]), ("reference", files[args.split][1])]
         name = args.split
-        sources, refs = read_pair(*files[args.split])
-    run_dir = loaded.path.parent.parent
+        sources, refs = split_pair(translator, args.split)
+    first = Path(translator.members[0].path)
+    run_dir = first if first.is_dir() else first.parent.parent
     out = Path(args.output) if args.output else run_dir / f"eval_{name}.json"
     hyp_path = out.with_suffix(".hyp.txt") if args.output else run_dir / f"{name}.hyp.en"
     check_output("report", out, inputs)
     check_output("hypotheses", hyp_path, [*inputs, ("report", out)])
-    decode_cfg = _decode_cfg(loaded.cfg.decode, args)
-    report, hyps = evaluate(loaded, sources, refs, decode_cfg, device, args.precision, split=name)
+    report, hyps = evaluate(translator, sources, refs, name, _command_line("nmt-evaluate", argv))
     write_report(report, hyps, out, hyp_path)
     print(eval_summary(report))
     print(f"report: {out}")
@@ -326,8 +358,12 @@ def _read_lines(stream, name: str) -> Iterator[str]:
 
 
 def _checkpoint_inputs(path: str) -> list[tuple[str, Path]]:
-    """The checkpoint file a command reads: the file given, or each one a run folder may resolve to."""
+    """The files a command reads of a model: the checkpoint given, each one a run folder may resolve to, or
+    an export folder's files."""
     given = Path(path)
+    if is_export(given):
+        return [("exported model", p) for p in sorted(given.iterdir()) if p.is_file()] + [
+            ("export manifest", given / MANIFEST)]
     if given.is_dir():
         return [("checkpoint", given / "checkpoints" / name) for name in ("averaged.pt", "best.pt", "last.pt")]
     return [("checkpoint", given)]
@@ -336,15 +372,19 @@ def _checkpoint_inputs(path: str) -> list[tuple[str, Path]]:
 @command
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
-    from nmt.translate import Translator
+    from nmt.diagnostics import Thresholds
+    from nmt.translate import Stream
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
-    parser.add_argument("--checkpoint", "-c", required=True, help="run folder or checkpoint file")
+    parser.add_argument("--checkpoint", "-c", action="append", required=True, metavar="MODEL",
+                        help="run folder, checkpoint file or export folder; repeat it to decode with an ensemble")
     parser.add_argument("-i", "--input", help="input file (default: stdin)")
     parser.add_argument("-o", "--output", help="output file, written atomically (default: stdout)")
-    parser.add_argument("--n-best", type=int, default=1, help="hypotheses per line (Moses n-best format if > 1)")
-    parser.add_argument("--scores", action="store_true", help="append the hypothesis score after a tab")
-    parser.add_argument("--max-tokens", type=int, default=250, help="longer inputs are truncated (with a warning)")
+    parser.add_argument("--n-best", type=int, help="hypotheses per line (Moses n-best format if > 1)")
+    parser.add_argument("--scores", action="store_true",
+                        help="append the hypothesis score after a tab; in greedy and beam search alike it is the "
+                             "summed log-probability (EOS included) divided by the GNMT length penalty "
+                             "((5 + length) / 6) ** alpha, the score n-best lists are ranked by")
     parser.add_argument("--chunk-lines", type=number(AT_LEAST_ONE, integer=True), default=2000,
                         help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
@@ -363,7 +403,7 @@ def translate_main(argv: list[str] | None = None) -> int:
                         help="--attention-stats: flag a sentence with more near-uniform rows than this share")
     _decode_args(parser)
     args = parser.parse_args(argv)
-    inputs = _checkpoint_inputs(args.checkpoint)
+    inputs = [item for path in args.checkpoint for item in _checkpoint_inputs(path)]
     if args.input:
         inputs.append(("-i/--input", check_input("-i/--input", args.input)))
     if args.output:
@@ -372,8 +412,11 @@ def translate_main(argv: list[str] | None = None) -> int:
         check_output("--attention-stats", args.attention_stats, [*inputs, ("-o/--output", args.output)])
     if args.attention_plots:
         check_output("--attention-plots", args.attention_plots, folder=True)
-    device = _device(args.device)
-    translator = Translator.from_checkpoint(args.checkpoint, device, args, _decode_cfg)
+    translator = _translator(args.checkpoint, args, n_best=args.n_best)
+    thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
+                            args.max_uniform_share)
+    stream = Stream(translator, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,
+                    args.attention_stats, thresholds)
     name = args.input or "<stdin>"
     if args.input:
         try:
@@ -383,10 +426,30 @@ def translate_main(argv: list[str] | None = None) -> int:
     else:
         source = sys.stdin.buffer
     try:
-        translator.run(_read_lines(source, name), name, args.output)
+        stream.run(_read_lines(source, name), name, args.output)
     finally:
         if args.input:
             source.close()
+    return 0
+
+
+@command
+def export_main(argv: list[str] | None = None) -> int:
+    """nmt-export RUN_OR_CHECKPOINT: convert a Transformer for deployment with CTranslate2."""
+    from nmt.export import FORMATS, QUANTIZATIONS, export_ctranslate2
+
+    parser = Parser(prog="nmt-export", description=export_main.__doc__)
+    parser.add_argument("checkpoint", help="run folder or checkpoint file")
+    parser.add_argument("--format", default="ctranslate2", help=f"export format: {', '.join(FORMATS)}")
+    parser.add_argument("--quantization", default="float32",
+                        help=f"weight type: {', '.join(QUANTIZATIONS)} (float16 needs a CUDA machine)")
+    parser.add_argument("--output", "-o", required=True, help="new folder for the exported model")
+    args = parser.parse_args(argv)
+    if args.format not in FORMATS:
+        raise ExportError(f"--format {args.format}: unknown export format (known: {', '.join(FORMATS)})")
+    check_output("--output", args.output, folder=True)
+    manifest = export_ctranslate2(args.checkpoint, args.output, args.quantization)
+    print(f"exported {manifest['source_checkpoint']} ({manifest['quantization']}) to {args.output}")
     return 0
 
 

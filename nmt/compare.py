@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
@@ -22,15 +21,14 @@ from sacrebleu.significance import PairedTest
 from nmt.checkpoint import CheckpointError, load_model
 from nmt.config import Config, ConfigError, load_config
 from nmt.data import DataError, normalize, read_pair, resolve_files
-from nmt.decode import Hypothesis, translate_ids
+from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, summarize
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
-from nmt.tokenizer import Tokenizer
+from nmt.translator import Translator, from_loaded
 from nmt.utils import atomic_output, resolve_device
 
 FAILED_NOTE = "train_failed.txt"
 RUN_FILES = ("eval_test.json", "test.hyp.en", "config.yaml", "metrics.jsonl", FAILED_NOTE)  # what is read of a run
-MAX_TOKENS = 250  # source subwords decoded per sentence, as in evaluation
 
 
 @dataclass
@@ -174,12 +172,10 @@ def pick_sentences(sources: list[str], count: int) -> list[int]:
     return chosen + [i for i in range(len(sources)) if i not in chosen][:count - len(chosen)]
 
 
-def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Tokenizer, list[Hypothesis]]:
+def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Translator, list[Hypothesis]]:
     """The run's best translation of each source, decoded with its own settings, with cross-attention."""
-    loaded = load_model(run.path, device)
-    ids = [np.asarray(s[:MAX_TOKENS], dtype=np.int64) for s in loaded.tokenizer.encode_src(sources)]
-    nbest = translate_ids(loaded.model, ids, loaded.cfg.decode, device, return_attention=True)
-    return loaded.tokenizer, [n[0] for n in nbest]
+    translator = from_loaded([load_model(run.path, device)], device)
+    return translator, [n[0] for n in translator.search(sources, return_attention=True)]
 
 
 def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.device, limit: int, heatmaps: int,
@@ -192,14 +188,15 @@ def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.devic
     for run in runs:
         print(f"nmt-compare: attention of {run.name} on {len(sample)} test sentences", file=sys.stderr)
         try:
-            tokenizer, best = best_with_attention(run, sample, device)
+            translator, best = best_with_attention(run, sample, device)
         except CheckpointError as err:
             diagnostics[run.name] = {"error": str(err)}
             continue
         weights = [h.attention.float().cpu() for h in best]  # each (T, S)
         diagnostics[run.name] = summarize([attention_stats(w, thresholds) for w in weights], thresholds)
         for i in chosen:
-            src = tokenizer.src_pieces(sample[i])[:MAX_TOKENS] + ["</s>"]
+            tokenizer, limit = translator.tokenizer, translator.decode.max_source_tokens
+            src = tokenizer.src_pieces(translator.normalize(sample[i]))[:limit] + ["</s>"]
             tgt = tokenizer.tgt_id_pieces(best[i].tokens) + ["</s>"]
             title = f"{run.name}\n{tokenizer.decode_tgt(best[i].tokens)[:60]}"
             panels[i].append(AttentionPanel(weights[i].numpy(), src, tgt, title))

@@ -8,6 +8,7 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -238,6 +239,31 @@ class DecodeConfig(_Section):
     max_len_b: int = _opt(10, "Maximum output length is a * source length + b.", bounds=NON_NEGATIVE)
     batch_tokens: int = _opt(2000, "Source-token budget per decoding batch.", bounds=AT_LEAST_ONE)
     n_best: int = _opt(1, "Hypotheses returned per sentence.", bounds=AT_LEAST_ONE)
+    max_source_tokens: int = _opt(250, "Longer sources are truncated to this many subwords before decoding.",
+                                  bounds=AT_LEAST_ONE)
+
+
+def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"decode.{key}") -> None:
+    """The cross-field check of search settings (each field's range is checked when it is built)."""
+    if d.n_best > d.beam:
+        raise ConfigError(f"{label('n_best')} ({d.n_best}) cannot exceed {label('beam')} ({d.beam})")
+
+
+def decode_with(base: DecodeConfig, changes: dict[str, Any],
+                label: Callable[[str], str] = lambda key: f"decode.{key}") -> DecodeConfig:
+    """`base` with the non-None `changes` applied and checked as a whole; `label` names a setting in errors
+    (a config key, or the command-line flag it came from)."""
+    fields = {f.name: f for f in dataclasses.fields(DecodeConfig)}
+    changes = {k: v for k, v in changes.items() if v is not None}
+    for key, value in changes.items():
+        if key not in fields:
+            raise ConfigError(f"unknown decoding setting {key}")
+        bounds = fields[key].metadata.get("bounds")
+        if bounds is not None:
+            bounds.check(value, label(key))
+    cfg = dataclasses.replace(base, **changes)
+    check_decode(cfg, label)
+    return cfg
 
 
 @dataclass
@@ -365,8 +391,7 @@ def validate(cfg: Config) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
-    if d.n_best > d.beam:
-        raise ConfigError(f"decode.n_best ({d.n_best}) cannot exceed decode.beam ({d.beam})")
+    check_decode(d)
     if len(tr.betas) != 2:
         raise ConfigError("train.betas: expected two numbers")
     if tr.schedule in ("noam", "inverse_sqrt") and tr.warmup <= 0:

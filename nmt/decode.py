@@ -1,4 +1,4 @@
-"""Greedy and beam search over batches of sentences, written against `nmt.models.base.Seq2Seq` only.
+"""Greedy, beam and ensemble search over batches of ids, written against `nmt.models.base.Seq2Seq` only.
 
 Lengths: a sentence with `n` real source tokens gets at most `floor(a * n + b)` output tokens before EOS;
 at that step EOS is forced (it keeps the model's own EOS log-probability). Sentences that finish leave the
@@ -12,6 +12,10 @@ best active beam's score, normalised at its current length, is no better than th
 alpha <= 0, where extending a hypothesis never raises its score; the usual heuristic for alpha > 0, and it keeps
 beam 1 identical to greedy for every alpha), or when it reaches its maximum length.
 
+Every hypothesis carries the same score in both searches: its summed log-probability (EOS included) divided by
+that penalty, so beam 1 gives greedy's tokens and scores. An `Ensemble` of models is itself a `Seq2Seq`, so
+neither search knows whether it decodes one model or several.
+
 Call `model.eval()` before decoding; the search runs under `torch.inference_mode`.
 """
 
@@ -19,15 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-import numpy as np
 import torch
+from torch import nn
 
 from nmt.config import DecodeConfig
-from nmt.data import collate
-from nmt.models.base import Seq2Seq
-from nmt.utils import autocast
+from nmt.models.base import Seq2Seq, State
 
 NEG_INF = float("-inf")
 
@@ -60,8 +61,8 @@ def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
-                  return_attention: bool = False) -> list[Hypothesis]:
-    """Most probable next token at each step; one hypothesis per sentence, whose score is its log_prob."""
+                  return_attention: bool = False, length_penalty: float = 0.0) -> list[Hypothesis]:
+    """Most probable next token at each step; one hypothesis per sentence, scored as in beam search."""
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
     active = torch.arange(batch, device=device)  # (n,) sentence of each active row
@@ -84,7 +85,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
             rows = done.nonzero().squeeze(1)
             for row, sent, score in zip(rows.tolist(), active[rows].tolist(), log_prob[rows].tolist(), strict=True):
                 attn = _attention(attn_history, row, src_mask[sent]) if return_attention else None
-                results[sent] = Hypothesis(history[row].tolist(), score, score, attn)
+                tokens = history[row].tolist()
+                results[sent] = Hypothesis(tokens, score / gnmt_penalty(len(tokens) + 1, length_penalty), score, attn)
             keep = (~done).nonzero().squeeze(1)  # (n',)
             state = model.reorder_state(state, keep)
             active, limit, log_prob, token = active[keep], limit[keep], log_prob[keep], token[keep]
@@ -170,45 +172,48 @@ def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg:
                  return_attention: bool = False) -> list[list[Hypothesis]]:
     """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise."""
     if cfg.beam == 1:
-        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention)
+        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention,
+                             cfg.length_penalty)
         return [[h] for h in hyps]
     return beam_search(model, src, src_mask, cfg.beam, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b,
                        cfg.n_best, return_attention)
 
 
-def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and (lengths[i] + 1) * (len(current) + 1) > budget:
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
+class Ensemble(Seq2Seq):
+    """Several models decoding as one: each keeps its own state, the step's log-probabilities are their mean.
 
+    The members may be of any architecture; they must share the special ids and the target vocabulary size
+    (the caller checks that they share the vocabulary itself).
+    """
 
-def translate_ids(model: Seq2Seq, sources: Sequence[np.ndarray], cfg: DecodeConfig, device: torch.device,
-                  precision: str = "fp32", return_attention: bool = False) -> list[list[Hypothesis]]:
-    """N-best hypotheses for each source (ids without EOS), in input order, decoded in length-sorted batches."""
-    model.eval()
-    results: list[list[Hypothesis]] = [[] for _ in sources]
-    no_target = np.zeros(0, dtype=np.int64)
-    with torch.inference_mode(), autocast(device, precision):
-        for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
-            batch = collate([(sources[i], no_target) for i in indices], model.pad_id).to(device)
-            for i, nbest in zip(indices, decode_batch(model, batch.src, batch.src_mask, cfg, return_attention)):
-                results[i] = nbest
-    return results
+    def __init__(self, members: Sequence[Seq2Seq]) -> None:
+        super().__init__()
+        if len(members) < 2:
+            raise ValueError("an ensemble needs at least two models")
+        first = members[0]
+        for member in members[1:]:
+            if (member.pad_id, member.bos_id, member.eos_id) != (first.pad_id, first.bos_id, first.eos_id):
+                raise ValueError("ensemble members use different special token ids")
+        self.members = nn.ModuleList(members)
+        self.pad_id, self.bos_id, self.eos_id = first.pad_id, first.bos_id, first.eos_id
 
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+        return {"members": [member.encode(src, src_mask) for member in self.members]}
 
-class _Detokenizer(Protocol):
-    def decode_tgt(self, ids: list[int]) -> str: ...
+    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+        return {"members": [member.init_state(mem, src_mask)
+                            for member, mem in zip(self.members, memory["members"], strict=True)]}
 
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        outputs = [member.step(prev_tokens, sub) for member, sub in zip(self.members, state["members"], strict=True)]
+        log_probs = torch.stack([lp.float() for lp, _ in outputs]).mean(0)  # (B, V)
+        states = [sub for _, sub in outputs]
+        attention = torch.stack([sub["attention"].float() for sub in states]).mean(0)  # (B, S)
+        return log_probs, {"members": states, "attention": attention}
 
-def detokenize(tokenizer: _Detokenizer, nbest: list[list[Hypothesis]]) -> list[str]:
-    """The best hypothesis of each sentence as text ("" where there is none)."""
-    return [tokenizer.decode_tgt(hyps[0].tokens) if hyps else "" for hyps in nbest]
+    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
+        pairs = zip(self.members, state["members"], strict=True)
+        out: State = {"members": [member.reorder_state(sub, indices) for member, sub in pairs]}
+        if "attention" in state:
+            out["attention"] = state["attention"].index_select(0, indices)
+        return out

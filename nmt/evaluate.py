@@ -1,23 +1,25 @@
-"""Translate sentences with a trained model, score them with sacrebleu, and write evaluation reports."""
+"""Score a translator's output with sacrebleu and write evaluation reports that say how to reproduce them.
+
+Sources go through the `Translator` (normalized as the training data was); references are normalized the same
+way, as validation and the end-of-training report see them, so `nmt-evaluate` on a run gives the figures of
+the report `nmt-train` wrote.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import sacrebleu
 import torch
 
-from nmt.checkpoint import Loaded
-from nmt.config import DecodeConfig, to_dict
-from nmt.data import sha256_file
-from nmt.decode import detokenize, translate_ids
+from nmt.config import ConfigError, to_dict
+from nmt.data import read_pair, resolve_files
 from nmt.models import count_parameters
+from nmt.translator import TorchEngine, Translator
 from nmt.utils import atomic_output
 
 
@@ -39,41 +41,53 @@ def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
     return out
 
 
-def evaluate(loaded: Loaded, sources: list[str], refs: list[str], cfg: DecodeConfig, device: torch.device,
-             precision: str = "fp32", split: str = "test", max_tokens: int = 250) -> tuple[dict[str, Any], list[str]]:
-    """Translate `sources`, score against `refs`; returns the report and the hypotheses."""
-    ids = [np.asarray(s[:max_tokens], dtype=np.int64) for s in loaded.tokenizer.encode_src(sources)]
+def split_pair(translator: Translator, split: str) -> tuple[list[str], list[str]]:
+    """Sources and references of a split of the run's dataset, read from its files."""
+    files = resolve_files(translator.cfg, log=lambda _msg: None)
+    if split not in files:
+        raise ConfigError(f"--split {split}: the run's dataset has splits {', '.join(files)}")
+    return read_pair(*files[split])
+
+
+def _sync(device: torch.device) -> None:
     if device.type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
+
+
+def evaluate(translator: Translator, sources: list[str], refs: list[str], split: str = "test",
+             command: str = "") -> tuple[dict[str, Any], list[str]]:
+    """Translate `sources`, score against `refs` (both normalized as in training); the report and hypotheses."""
+    engine = translator.engine
+    _sync(engine.device)
     start = time.perf_counter()
-    nbest = translate_ids(loaded.model, ids, cfg, device, precision)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    nbest = translator.search(sources)
+    _sync(engine.device)
     seconds = time.perf_counter() - start
-    hyps = detokenize(loaded.tokenizer, nbest)
+    hyps = [translator.detokenize(n[0]) if n else "" for n in nbest]
     out_tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
+    first, cfg = translator.members[0], translator.cfg
+    device = engine.device
     report = {
         "split": split,
         "sentences": len(sources),
-        "scores": score(hyps, refs),
+        "scores": score(hyps, [translator.normalize(r) for r in refs]),
         "note": "bleu_lc is sacrebleu -lc (13a tokenizer), the closest match to the lowercased tokenized BLEU "
                 "many papers and tutorials quote",
-        "decode": asdict(cfg),
-        "precision": precision,
+        **translator.settings(),
+        "command": command,
         "seconds": round(seconds, 3),
         "sentences_per_s": round(len(sources) / seconds, 2),
         "tgt_tokens_per_s": round(out_tokens / seconds, 1),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} "
                                                                                    "threads)",
-        "checkpoint": str(loaded.path),
-        "checkpoint_sha256": sha256_file(loaded.path),
-        "config_sha256": hashlib.sha256(json.dumps(to_dict(loaded.cfg), sort_keys=True).encode()).hexdigest(),
-        "experiment": loaded.cfg.name,
-        "parameters": count_parameters(loaded.model),
+        "checkpoint": first.path,
+        "checkpoint_sha256": first.sha256,
+        "config_sha256": hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest(),
+        "experiment": cfg.name,
+        "parameters": count_parameters(engine.model) if isinstance(engine, TorchEngine) else None,
         # How long the evaluated model had trained when its checkpoint was written (the latest of an average).
-        "checkpoint_progress": {"steps": loaded.progress.get("step"),
-                                "minutes": round(loaded.progress.get("elapsed", 0.0) / 60, 2)},
-        "tokenizer_id": loaded.tokenizer.identity,
+        "checkpoint_progress": {"steps": first.steps, "minutes": first.minutes},
+        "tokenizer_id": translator.tokenizer.identity,
     }
     return report, hyps
 
@@ -97,5 +111,5 @@ def summary(report: dict[str, Any]) -> str:
         f"  chrF     {s['chrf']:6.2f}   {s['chrf_signature']}",
         f"  TER      {s['ter']:6.2f}   {s['ter_signature']}",
         f"  speed    {report['sentences_per_s']:.1f} sentences/s, {report['tgt_tokens_per_s']:.0f} target tokens/s "
-        f"(beam {report['decode']['beam']})",
+        f"(beam {report['decode']['beam']}, {report['engine']} {report['precision']})",
     ])

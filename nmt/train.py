@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import sacrebleu
@@ -17,15 +17,15 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt.checkpoint import Bundle, CheckpointError, RunCheckpoints, TrainingState, load_for_resume
-from nmt.config import Config, DecodeConfig, save_config
+from nmt.config import Config, save_config
 from nmt.data import Batch, Prepared, TokenBatchSampler, collate
-from nmt.decode import detokenize, translate_ids
 from nmt.distributed import Control, current, gather_objects
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
 from nmt.runlog import MetricsLog
 from nmt.signals import stop_signal
+from nmt.translator import TorchEngine, Translator
 from nmt.utils import autocast, rank_seed, rng_state, seed_everything, set_rng_state
 
 log = logging.getLogger("nmt.train")
@@ -275,8 +275,8 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
     loss = nll_sum / max(total, 1)
     result = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
     if cfg.train.eval_bleu:
-        d = cfg.decode
-        greedy = DecodeConfig(beam=1, max_len_a=d.max_len_a, max_len_b=d.max_len_b, batch_tokens=d.batch_tokens)
-        nbest = translate_ids(model, split.src, greedy, device, cfg.train.precision)
-        result["bleu"] = sacrebleu.corpus_bleu(detokenize(data.tokenizer, nbest), [split.tgt_raw]).score
+        greedy = replace(cfg.decode, beam=1, n_best=1)
+        translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
+                                cfg.data.lowercase)
+        result["bleu"] = sacrebleu.corpus_bleu(translator.translate(split.src_raw), [split.tgt_raw]).score
     return result

@@ -1,0 +1,188 @@
+"""The one way from text to text: normalize, encode, truncate, batch by tokens, search, detokenize.
+
+A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine that searches over source ids:
+`TorchEngine` runs `nmt.decode` on a PyTorch model (one checkpoint, or an `Ensemble` of several), and the
+CTranslate2 engine of `nmt.export` runs an exported model. Validation, `nmt-evaluate`, `nmt-translate`,
+`nmt-compare` and the decoding benchmark all translate through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from nmt.checkpoint import CheckpointError, Loaded, load_model
+from nmt.config import Config, DecodeConfig, decode_with
+from nmt.data import collate, normalize, sha256_file
+from nmt.decode import Ensemble, Hypothesis, decode_batch
+from nmt.models.base import Seq2Seq
+from nmt.tokenizer import Tokenizer
+from nmt.utils import autocast
+
+Warn = Callable[[int, int], None]  # (index of the line, its subword count) of a truncated source
+
+
+class Engine(Protocol):
+    """Searches over source ids (no EOS), returning each sentence's n-best list in input order."""
+
+    name: str
+    precision: str
+    device: torch.device
+
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
+               return_attention: bool = False) -> list[list[Hypothesis]]: ...
+
+
+def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (lengths[i] + 1) * (len(current) + 1) > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class TorchEngine:
+    """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
+
+    name = "pytorch"
+
+    def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
+        self.model, self.device, self.precision = model, device, precision
+
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
+               return_attention: bool = False) -> list[list[Hypothesis]]:
+        self.model.eval()
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        no_target = np.zeros(0, dtype=np.int64)
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
+                batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
+                nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
+                for i, hyps in zip(indices, nbest, strict=True):
+                    results[i] = hyps
+        return results
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model a translator decodes with, as the reports name it."""
+
+    path: str
+    sha256: str
+    experiment: str
+    arch: str
+    steps: int | None = None  # training updates when the checkpoint was written
+    minutes: float | None = None
+    source_sha256: str = ""  # an export folder: the checkpoint it was converted from
+
+
+class Translator:
+    """Text in, text out, with one engine, one tokenizer and one validated decoding configuration."""
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
+                 members: Sequence[Member] = (), cfg: Config | None = None) -> None:
+        self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
+        self.members = list(members)
+        self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
+
+    def with_decode(self, decode: DecodeConfig) -> Translator:
+        """The same models and tokenizer with other search settings."""
+        return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
+
+    def normalize(self, line: str) -> str:
+        """The text the model reads: as the training data was cleaned (NFC, whitespace, optional lowercase)."""
+        return normalize(line, self.lowercase)
+
+    def encode(self, lines: Sequence[str], warn: Warn | None = None) -> list[np.ndarray]:
+        """Normalized, encoded and truncated source ids (no EOS); `warn` hears of each truncated line."""
+        limit = self.decode.max_source_tokens
+        out = []
+        for index, ids in enumerate(self.tokenizer.encode_src([self.normalize(line) for line in lines])):
+            if len(ids) > limit and warn is not None:
+                warn(index, len(ids))
+            out.append(np.asarray(ids[:limit], dtype=np.int64))
+        return out
+
+    def search(self, lines: Sequence[str], warn: Warn | None = None,
+               return_attention: bool = False) -> list[list[Hypothesis]]:
+        """The n-best list of each line, in input order; a blank line gives an empty list."""
+        work = [i for i, line in enumerate(lines) if line.strip()]
+        sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
+        nbest = self.engine.search(sources, self.decode, return_attention) if work else []
+        results: list[list[Hypothesis]] = [[] for _ in lines]
+        for i, hyps in zip(work, nbest, strict=True):
+            results[i] = hyps
+        return results
+
+    def detokenize(self, hyp: Hypothesis) -> str:
+        return self.tokenizer.decode_tgt(hyp.tokens)
+
+    def translate(self, lines: Sequence[str], warn: Warn | None = None) -> list[str]:
+        """The best translation of each line ("" for a blank line)."""
+        return [self.detokenize(hyps[0]) if hyps else "" for hyps in self.search(lines, warn)]
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that decides the output, for reports: search settings, engine, precision, models."""
+        return {"decode": dataclasses.asdict(self.decode), "engine": self.engine.name,
+                "precision": self.engine.precision, "lowercase": self.lowercase,
+                "members": [dataclasses.asdict(m) for m in self.members]}
+
+
+def member_of(loaded: Loaded) -> Member:
+    progress = loaded.progress
+    minutes = round(progress["elapsed"] / 60, 2) if "elapsed" in progress else None
+    return Member(str(loaded.path), sha256_file(loaded.path), loaded.cfg.name, loaded.cfg.model.arch,
+                  progress.get("step"), minutes)
+
+
+def from_loaded(loaded: Sequence[Loaded], device: torch.device, precision: str = "fp32",
+                decode: DecodeConfig | None = None) -> Translator:
+    """A PyTorch translator over one model or an ensemble; `decode` defaults to the first model's settings.
+
+    Ensemble members must share the tokenizer (and so both vocabularies and the segmentation).
+    """
+    first = loaded[0]
+    for other in loaded[1:]:
+        if other.tokenizer.identity != first.tokenizer.identity:
+            raise CheckpointError(f"{other.path}: its vocabulary differs from {first.path}'s; ensemble members "
+                                  "must share the tokenizer")
+        if other.cfg.data.lowercase != first.cfg.data.lowercase:
+            raise CheckpointError(f"{other.path}: data.lowercase differs from {first.path}'s; ensemble members "
+                                  "must read the same normalized text")
+    model = first.model if len(loaded) == 1 else Ensemble([item.model for item in loaded]).to(device)
+    return Translator(TorchEngine(model, device, precision), first.tokenizer, decode or first.cfg.decode,
+                      first.cfg.data.lowercase, [member_of(item) for item in loaded], first.cfg)
+
+
+def load_translator(paths: Sequence[str | Path], device: torch.device, precision: str = "fp32",
+                    changes: dict[str, Any] | None = None,
+                    label: Callable[[str], str] = lambda key: f"decode.{key}") -> Translator:
+    """A translator for run folders, checkpoint files or one CTranslate2 export folder.
+
+    `changes` (None values ignored) override the decoding settings stored with the model; the result is
+    validated, with `label` naming the offending setting (a config key or a command-line flag).
+    """
+    from nmt.export import is_export, load_export  # imports this module
+
+
+    exports = [p for p in paths if is_export(p)]
+    if exports:
+        if len(paths) > 1:
+            raise CheckpointError(f"{exports[0]}: an exported model cannot be part of an ensemble")
+        translator = load_export(paths[0], device, precision)
+    else:
+        translator = from_loaded([load_model(p, device) for p in paths], device, precision)
+    return translator.with_decode(decode_with(translator.decode, changes or {}, label))
