@@ -8,7 +8,7 @@ from nmt import cli
 
 COMMANDS = {"prepare": cli.prepare_main, "train": cli.train_main, "evaluate": cli.evaluate_main,
             "translate": cli.translate_main, "compare": cli.compare_main, "average": cli.average_main,
-            "config-doc": cli.config_doc_main}
+            "config-doc": cli.config_doc_main, "export": cli.export_main}
 
 
 def main() -> int:

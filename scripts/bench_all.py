@@ -115,7 +115,25 @@ def _decode_section(records: dict[str, dict]) -> list[str]:
                          f"| {one['sentences_per_s']:.1f} | {_cell(one['tgt_tokens_per_s'])} "
                          f"| {many['sentences_per_s']:.1f} | {_cell(many['tgt_tokens_per_s'])} "
                          f"| x{s['speedup']:.1f} | {_cell(r['peak_rss_mb'])} |")
+    lines += _engine_table(records)
     return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
+
+
+def _engine_table(records: dict[str, dict]) -> list[str]:
+    """PyTorch against its CTranslate2 exports: batched sentences/s (and the ratio to PyTorch) and BLEU."""
+    with_engines = [r for r in records.values() if r.get("engines")]
+    if not with_engines:
+        return []
+    lines = ["", "| run | threads | engine | search | sent/s | tok/s | x PyTorch | BLEU |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in with_engines:
+        baseline = next(iter(r["engines"].values()))
+        for engine, searches in r["engines"].items():
+            for search, m in searches.items():
+                ratio = m["sentences_per_s"] / baseline[search]["sentences_per_s"]
+                lines.append(f"| {r['run']} | {r['threads']} | {engine} | {search} | {m['sentences_per_s']:.1f} "
+                             f"| {_cell(m['tgt_tokens_per_s'])} | x{ratio:.2f} | {m['bleu']:.2f} |")
+    return lines
 
 
 def _attention_section(records: dict[str, dict]) -> list[str]:

@@ -1,33 +1,34 @@
-"""Decoding speed of a trained run: greedy and beam search, one sentence at a time and batched.
+"""Decoding speed of a trained run: greedy and beam search, PyTorch and its CTranslate2 exports, with BLEU.
 
-Usage: python scripts/bench_decode.py RUN [--split test] [--limit N] [--beam 5] [--device auto] [--precision fp32]
+Usage: python scripts/bench_decode.py RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
+       [--export float32 int8 | --export]
 
-Translates the run's split sources (as nmt-evaluate reads them) and writes
-benchmarks/results/decode_<run name>_<device>.json with sentences/s and target tokens/s (EOS included) per
-search and batching, the speed-up of batched (decode.batch_tokens source tokens per batch) over one at a time,
-and the peak RSS. --limit caps the sentences of the slow one-at-a-time measurement.
+Translates the run's split (as nmt-evaluate reads it, through the same Translator) and writes
+benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and beam): sentences/s and target
+tokens/s (EOS included) of the PyTorch model one sentence at a time and batched (decode.batch_tokens source
+tokens per batch), and, per engine (PyTorch at --precision, then the run exported to CTranslate2 at each
+--export quantization, into a temporary folder), batched sentences/s, target tokens/s and BLEU on the same
+sentences with the same threads. --limit caps the sentences of the slow one-at-a-time measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
+import sacrebleu
 import torch
 
-from nmt.checkpoint import Loaded, load_model
 from nmt.cli import _device, command
-from nmt.config import ConfigError
-from nmt.data import read_pair, resolve_files
-from nmt.decode import translate_ids
+from nmt.config import decode_with
+from nmt.evaluate import split_pair
 from nmt.flops import command_line, device_tag, peak_rss_mb, write_result
+from nmt.translator import Translator, load_translator
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-MAX_SOURCE_TOKENS = 250  # what nmt-evaluate truncates to
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -40,63 +41,85 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--beam", type=int, default=5, help="beam size of the beam-search runs (default 5)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads of every engine (default: torch's choice)")
+    parser.add_argument("--export", nargs="*", default=[], metavar="QUANTIZATION",
+                        help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
     return parser.parse_args(argv)
 
 
-def _sources(loaded: Loaded, split: str) -> list[np.ndarray]:
-    files = resolve_files(loaded.cfg, log=lambda _msg: None)
-    if split not in files:
-        raise ConfigError(f"--split {split}: the run's dataset has splits {', '.join(files)}")
-    sources, _ = read_pair(*files[split])
-    return [np.asarray(ids[:MAX_SOURCE_TOKENS], dtype=np.int64) for ids in loaded.tokenizer.encode_src(sources)]
-
-
-def _measure(loaded: Loaded, sources: list[np.ndarray], beam: int, batch_tokens: int, device: torch.device,
-             precision: str) -> dict[str, float]:
-    """Time one decoding pass over `sources`."""
-    cfg = replace(loaded.cfg.decode, beam=beam, n_best=1, batch_tokens=batch_tokens)
-    translate_ids(loaded.model, sources[:2], cfg, device, precision)  # warm-up: first-call allocations
+def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int,
+             batch_tokens: int) -> dict[str, float]:
+    """Time one decoding pass over `lines` (after a short warm-up) and score it."""
+    t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
+                                                               "batch_tokens": batch_tokens}))
+    t.search(lines[:2])  # warm-up: first-call allocations
+    device = t.engine.device
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    nbest = translate_ids(loaded.model, sources, cfg, device, precision)
+    nbest = t.search(lines)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
-    return {"sentences": len(sources), "seconds": round(seconds, 3),
-            "sentences_per_s": round(len(sources) / seconds, 2), "tgt_tokens_per_s": round(tokens / seconds, 1)}
+    hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
+    return {"sentences": len(lines), "seconds": round(seconds, 3),
+            "sentences_per_s": round(len(lines) / seconds, 2), "tgt_tokens_per_s": round(tokens / seconds, 1),
+            "bleu": round(sacrebleu.corpus_bleu(hyps, [[t.normalize(r) for r in refs]]).score, 2)}
+
+
+def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator,
+             folder: Path) -> dict[str, Translator]:
+    from nmt.export import export_ctranslate2
+
+    engines = {f"pytorch {args.precision}": pytorch}
+    for quantization in args.export or ("float32", "int8"):
+        out = folder / quantization
+        export_ctranslate2(args.run, out, quantization)
+        engines[f"ctranslate2 {quantization}"] = load_translator([out], device)
+    return engines
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    wants_export = "--export" in argv
     if args.threads:
         torch.set_num_threads(args.threads)
     device = _device(args.device)
-    loaded = load_model(args.run, device)
-    sources = _sources(loaded, args.split)
-    run_name = loaded.path.parent.parent.name if loaded.path.parent.name == "checkpoints" else loaded.cfg.name
-    budget = loaded.cfg.decode.batch_tokens
+    pytorch = load_translator([args.run], device, args.precision)
+    sources, refs = split_pair(pytorch, args.split)
+    first = Path(pytorch.members[0].path)
+    run_name = first.parent.parent.name if first.parent.name == "checkpoints" else pytorch.cfg.name
+    budget = pytorch.decode.batch_tokens
     searches = {"greedy": 1, f"beam{args.beam}": args.beam}
-    one = sources[:args.limit] if args.limit else sources
-    many = sources[:args.batched_limit] if args.batched_limit else sources
+    one = slice(0, args.limit or None)
+    many = slice(0, args.batched_limit or None)
     results: dict[str, dict] = {}
     for name, beam in searches.items():
-        single = _measure(loaded, one, beam, 1, device, args.precision)  # a budget of 1 makes every batch one sentence
-        batched = _measure(loaded, many, beam, budget, device, args.precision)
+        single = _measure(pytorch, sources[one], refs[one], beam, 1)  # a budget of 1: every batch one sentence
+        batched = _measure(pytorch, sources[many], refs[many], beam, budget)
         results[name] = {"beam": beam, "one_at_a_time": single, "batched": batched,
                          "speedup": round(batched["sentences_per_s"] / single["sentences_per_s"], 2)}
         print(f"{run_name} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
               f"({single['tgt_tokens_per_s']:.0f} tok/s), batched {batched['sentences_per_s']:.1f} sent/s "
               f"({batched['tgt_tokens_per_s']:.0f} tok/s), speed-up x{results[name]['speedup']:.1f}")
-    result = {"benchmark": "decode", "run": run_name, "checkpoint": str(loaded.path), "arch": loaded.cfg.model.arch,
+    result = {"benchmark": "decode", "run": run_name, "checkpoint": str(first), "arch": pytorch.cfg.model.arch,
               "split": args.split, "device": device_tag(device), "precision": args.precision,
-              "threads": torch.get_num_threads(), "batch_tokens": budget, "searches": results,
-              "peak_rss_mb": round(peak_rss_mb(), 1)}
+              "threads": torch.get_num_threads(), "batch_tokens": budget, "searches": results}
+    if wants_export:
+        engines: dict[str, dict] = {}
+        with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:
+            for engine, translator in _engines(args, device, pytorch, Path(folder)).items():
+                engines[engine] = {name: _measure(translator, sources[many], refs[many], beam, budget)
+                                   for name, beam in searches.items()}
+                print(f"{run_name} {engine}: " + ", ".join(
+                    f"{name} {m['sentences_per_s']:.1f} sent/s BLEU {m['bleu']:.2f}"
+                    for name, m in engines[engine].items()))
+        result["engines"] = engines
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     out = args.out_dir / f"decode_{run_name}_{device_tag(device, args.precision)}.json"

@@ -5,7 +5,9 @@ Usage: python scripts/results_table.py [--results results/multi30k] [--readme RE
 Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
 which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
 command and the hardware it was trained on. The config of the same name in configs/ says whether the row
-belongs to the full-length table or to the fixed-budget one (train.max_minutes set). The README block
+belongs to the full-length table or to the fixed-budget one (train.max_minutes set). Each row also gives the
+`nmt-evaluate` command that reproduces its scores from the run folder: every decoding setting the report
+records as used is spelled out as a flag, whatever the checkpoint holds. The README block
 between <!-- results:start --> and <!-- results:end --> is rewritten; --check only reports whether it is
 current.
 """
@@ -24,8 +26,21 @@ from nmt.config import ConfigError, load_config
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 HEADER = ["| config | params | epochs / steps | training time | hardware | beam / lp "
-          "| BLEU | BLEU-lc | chrF | TER | command |",
-          "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+          "| BLEU | BLEU-lc | chrF | TER | training command | scores reproduced by |",
+          "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
+SOURCE_LIMIT = 250  # the source truncation of reports that do not record it
+
+
+def evaluate_command(name: str, report: dict) -> str:
+    """The nmt-evaluate command that decodes the report's split with exactly the report's settings."""
+    d = report["decode"]
+    flags = ["--split", report["split"], "--beam", str(d["beam"]), "--length-penalty", str(d["length_penalty"]),
+             "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"])]
+    if d.get("max_source_tokens", SOURCE_LIMIT) != SOURCE_LIMIT:
+        flags += ["--max-source-tokens", str(d["max_source_tokens"])]
+    if report.get("precision", "fp32") != "fp32":
+        flags += ["--precision", report["precision"]]
+    return " ".join(["nmt-evaluate", f"runs/{name}", *flags])
 
 
 def _progress(metrics: Path) -> tuple[str, int, float]:
@@ -51,7 +66,8 @@ def _row(folder: Path) -> tuple[bool, float, str]:
     epochs, steps, minutes = _progress(folder / "metrics.jsonl")
     cells = [f"`{folder.name}`", f"{params / 1e6:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min",
              run["hardware"], f"{d['beam']} / {d['length_penalty']}",
-             f"{s['bleu']:.2f}", f"{s['bleu_lc']:.2f}", f"{s['chrf']:.2f}", f"{s['ter']:.2f}", f"`{run['command']}`"]
+             f"{s['bleu']:.2f}", f"{s['bleu_lc']:.2f}", f"{s['chrf']:.2f}", f"{s['ter']:.2f}", f"`{run['command']}`",
+             f"`{evaluate_command(folder.name, report)}`"]
     return budget, s["bleu"], "| " + " | ".join(cells) + " |"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -116,6 +117,22 @@ def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp
     for search in result["searches"].values():
         assert search["one_at_a_time"]["sentences"] == 2 and search["batched"]["sentences"] == 4
         assert search["speedup"] > 0
+    assert "engines" not in result
+
+
+def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    _, run = tiny_run
+    args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
+            "--export", "float32", "int8", "--out-dir", str(tmp_path)]
+    assert scripts["bench_decode"].main(args) == 0
+    result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
+    assert list(result["engines"]) == ["pytorch fp32", "ctranslate2 float32", "ctranslate2 int8"]
+    for searches in result["engines"].values():
+        assert set(searches) == {"greedy", "beam2"}
+        assert all(m["sentences"] == 4 and m["sentences_per_s"] > 0 and m["bleu"] >= 0 for m in searches.values())
+    text = scripts["bench_all"].tables(tmp_path)
+    assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
 
 
 def test_attention_methods_agree_where_they_should(scripts):
@@ -142,6 +159,29 @@ def test_bench_attention_and_readme_tables(scripts, tmp_path):
     text = readme.read_text()
     assert "stale" not in text and text.startswith("# Benchmarks\n\nintro\n") and text.endswith("outro\n")
     assert "### Attention" in text and "| 24 | would exceed" in text and "bench_attention.py" in text
+
+
+def test_readme_commands_reproduce_the_committed_reports(scripts):
+    """Each results row's nmt-evaluate command decodes with exactly the settings its report was decoded with."""
+    from nmt.cli import DECODE_FLAGS, _evaluate_parser, _flag
+    from nmt.config import DecodeConfig, decode_with
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    reports = sorted((REPO / "results" / "multi30k").glob("*/eval_test.json"))
+    assert reports
+    for path in reports:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        command = scripts["results_table"].evaluate_command(path.parent.name, report)
+        assert f"`{command}`" in readme
+        prog, *argv = shlex.split(command)
+        args = _evaluate_parser().parse_args(argv)
+        assert prog == "nmt-evaluate" and args.models == [f"runs/{path.parent.name}"] and args.split == "test"
+        # Whatever the checkpoint holds, the flags alone fix every setting that changes the output.
+        stored = DecodeConfig(beam=7, length_penalty=0.3, max_len_a=9.0, max_len_b=99)
+        used = decode_with(stored, {key: getattr(args, key) for key in DECODE_FLAGS}, _flag)
+        expected = {k: v for k, v in report["decode"].items() if k not in ("batch_tokens", "n_best")}
+        assert {k: getattr(used, k) for k in expected} == expected
+        assert args.precision == report.get("precision", "fp32")
 
 
 def test_results_tables_match_the_committed_reports(scripts, tmp_path, capsys):

@@ -1,0 +1,145 @@
+"""CTranslate2 export: every supported Transformer variant round-trips, exports decode like PyTorch, bad input
+is refused cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_model, save_checkpoint
+from nmt.cli import evaluate_main, export_main, translate_main
+from nmt.config import config_from_dict, to_dict
+from nmt.data import collate, read_pair, resolve_files
+from nmt.export import ExportError, export_ctranslate2, supported_quantizations
+from nmt.models import build_model
+from nmt.translator import load_translator
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def test_lines(trained_run) -> list[str]:
+    sources, _ = read_pair(*resolve_files(load_model(trained_run, CPU).cfg)["test"])
+    return sources
+
+
+def _variant(trained_run, folder, **model) -> str:
+    """A checkpoint of a freshly initialised Transformer with the shared run's tokenizer and these settings."""
+    loaded = load_model(trained_run, CPU)
+    raw = to_dict(loaded.cfg)
+    raw["model"].update(model)
+    cfg = config_from_dict(raw)
+    torch.manual_seed(0)
+    net = build_model(cfg.model, loaded.tokenizer.vocab)
+    path = folder / "variant.pt"
+    save_checkpoint({"config": to_dict(cfg), "model_config": to_dict(cfg.model), "vocab": vars(loaded.tokenizer.vocab),
+                     "tokenizer": loaded.tokenizer.to_bytes(), "tokenizer_id": loaded.tokenizer.identity,
+                     "model": net.state_dict(), "progress": {}}, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("model", [
+    {"pre_norm": True, "tie_embeddings": True, "positions": "sinusoidal"},
+    {"pre_norm": False, "tie_embeddings": True, "positions": "sinusoidal"},
+    {"pre_norm": True, "tie_embeddings": False, "positions": "learned"},
+    {"pre_norm": False, "tie_embeddings": False, "positions": "learned", "temperature": 0.5},
+])
+def test_every_variant_round_trips(trained_run, tmp_path, test_lines, model):
+    checkpoint = _variant(trained_run, tmp_path, **model)
+    export_ctranslate2(checkpoint, tmp_path / "ct2", "float32")
+    loaded = load_model(checkpoint, CPU)
+    translator = load_translator([checkpoint], CPU)
+    sources = translator.encode(test_lines[:8])
+    targets = [ids[::-1][:12] for ids in sources]  # any target sequence: the log-probabilities must agree
+    batch = collate(list(zip(sources, targets)), loaded.model.pad_id)
+    with torch.inference_mode():
+        logits = loaded.model(batch.src, batch.src_mask, batch.tgt_in).log_softmax(-1)  # (B, T, V)
+    reference = logits.gather(2, batch.tgt_out[:, :, None]).squeeze(2)  # (B, T)
+    engine = load_translator([tmp_path / "ct2"], CPU).engine
+    pieces = [[engine.src_pieces[i] for i in ids.tolist()] + [engine.eos] for ids in sources]
+    scored = engine.translator.score_batch(pieces, [[engine.src_pieces[i] for i in t.tolist()] for t in targets])
+    for row, result in enumerate(scored):
+        expected = reference[row, :len(targets[row]) + 1].tolist()
+        assert result.log_probs == pytest.approx(expected, abs=2e-3)
+
+
+@pytest.fixture(scope="module")
+def exports(trained_run, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("exports")
+    for quantization in ("float32", "int8"):
+        assert export_main([str(trained_run), "--quantization", quantization, "--output",
+                            str(folder / quantization)]) == 0
+    return folder
+
+
+def test_float32_export_decodes_like_pytorch(trained_run, exports, test_lines):
+    greedy = {"beam": 1, "length_penalty": 1.0}
+    pytorch = load_translator([trained_run], CPU, changes=greedy).search(test_lines)
+    exported = load_translator([exports / "float32"], CPU, changes=greedy).search(test_lines)
+    same = sum(a[0].tokens == b[0].tokens for a, b in zip(pytorch, exported))
+    assert same >= 0.95 * len(test_lines)
+    for a, b in zip(pytorch, exported):
+        if a[0].tokens == b[0].tokens:
+            assert b[0].score == pytest.approx(a[0].score, abs=1e-2)
+
+
+def test_int8_export_translates_through_the_cli(exports, tmp_path, capsys):
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund läuft.\n\nZwei Männer arbeiten.\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    assert translate_main(["-c", str(exports / "int8"), "-i", str(src), "-o", str(out), "--beam", "3",
+                           "--n-best", "2"]) == 0
+    assert {line.split(" ||| ")[0] for line in out.read_text(encoding="utf-8").splitlines()} == {"0", "2"}
+    report = tmp_path / "int8.json"
+    assert evaluate_main([str(exports / "int8"), "--output", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["engine"] == "ctranslate2" and data["precision"] == "int8" and data["sentences"] > 0
+    assert len(data["members"][0]["source_sha256"]) == 64
+
+
+def test_altered_or_missing_export_files_are_refused(exports, tmp_path, capsys):
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(exports / "float32", damaged)
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund.\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    with (damaged / "model.bin").open("ab") as handle:
+        handle.write(b"\0")
+    assert translate_main(["-c", str(damaged), "-i", str(src), "-o", str(out)]) == 1
+    assert "model.bin: altered since export" in capsys.readouterr().err and not out.exists()
+    (damaged / "spm.model").unlink()
+    assert evaluate_main([str(damaged), "--output", str(tmp_path / "r.json")]) == 1
+    err = capsys.readouterr().err
+    assert "missing from the export folder" in err or "altered since export" in err
+    (damaged / "nmt_export.json").unlink()
+    assert translate_main(["-c", str(damaged), "-i", str(src), "-o", str(out)]) == 1
+    assert "nmt_export.json" in capsys.readouterr().err and not out.exists()
+
+
+def test_export_refusals_write_nothing(trained_run, tmp_path_factory, tmp_path, capsys):
+    gru = _variant(trained_run, tmp_path_factory.mktemp("gru"), arch="rnn", emb_dim=32, hidden_size=32)
+    cases = [
+        ([gru], "CTranslate2 has no such architecture"),
+        ([str(trained_run), "--format", "onnx"], "unknown export format"),
+        ([str(trained_run), "--quantization", "int4"], "is not one of"),
+    ]
+    if "float16" not in supported_quantizations("cpu") | supported_quantizations("cuda"):
+        cases.append(([str(trained_run), "--quantization", "float16"], "cannot run on this machine"))
+    for args, message in cases:
+        out = tmp_path / "out"
+        assert export_main([*args, "--output", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and not out.exists()
+    assert not list(tmp_path.iterdir())
+
+
+def test_local_attention_cannot_be_exported(trained_run, tmp_path):
+    checkpoint = _variant(trained_run, tmp_path, self_attention="local")
+    with pytest.raises(ExportError, match="no CTranslate2 equivalent"):
+        export_ctranslate2(checkpoint, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

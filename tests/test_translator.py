@@ -1,0 +1,156 @@
+"""The one translation path: decoding settings, scores, ensembles, and reports that reproduce."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_model
+from nmt.cli import evaluate_main, train_main, translate_main
+from nmt.config import ConfigError, DecodeConfig, decode_with
+from nmt.data import read_pair, resolve_files
+from nmt.decode import Ensemble, gnmt_penalty
+from nmt.translator import from_loaded, load_translator
+from tests.conftest import tiny_config
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"beam": 0}, "beam: must be at least 1"),
+    ({"beam": 2, "n_best": 5}, "n_best (5) cannot exceed"),
+    ({"length_penalty": math.nan}, "length_penalty: must be a finite number"),
+    ({"length_penalty": math.inf}, "length_penalty: must be a finite number"),
+    ({"batch_tokens": 0}, "batch_tokens: must be at least 1"),
+    ({"max_source_tokens": -3}, "max_source_tokens: must be at least 1"),
+])
+def test_impossible_decoding_settings_are_refused(changes, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        decode_with(DecodeConfig(), changes)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--beam", "0"], "--beam: must be at least 1, got 0"),
+    (["--n-best", "5", "--beam", "2"], "--n-best (5) cannot exceed --beam (2)"),
+    (["--length-penalty", "nan"], "--length-penalty: must be a finite number"),
+    (["--length-penalty", "inf"], "--length-penalty: must be a finite number"),
+    (["--batch-tokens", "0"], "--batch-tokens: must be at least 1"),
+    (["--batch-tokens", "-5"], "--batch-tokens: must be at least 1"),
+])
+def test_impossible_decoding_flags_give_one_line_and_write_nothing(trained_run, tmp_path, capsys, flags, message):
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund.\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+    if "--n-best" not in flags:  # nmt-evaluate scores the best hypothesis only
+        report = tmp_path / "report.json"
+        assert evaluate_main([str(trained_run), "--output", str(report), *flags]) == 1
+        assert message in capsys.readouterr().err and not report.exists()
+
+
+def test_scores_mean_the_same_in_greedy_and_beam(trained_run):
+    translator = load_translator([trained_run], CPU, changes={"length_penalty": 1.3})
+    lines = ["Ein Mann fährt Fahrrad.", "Zwei Kinder spielen im Park.", "Eine Frau liest ein Buch."]
+    greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1, "n_best": 1})).search(lines)
+    beam = translator.with_decode(decode_with(translator.decode, {"beam": 3, "n_best": 3})).search(lines)
+    for hyps in greedy + beam:
+        for h in hyps:
+            assert h.score == pytest.approx(h.log_prob / gnmt_penalty(len(h.tokens) + 1, 1.3), rel=1e-5)
+    for g, b in zip(greedy, beam):
+        assert b[0].score >= g[0].score - 1e-4  # the beam's best is never scored below greedy's
+
+
+def test_ensemble_of_one_model_twice_decodes_like_the_model(trained_run):
+    loaded = load_model(trained_run, CPU)
+    lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
+    lines = lines[:20]
+    single = from_loaded([loaded], CPU).search(lines)
+    double = from_loaded([loaded, load_model(trained_run, CPU)], CPU).search(lines)
+    assert isinstance(from_loaded([loaded, loaded], CPU).engine.model, Ensemble)
+    for a, b in zip(single, double):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def gru_same_vocabulary(trained_run, tmp_path_factory):
+    """A GRU trained on the same data and tokenizer settings as the shared Transformer run."""
+    folder = tmp_path_factory.mktemp("gru_mix")
+    shared = json.loads((trained_run / "eval_test.json").read_text())
+    cache = str(trained_run.parent.parent / "cache")
+    cfg = tiny_config(folder, name="gru_mix", arch="rnn", data={"dataset": "sample", "cache_dir": cache},
+                      train={"max_steps": 10, "eval_every": 10})
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    run = folder / "runs" / "gru_mix"
+    assert load_model(run, CPU).tokenizer.identity == shared["tokenizer_id"]
+    return run
+
+
+def test_ensemble_mixes_architectures(trained_run, gru_same_vocabulary, tmp_path, capsys):
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund läuft.\n\nZwei Männer arbeiten.\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    assert translate_main(["-c", str(trained_run), "-c", str(gru_same_vocabulary), "-i", str(src), "-o", str(out),
+                           "--beam", "3", "--n-best", "2"]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert {line.split(" ||| ")[0] for line in lines} == {"0", "2"}
+    report = tmp_path / "ens.json"
+    assert evaluate_main([str(trained_run), "-c", str(gru_same_vocabulary), "--output", str(report)]) == 0
+    members = json.loads(report.read_text())["members"]
+    assert [m["arch"] for m in members] == ["transformer", "rnn"] and all(len(m["sha256"]) == 64 for m in members)
+
+
+def test_ensemble_with_another_vocabulary_is_refused(trained_run, tmp_path, capsys):
+    cfg = tiny_config(tmp_path, name="othervocab", tokenizer={"vocab_size": 280},
+                      train={"max_steps": 2, "eval_every": 2})
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out.en"
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund.\n", encoding="utf-8")
+    assert translate_main(["-c", str(trained_run), "-c", str(tmp_path / "runs" / "othervocab"), "-i", str(src),
+                           "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "vocabulary differs" in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_evaluate_reproduces_the_end_of_training_report(trained_run, tmp_path):
+    trained = json.loads((trained_run / "eval_test.json").read_text())
+    out = tmp_path / "again.json"
+    assert evaluate_main([str(trained_run), "--output", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert again["scores"] == trained["scores"]
+    assert (tmp_path / "again.hyp.txt").read_text() == (trained_run / "test.hyp.en").read_text()
+
+
+def test_report_records_how_it_was_decoded(trained_run, tmp_path):
+    out = tmp_path / "lp.json"
+    argv = [str(trained_run), "--output", str(out), "--length-penalty", "0.7", "--beam", "3", "--max-len-b", "7"]
+    assert evaluate_main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["decode"] | {"batch_tokens": 0} == {"beam": 3, "length_penalty": 0.7, "max_len_a": 1.5,
+                                                      "max_len_b": 7, "batch_tokens": 0, "n_best": 1,
+                                                      "max_source_tokens": 250}
+    assert report["engine"] == "pytorch" and report["precision"] == "fp32"
+    assert report["command"].startswith("nmt-evaluate ") and "--length-penalty 0.7" in report["command"]
+    (member,) = report["members"]
+    assert member["sha256"] == report["checkpoint_sha256"] and member["path"] == report["checkpoint"]
+
+
+def test_evaluation_normalizes_like_training(tmp_path):
+    cfg = tiny_config(tmp_path, name="lower", data={"dataset": "sample", "cache_dir": str(tmp_path / "cache"),
+                                                    "lowercase": True},
+                      train={"max_steps": 4, "eval_every": 4}, decode={"beam": 1})
+    assert train_main([str(cfg)]) == 0
+    run = tmp_path / "runs" / "lower"
+    trained = json.loads((run / "eval_test.json").read_text())
+    assert trained["lowercase"] is True
+    out = tmp_path / "again.json"
+    assert evaluate_main([str(run), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["scores"] == trained["scores"]
