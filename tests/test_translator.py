@@ -20,25 +20,26 @@ CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({"beam": 0}, "beam: must be at least 1"),
-    ({"beam": 2, "n_best": 5}, "n_best (5) cannot exceed"),
-    ({"length_penalty": math.nan}, "length_penalty: must be a finite number"),
-    ({"length_penalty": math.inf}, "length_penalty: must be a finite number"),
-    ({"batch_tokens": 0}, "batch_tokens: must be at least 1"),
-    ({"max_source_tokens": -3}, "max_source_tokens: must be at least 1"),
+    ({"beam": 0}, "decode.beam: got 0, allowed: an integer >= 1"),
+    ({"beam": 2, "n_best": 5}, "decode.n_best (5) cannot exceed decode.beam (2)"),
+    ({"length_penalty": math.nan}, "decode.length_penalty: got nan"),
+    ({"length_penalty": math.inf}, "decode.length_penalty: got inf"),
+    ({"batch_tokens": 0}, "decode.batch_tokens: got 0"),
+    ({"max_source_tokens": -3}, "decode.max_source_tokens: got -3"),
 ])
 def test_impossible_decoding_settings_are_refused(changes, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError) as err:
         decode_with(DecodeConfig(), changes)
+    assert message in str(err.value)
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--beam", "0"], "--beam: must be at least 1, got 0"),
+    (["--beam", "0"], "--beam: got 0, allowed: an integer >= 1"),
     (["--n-best", "5", "--beam", "2"], "--n-best (5) cannot exceed --beam (2)"),
-    (["--length-penalty", "nan"], "--length-penalty: must be a finite number"),
-    (["--length-penalty", "inf"], "--length-penalty: must be a finite number"),
-    (["--batch-tokens", "0"], "--batch-tokens: must be at least 1"),
-    (["--batch-tokens", "-5"], "--batch-tokens: must be at least 1"),
+    (["--length-penalty", "nan"], "--length-penalty: got nan, allowed: a finite number >= 0"),
+    (["--length-penalty", "inf"], "--length-penalty: got inf"),
+    (["--batch-tokens", "0"], "--batch-tokens: got 0, allowed: an integer >= 1"),
+    (["--batch-tokens", "-5"], "--batch-tokens: got -5"),
 ])
 def test_impossible_decoding_flags_give_one_line_and_write_nothing(trained_run, tmp_path, capsys, flags, message):
     src = tmp_path / "in.de"
@@ -117,7 +118,8 @@ def test_ensemble_with_another_vocabulary_is_refused(trained_run, tmp_path, caps
     assert translate_main(["-c", str(trained_run), "-c", str(tmp_path / "runs" / "othervocab"), "-i", str(src),
                            "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "vocabulary differs" in err and err.count("\n") == 1 and not out.exists()
+    errors = [line for line in err.splitlines() if line.startswith("error")]  # model-size log lines may precede
+    assert len(errors) == 1 and "vocabulary differs" in errors[0] and "Traceback" not in err and not out.exists()
 
 
 def test_evaluate_reproduces_the_end_of_training_report(trained_run, tmp_path):
