@@ -108,7 +108,7 @@ def test_config_numbers_out_of_range(tmp_path, capsys, override, key):
 
 
 @pytest.mark.parametrize("flags,message,status", [
-    (["--length-penalty", "nan"], "decode.length_penalty: got nan", 1),
+    (["--length-penalty", "nan"], "--length-penalty: got nan, allowed: a finite number >= 0", 1),
     (["--focus-threshold", "inf"], "--focus-threshold: got 'inf', allowed: a number in [0, 1]", 2),
     (["--chunk-lines", "0"], "--chunk-lines: got '0', allowed: an integer >= 1", 2),
 ])
