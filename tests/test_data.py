@@ -527,3 +527,15 @@ def test_vectorized_batches_equal_the_greedy_definition(n, budget, longest):
     rng = np.random.default_rng(n)
     src, tgt = rng.integers(0, longest, n), rng.integers(0, longest, n)
     assert list(TokenBatchSampler(src, tgt, budget, seed=4).batches) == reference_batches(src, tgt, budget, 4)
+
+
+def test_missing_corpus_in_train_corpora_is_one_line(tmp_path, capsys):
+    from nmt.cli import prepare_main
+    from tests.conftest import tiny_config
+
+    files = corpus(tmp_path / "c", pairs(10))
+    cfg = tiny_config(tmp_path, data={"dataset": "files", **files,
+                                      "train_corpora": [[str(tmp_path / "nowhere.tsv")]]})
+    assert prepare_main([str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data.train_corpora[0]" in err[0] and "nowhere.tsv" in err[0], err
