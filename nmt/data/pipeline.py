@@ -9,6 +9,7 @@ bounded by the chunk size, the sample and a few bytes per pair.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -146,6 +147,24 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
 def worker_count(d: DataConfig) -> int:
     """data.workers, or the CPU cores this process may use."""
     return d.workers or len(os.sched_getaffinity(0))
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[Executor | None]:
+    """A pool of `workers` processes for one pass (None: work in this process), shut down at the end.
+
+    fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would).
+    Each pass has its own pool so that no worker is alive while sentencepiece trains (the largest allocation).
+    """
+    if workers <= 1:
+        yield None
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def _ordered(pool: Executor | None, fn: Callable, tasks: Iterable[tuple], window: int) -> Iterator[Any]:
@@ -308,24 +327,18 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
     d = cfg.data
     dev = {split: read_pair(*c[0].paths) for split, c in corpora.items() if split != "train"}
     workers = worker_count(d)
-    pool = None
-    if workers > 1:
-        # fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would)
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
-    try:
-        window = 2 * workers
+    window = 2 * workers
+    with _pool(workers) as pool:
         train, reservoir, keep = _first_pass(corpora["train"], d, cfg.tokenizer.sample_pairs,
                                              cfg.tokenizer.sample_seed, out / NORMALIZED, pool, window, chunk_pairs)
-        names = ", ".join(str(c.paths[0]) for c in corpora["train"])
-        if not sum(c.pairs for c in train):
-            raise DataError(f"{names}: the training corpus is empty after cleaning")
-        tokenizer, sample = _train_tokenizer(cfg, reservoir.sample(keep), out, log)
-        del reservoir
+    names = ", ".join(str(c.paths[0]) for c in corpora["train"])
+    if not sum(c.pairs for c in train):
+        raise DataError(f"{names}: the training corpus is empty after cleaning")
+    chosen = reservoir.sample(keep)
+    del reservoir  # the chosen lines live on only in `chosen`, which the tokenizer step empties
+    tokenizer, sample = _train_tokenizer(cfg, chosen, out, log)
+    with _pool(workers) as pool:
         _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs)
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
     (out / NORMALIZED).unlink()
     dropped = {r: sum(c.dropped[r] for c in train) for r in DROP_REASONS}
     kept = sum(c.kept for c in train)
