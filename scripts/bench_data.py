@@ -216,7 +216,8 @@ def report() -> str:
               f"- pairs/s at {big['pairs']:,} within 20% of {small['pairs']:,}: {scaling:.2f}x, "
               f"{_mark(scaling >= TARGETS['scaling'])}", ""]
     for r in runs:
-        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: `{r['command']}`")
+        note = f" {r['note']}" if r.get("note") else ""
+        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: `{r['command']}`.{note}")
     return "\n".join(lines) + "\n"
 
 
@@ -229,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for corpora, caches and runs (outside the repository)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for preparation and training, e.g. tokenizer.sample_pairs=200000")
+    parser.add_argument("--note", default="", help="a remark kept with the results, e.g. on the machine's load")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the README table")
     args = parser.parse_args(argv)
     if not args.report_only:
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.pairs:
             result = bench(n, args, args.work, baseline)
             result.update(date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                          machine=machine(), command=command, overrides=args.set)
+                          machine=machine(), command=command, overrides=args.set, note=args.note)
             RESULTS.mkdir(parents=True, exist_ok=True)
             (RESULTS / f"data_{n}_cpu.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     replace_block(README, START, END, report())
