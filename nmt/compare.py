@@ -192,7 +192,7 @@ def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.devic
         except CheckpointError as err:
             diagnostics[run.name] = {"error": str(err)}
             continue
-        weights = [h.attention.float().cpu() for h in best]  # each (T, S)
+        weights = [h.attention.float() for h in best]  # each (T, S)
         diagnostics[run.name] = summarize([attention_stats(w, thresholds) for w in weights], thresholds)
         for i in chosen:
             tokenizer, limit = translator.tokenizer, translator.decode.max_source_tokens

@@ -55,8 +55,9 @@ def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float) -> t
 
 
 def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
-    """The cross-attention rows of one hypothesis, restricted to its sentence's real source tokens."""
-    return history[row][:, src_mask].clone()  # (T, S_real)
+    """The cross-attention rows of one hypothesis, restricted to its sentence's real source tokens, on the CPU
+    (results leave the device: plots and statistics read them with numpy)."""
+    return history[row][:, src_mask].cpu()  # (T, S_real)
 
 
 @torch.inference_mode()
