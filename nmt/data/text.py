@@ -9,6 +9,7 @@ import itertools
 import unicodedata
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -41,21 +42,24 @@ def normalize_lines(lines: list[str], lowercase: bool) -> list[str]:
     return [" ".join(line.split()) for line in text.split("\n")] if lines else []
 
 
-def _gzip_error(path: Path, err: Exception) -> DataError:
-    return DataError(f"{path}: not a valid gzip file ({err})")
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn the errors of opening or reading `path` (plain or gzipped) into one-line DataErrors."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise DataError(f"{path}: not a valid gzip file ({err})") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
 def read_lines(path: str | Path) -> list[str]:
     """Lines of a plain or gzipped (.gz) UTF-8 file, split on newlines only (so both sides stay aligned)."""
     path = Path(path)
-    try:
+    with _reading(path):
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise _gzip_error(path, err) from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -102,27 +106,17 @@ class RawChunk:
 
 
 def _open(path: Path) -> BinaryIO:
-    try:
+    with _reading(path):
         f = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115 - the caller closes
         head = f.peek(3)[:3] if hasattr(f, "peek") else b""
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise _gzip_error(path, err) from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
     if head == codecs.BOM_UTF8:
         f.read(3)
     return f
 
 
 def _take(f: BinaryIO, path: Path, n: int) -> list[bytes]:
-    try:
+    with _reading(path):
         return list(itertools.islice(f, n))
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise _gzip_error(path, err) from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
 def stream_chunks(paths: tuple[Path, ...], chunk_pairs: int) -> Iterator[RawChunk]:
