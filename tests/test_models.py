@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 
 import pytest
 import torch
 
 from nmt.config import ConfigError, ModelConfig
-from nmt.models import build_model, check_model_config, count_parameters
+from nmt.models import attention, build_model, check_model_config, count_parameters
 from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, FullAttention
 from nmt.models.base import Seq2Seq
 from nmt.tokenizer import VocabInfo
@@ -135,6 +136,7 @@ def test_banded_local_equals_masked_reference(window: int, length: int, causal: 
     lengths = [length, length - 3, 2]
     keys = key_mask(lengths, length)  # (B, T)
     core = SELF_ATTENTION["local"](temperature=1.5, window=window)
+    core.block = 4  # several query blocks even on short inputs
     inputs = [torch.randn(3, 2, length, 4, requires_grad=True) for _ in range(3)]
     weight = torch.randn(3, 2, length, 4) * keys[:, None, :, None]  # padded queries are never read
     reference = FullAttention.build_mask(core, length, keys, causal, keys.device)  # (B, 1, T, T)
@@ -143,6 +145,29 @@ def test_banded_local_equals_masked_reference(window: int, length: int, causal: 
                 FullAttention.forward(core, *inputs, reference, causal)[0]):
         grads = torch.autograd.grad((out * weight).sum(), inputs)
         results.append((out * keys[:, None, :, None], *grads))
+    for actual, expected in zip(*results):
+        torch.testing.assert_close(actual, expected)
+
+
+def test_banded_local_backward_replays_its_dropout() -> None:
+    """The backward pass recomputes each block with the forward pass's random state: the gradients are those
+    of the same blocks computed once under plain autograd with the same seed."""
+    keys = key_mask([11, 7], 11)  # (B, T)
+    core = SELF_ATTENTION["local"](window=2, dropout=0.5).train()
+    core.block = 3
+    weight = torch.randn(2, 2, 11, 4)
+    results = []
+    for banded in (True, False):
+        torch.manual_seed(5)
+        inputs = [torch.randn(2, 2, 11, 4, requires_grad=True) for _ in range(3)]
+        if banded:
+            out = core(*inputs, core.build_mask(11, keys, True, keys.device), True)[0]
+        else:
+            scale = 1.0 / math.sqrt(4)
+            out = torch.cat([attention._band_block(inputs[0][:, :, a:b], inputs[1][:, :, lo:hi],
+                                                   inputs[2][:, :, lo:hi], keys[:, lo:hi], a, lo, 2, True, scale, 0.5)
+                             for a, b, lo, hi in attention._band_spans(11, 3, 2)], dim=2)  # (B, h, T, d)
+        results.append((out, *torch.autograd.grad((out * weight).sum(), inputs)))
     for actual, expected in zip(*results):
         torch.testing.assert_close(actual, expected)
 

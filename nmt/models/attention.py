@@ -210,18 +210,6 @@ def _window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torch.Tens
     return (q_pos[:, None] - k_pos[None, :]).abs() <= window
 
 
-def _blocks(x: torch.Tensor, size: int, count: int, fill: float | bool) -> torch.Tensor:
-    """Overlapping views of 3 * `size` positions along dim 2, one per block of `size`: the block and its neighbours.
-
-    (B, h, T, d) -> (B, h, count, d, 3 * size), or for a 2-D key mask (B, T) -> (B, count, 3 * size).
-    """
-    tail = count * size - x.size(-2 if x.dim() == 4 else -1)
-    if x.dim() == 4:
-        padded = F.pad(x, (0, 0, size, size + tail), value=fill)  # (B, h, (count + 2) * size, d)
-        return padded.unfold(2, 3 * size, size)
-    return F.pad(x, (size, size + tail), value=fill).unfold(1, 3 * size, size)  # (B, count, 3 * size)
-
-
 def _with_padding(seen: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
     """The keys a query may see by position (`seen`) that are real (`keys`, broadcast against it); a query
     whose window holds no real key keeps its whole window."""
@@ -231,14 +219,95 @@ def _with_padding(seen: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor
     return torch.where(allowed.any(-1, keepdim=True), allowed, seen)
 
 
+def _band_spans(length: int, block: int, window: int) -> list[tuple[int, int, int, int]]:
+    """(query start, query stop, key start, key stop) of every query block: the block widened by `window`."""
+    return [(start, min(start + block, length), max(start - window, 0), min(start + block + window, length))
+            for start in range(0, length, block)]
+
+
+def _band_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor | None, start: int,
+                low: int, window: int, causal: bool, scale: float, dropout: float) -> torch.Tensor:
+    """One query block (B, h, C, d) against its key span (B, h, L, d) beginning at position `low`."""
+    q_pos = torch.arange(start, start + q.size(2), device=q.device)[:, None]  # (C, 1)
+    k_pos = torch.arange(low, low + k.size(2), device=q.device)[None, :]  # (1, L)
+    seen = ((q_pos - k_pos).abs() <= window) & ((k_pos <= q_pos) | (not causal))  # (C, L)
+    mask = _with_padding(seen, None if keys is None else keys[:, None, None, :])  # (B or 1, 1, C, L)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+
+def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.set_rng_state(state)
+
+
+class _BandedAttention(torch.autograd.Function):
+    """Local attention block by block, keeping no per-block tensor for the backward pass.
+
+    The forward pass writes each block's output into one (B, h, T, d) tensor; the backward pass recomputes
+    one block at a time (same random state, so the same dropout) and adds its gradients into place. Memory
+    beyond the output and the gradients stays at one block's worth, as in the fused kernel.
+    """
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor | None,  # type: ignore[override]
+                args: tuple[int, int, bool, float, float]) -> torch.Tensor:
+        block, window, causal, scale, dropout = args
+        device = q.device.type
+        ctx.args = args
+        ctx.cast = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        ctx.rng = _rng_state(q.device) if dropout > 0 else None
+        ctx.save_for_backward(q, k, v, keys)
+        out = None
+        for start, stop, low, high in _band_spans(q.size(2), block, window):
+            part = _band_block(q[:, :, start:stop], k[:, :, low:high], v[:, :, low:high],
+                               None if keys is None else keys[:, low:high], start, low, window, causal, scale,
+                               dropout)  # (B, h, C, d)
+            if out is None:
+                out = part.new_empty(*q.shape[:3], v.size(-1))  # (B, h, T, d)
+            out[:, :, start:stop] = part
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        q, k, v, keys = ctx.saved_tensors
+        block, window, causal, scale, dropout = ctx.args
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)  # (B, h, T, d)
+        now = _rng_state(q.device) if ctx.rng is not None else None
+        if ctx.rng is not None:
+            _set_rng_state(q.device, ctx.rng)
+        try:
+            with torch.enable_grad(), torch.autocast(q.device.type, dtype=ctx.cast[1], enabled=ctx.cast[0]):
+                for start, stop, low, high in _band_spans(q.size(2), block, window):
+                    parts = [x.detach()[:, :, a:b].requires_grad_()
+                             for x, a, b in ((q, start, stop), (k, low, high), (v, low, high))]
+                    out = _band_block(*parts, None if keys is None else keys[:, low:high], start, low, window,
+                                      causal, scale, dropout)  # (B, h, C, d)
+                    gq, gk, gv = torch.autograd.grad(out, parts, grad[:, :, start:stop])
+                    dq[:, :, start:stop] = gq
+                    dk[:, :, low:high] += gk
+                    dv[:, :, low:high] += gv
+        finally:
+            if now is not None:
+                _set_rng_state(q.device, now)
+        return dq, dk, dv, None, None
+
+
 class LocalAttention(FullAttention):
     """Each query sees the keys within `window` positions on either side, in time and memory linear in length.
 
-    The sequence is cut into blocks of `window` positions; every key a query of block i may see lies in blocks
-    i - 1, i and i + 1, so each block attends to those three only. `build_mask` keeps just the padding; the
-    window and causality are applied inside the band. A padded query whose window holds no real key attends
-    over its whole window (any finite value will do: padded positions are never read).
+    Queries are taken in blocks of `block` positions (at least the window); every key a query of a block may
+    see lies within `window` positions of the block, so each block attends to that span only. `build_mask`
+    keeps just the padding; the window and causality are applied per block. A padded query whose window holds
+    no real key attends over its whole window (any finite value will do: padded positions are never read).
     """
+
+    block = 64  # query positions per block; wider blocks mean fewer kernel calls and more masked-out scores
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         return _window(q_pos, k_pos, self.window)
@@ -256,21 +325,9 @@ class LocalAttention(FullAttention):
             seen = self.pattern(pos, pos) & ((pos[None, :] <= pos[:, None]) | (not causal))  # (T, T)
             dense = _with_padding(seen, None if keys is None else keys[:, None, None, :])  # (B, 1, T, T)
             return super().forward(q, k, v, dense, causal, need_weights)
-        size, length = max(self.window, 1), q.size(-2)
-        count = -(-length // size)
-        blocks = F.pad(q, (0, 0, 0, count * size - length)).unflatten(2, (count, size))  # (B, h, n, b, d)
-        band_k = _blocks(k, size, count, 0.0).transpose(-2, -1)  # (B, h, n, 3b, d)
-        band_v = _blocks(v, size, count, 0.0).transpose(-2, -1)  # (B, h, n, 3b, d)
-        a = torch.arange(size, device=q.device)[:, None]  # query offset in its block, (b, 1)
-        c = torch.arange(3 * size, device=q.device)[None, :]  # key offset in the band, (1, 3b)
-        seen = ((a + size - c).abs() <= self.window) & ((c <= a + size) | (not causal))  # (b, 3b)
-        inside = torch.ones(1, length, dtype=torch.bool, device=q.device)
-        seen = seen & _blocks(inside, size, count, False)[:, None, :, None, :]  # (1, 1, n, b, 3b)
-        band_keys = None if keys is None else _blocks(keys, size, count, False)[:, None, :, None, :]
         scale = 1.0 / (math.sqrt(q.size(-1)) * self.temperature)
-        out = F.scaled_dot_product_attention(blocks, band_k, band_v, attn_mask=_with_padding(seen, band_keys),
-                                             scale=scale, dropout_p=self.dropout if self.training else 0.0)
-        return out.flatten(2, 3)[:, :, :length], None  # (B, h, T, d)
+        args = (max(self.block, self.window, 1), self.window, causal, scale, self.dropout if self.training else 0.0)
+        return _BandedAttention.apply(q, k, v, keys, args), None  # (B, h, T, d)
 
     def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
