@@ -489,7 +489,9 @@ def compare_main(argv: list[str] | None = None) -> int:
 
     parser = Parser(prog="nmt-compare", description=compare_main.__doc__)
     parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
-    parser.add_argument("--baseline", help="run name the others are tested against (default: the first usable)")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="run the others of its family (rnn, transformer) are tested against; once per family "
+                             "(default: the family's additive / full attention run, else its first usable run)")
     parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
     parser.add_argument("--out", help="report folder (default: reports/<suite>)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))

@@ -135,6 +135,48 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str],
     return out, {key: str(signatures[column]) for key, column in zip(metrics, columns)}
 
 
+FAMILY_BASELINE = {"rnn": "rnn/additive", "transformer": "transformer/full"}  # default baseline of each family
+
+
+def family(run: Run) -> str:
+    """The model family a run belongs to: its architecture (runs are tested against their family's baseline)."""
+    return run.cfg.model.arch if run.cfg is not None else "unknown"
+
+
+def pick_baselines(ok: list[Run], requested: list[str]) -> tuple[dict[str, Run], list[str]]:
+    """The baseline of each family of usable runs: the requested one, else the family's default attention,
+    else its first run. Also notes on requested baselines that could not be used."""
+    by_family: dict[str, list[Run]] = {}
+    for run in ok:
+        by_family.setdefault(family(run), []).append(run)
+    chosen, notes = {}, []
+    for name, members in by_family.items():
+        wanted = [r for r in members if r.name in requested]
+        if len(wanted) > 1:
+            raise ConfigError(f"--baseline {wanted[0].name} and --baseline {wanted[1].name}: both are {name} runs; "
+                              "give one baseline per family")
+        default = next((r for r in members if attention_label(r.cfg) == FAMILY_BASELINE.get(name)), members[0])
+        chosen[name] = wanted[0] if wanted else default
+    for name in requested:
+        if not any(r.name == name for r in ok):
+            notes.append(f"the requested baseline {name} is not usable")
+    return chosen, notes
+
+
+def significance(ok: list[Run], baselines: dict[str, Run], refs: list[str], resamples: int) -> dict[str, Any]:
+    """Paired bootstrap of every usable run against its family's baseline (the baseline's p-value is None)."""
+    runs: dict[str, dict[str, Any]] = {}
+    signatures: dict[str, str] = {}
+    for name, baseline in baselines.items():
+        members = [r for r in ok if family(r) == name and r is not baseline]
+        scores, signatures = paired_bootstrap([(baseline.name, baseline.hyps)] + [(r.name, r.hyps) for r in members],
+                                              refs, resamples)
+        for run_name, result in scores.items():
+            runs[run_name] = {"baseline": baseline.name, **result}
+    return {"test": "paired bootstrap resampling (sacrebleu)", "resamples": resamples, "signatures": signatures,
+            "runs": {r.name: runs[r.name] for r in ok}}
+
+
 def attention_label(cfg: Config) -> str:
     """The attention variant a run compares: the GRU decoder's attention or the Transformer's self-attention."""
     return f"rnn/{cfg.model.attention}" if cfg.model.arch == "rnn" else f"transformer/{cfg.model.self_attention}"
@@ -214,8 +256,9 @@ def _cell(value: Any, fmt: str = "{}") -> str:
 
 def markdown(data: dict[str, Any]) -> str:
     """The human-readable report: tables, then the plots."""
+    baselines = ", ".join(f"{name} for {fam}" for fam, name in data["baselines"].items()) or "none"
     lines = [f"# Attention variants: {data['suite']}", "",
-             f"Test set: {data['test_sentences']} sentences. Baseline for significance: {data['baseline']}."]
+             f"Test set: {data['test_sentences']} sentences. Baselines for significance: {baselines}."]
     if data["baseline_note"]:
         lines.append(f"Note: {data['baseline_note']}.")
     lines += ["", "## Scores, size and speed", "",
@@ -229,13 +272,13 @@ def markdown(data: dict[str, Any]) -> str:
                      f"{_cell(r.get('train_tgt_tok_s'), '{:.0f}')} | {_cell(r.get('decode_sentences_per_s'))} |")
     sig = data.get("significance")
     if sig:
-        lines += ["", f"## Significance against {data['baseline']}", "",
+        lines += ["", "## Significance against the baseline of each family", "",
                   f"{sig['test']}, {sig['resamples']} resamples; mean and 95% confidence interval of the resampled "
-                  "scores; p-value of the difference to the baseline (* p < 0.05).", "",
-                  "| run | BLEU | BLEU 95% CI | p (BLEU) | chrF | chrF 95% CI | p (chrF) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "scores; p-value of the difference to the run's baseline (* p < 0.05).", "",
+                  "| run | baseline | BLEU | BLEU 95% CI | p (BLEU) | chrF | chrF 95% CI | p (chrF) |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
         for name, result in sig["runs"].items():
-            cells = []
+            cells = [result["baseline"]]
             for key in ("bleu", "chrf"):
                 m = result[key]
                 p = "baseline" if m["p_value"] is None else f"{m['p_value']:.4f}{'*' if m['p_value'] < 0.05 else ''}"
@@ -265,7 +308,7 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare(paths: list[Path], out: Path, suite: str, baseline: str | None = None, device: str = "auto",
+def compare(paths: list[Path], out: Path, suite: str, baselines: list[str] | None = None, device: str = "auto",
             diag_sentences: int = 200, heatmaps: int = 3, resamples: int = 1000,
             thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Build the whole comparison, write compare.md / compare.json / PNGs into `out`, return the JSON data."""
@@ -273,29 +316,23 @@ def compare(paths: list[Path], out: Path, suite: str, baseline: str | None = Non
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"run folders need distinct names, got {', '.join(names)}")
-    if baseline is not None and baseline not in names:
-        raise ConfigError(f"--baseline {baseline}: not one of the runs ({', '.join(names)})")
+    for name in baselines or []:
+        if name not in names:
+            raise ConfigError(f"--baseline {name}: not one of the runs ({', '.join(names)})")
     sources, refs = check_references(runs)
     ok = [r for r in runs if r.status == "ok"]
-    note = ""
-    chosen = next((r for r in ok if r.name == baseline), ok[0] if ok else None)
-    if baseline is not None and (chosen is None or chosen.name != baseline):
-        note = f"the requested baseline {baseline} is not usable; " + (
-            f"compared against {chosen.name} instead" if chosen else "no run is usable")
+    chosen, notes = pick_baselines(ok, baselines or [])
     out.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"suite": suite, "baseline": chosen.name if chosen else None, "baseline_note": note,
-                            "test_sentences": len(refs), "runs": [summary_row(r) for r in runs]}
-    if chosen is not None:
-        systems = [(chosen.name, chosen.hyps)] + [(r.name, r.hyps) for r in ok if r is not chosen]
-        significance, signatures = paired_bootstrap(systems, refs, resamples)
-        data["significance"] = {"test": "paired bootstrap resampling (sacrebleu)", "resamples": resamples,
-                                "signatures": signatures, "runs": significance}
+    data: dict[str, Any] = {"suite": suite, "baselines": {fam: run.name for fam, run in chosen.items()},
+                            "baseline_note": "; ".join(notes), "test_sentences": len(refs),
+                            "runs": [summary_row(r) for r in runs]}
+    heatmap_files: list[str] = []
+    if ok:
+        data["significance"] = significance(ok, chosen, refs, resamples)
         resolved = resolve_device(device)
         data["diagnostics"], heatmap_files = diagnose(ok, sources, out, resolved, diag_sentences, heatmaps,
                                                       thresholds or Thresholds())
         data["diagnostics_sentences"] = min(diag_sentences, len(sources))
-    else:
-        heatmap_files = []
     learning, metric = curves(runs)
     plots = {"attention": heatmap_files}
     if learning:
@@ -309,4 +346,3 @@ def compare(paths: list[Path], out: Path, suite: str, baseline: str | None = Non
     with atomic_output(out / "compare.md") as handle:
         handle.write(markdown(data))
     return data
-

@@ -1,9 +1,12 @@
 """Train every attention variant of a suite, then compare them: `make compare SUITE=sample [BUDGET=20m|3000]`.
 
 Each config in configs/compare/<suite>/ is trained from scratch by `nmt-train` in its own subprocess (its
-output goes to reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. Then
-`nmt-compare` compares all run folders into reports/<suite>/. BUDGET gives every run the same limit:
-`20m` (or `1.5h`) sets train.max_minutes, a whole number sets train.max_steps.
+output goes to reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. The
+files a report is made from (test report, translations, metrics log, config) are copied to
+reports/<suite>/runs/<name>/, so they can be committed without the checkpoints. Then `nmt-compare` compares
+all run folders into reports/<suite>/. BUDGET gives every run the same limit: `20m` (or `1.5h`) sets
+train.max_minutes, a whole number sets train.max_steps. suite.json records the budget, each run's exit status
+and time, and the machine.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from nmt.compare import FAILED_NOTE
+import torch
+
+from nmt.compare import FAILED_NOTE, RUN_FILES
 from nmt.config import ConfigError, load_config
+from nmt.flops import machine_info
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("gru_none", "gru_dot", "gru_general", "gru_additive",
@@ -81,11 +87,22 @@ def train(config: Path, overrides: list[str], logs: Path) -> dict:
     return record
 
 
+def archive(run_dir: Path, out: Path) -> None:
+    """Copy the files a comparison reads (all but the checkpoints) to out/runs/<run name>/."""
+    target = out / "runs" / run_dir.name
+    target.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        if (run_dir / name).exists():
+            shutil.copyfile(run_dir / name, target / name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", help="folder under configs/compare/ (sample, multi30k)")
     parser.add_argument("--budget", help="same budget for every run: 20m, 1.5h (time) or 3000 (steps)")
-    parser.add_argument("--baseline", help="run the others are tested against (default: <suite> transformer full)")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="run its family is tested against, once per family (default: GRU additive, "
+                             "Transformer full)")
     parser.add_argument("--out", help="report folder (default: reports/<suite>)")
     args = parser.parse_args(argv)
     try:
@@ -103,14 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{number}/{len(configs)}] training {config.stem} ...", end=" ", flush=True)
         records.append(train(config, overrides, logs))
         rec = records[-1]
+        archive(Path(rec["run_dir"]), out)
         print(f"ok ({rec['seconds']:.0f} s)" if not rec["returncode"] else f"FAILED: {rec['error']}", flush=True)
     summary = {"suite": args.suite, "budget": args.budget, "overrides": overrides[1::2], "runs": records,
-               "train_seconds": round(time.monotonic() - start, 1)}
+               "train_seconds": round(time.monotonic() - start, 1), "machine": machine_info(torch.device("cpu"))}
     (out / "suite.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    baseline = args.baseline or next((Path(r["run_dir"]).name for r in records
-                                      if r["config"].endswith("transformer_full.yaml")), None)
     command = [sys.executable, "-m", "nmt", "compare", *(r["run_dir"] for r in records), "--suite", args.suite,
-               "--out", str(out)] + (["--baseline", baseline] if baseline else [])
+               "--out", str(out)] + [flag for name in args.baseline for flag in ("--baseline", name)]
     code = subprocess.run(command, check=False).returncode
     failed = sum(1 for r in records if r["returncode"])
     print(f"suite {args.suite}: {len(records) - failed} of {len(records)} runs trained, "

@@ -12,7 +12,8 @@ import torch
 from matplotlib.image import imread
 
 from nmt.cli import compare_main, train_main, translate_main
-from nmt.compare import FAILED_NOTE, compare, paired_bootstrap
+from nmt.compare import FAILED_NOTE, Run, compare, paired_bootstrap, pick_baselines, significance
+from nmt.config import ConfigError, load_config
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_entropy, summarize
 from tests.conftest import REPO, tiny_config
 
@@ -97,14 +98,16 @@ def test_compare_writes_report_from_real_runs(trained_run, gru_run, tmp_path, ca
     assert compare_main([str(trained_run), str(gru_run), "--out", str(out), "--suite", "tiny",
                          "--baseline", "gru_dot", "--diag-sentences", "20", "--heatmaps", "2"]) == 0
     data = json.loads((out / "compare.json").read_text(encoding="utf-8"))
-    assert data["baseline"] == "gru_dot" and data["test_sentences"] == 80
+    assert data["baselines"] == {"transformer": "shared", "rnn": "gru_dot"} and data["test_sentences"] == 80
     rows = {r["name"]: r for r in data["runs"]}
     assert rows["shared"]["attention"] == "transformer/full" and rows["gru_dot"]["attention"] == "rnn/dot"
     for row in rows.values():
         assert row["status"] == "ok"
         assert row["parameters"] > 0 and row["train_tgt_tok_s"] > 0 and row["decode_sentences_per_s"] > 0
     assert set(data["significance"]["runs"]) == {"shared", "gru_dot"}
-    assert 0.0 < data["significance"]["runs"]["shared"]["bleu"]["p_value"] <= 1.0
+    for name in ("shared", "gru_dot"):  # each is its family's only run, so its own baseline
+        assert data["significance"]["runs"][name]["baseline"] == name
+        assert data["significance"]["runs"][name]["bleu"]["p_value"] is None
     for diag in data["diagnostics"].values():
         assert diag["sentences"] == 20 and 0.0 <= diag["mean_entropy"] <= diag["mean_uniform_entropy"] + 1e-6
     assert data["learning_curve_metric"] == "validation loss"  # the shared run logs no validation BLEU
@@ -115,7 +118,7 @@ def test_compare_writes_report_from_real_runs(trained_run, gru_run, tmp_path, ca
         assert height > 200 and width > 400
     report = (out / "compare.md").read_text(encoding="utf-8")
     assert "| shared | transformer/full | ok |" in report and "learning_curves.png" in report
-    assert "Significance against gru_dot" in capsys.readouterr().out
+    assert "Baselines for significance: shared for transformer, gru_dot for rnn." in capsys.readouterr().out
 
 
 def test_failed_and_missing_runs_are_listed(trained_run, tmp_path):
@@ -141,6 +144,7 @@ def test_failed_and_missing_runs_are_listed(trained_run, tmp_path):
     assert rows["truncated"]["status"] == "failed" and "79 lines" in rows["truncated"]["reason"]
     assert set(data["significance"]["runs"]) == {"shared", "same", "no_model"}
     assert data["significance"]["runs"]["same"]["bleu"]["p_value"] == 1.0
+    assert data["significance"]["runs"]["same"]["baseline"] == "shared"
     report = (tmp_path / "out" / "compare.md").read_text(encoding="utf-8")
     assert "| crashed | – | **failed**: nmt-train exited with status 1: error: boom |" in report
 
@@ -181,3 +185,23 @@ def test_suite_budget_overrides():
     names = [p.stem for p in suite.suite_configs("sample")]
     assert names == [f"cmp_sample_gru_{a}" for a in ("none", "dot", "general", "additive")] + \
                     [f"cmp_sample_transformer_{a}" for a in ("full", "local", "sparse", "linear")]
+
+
+def test_each_family_is_tested_against_its_own_baseline():
+    runs = [Run(p.stem, p, cfg=load_config(p)) for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml"))]
+    defaults, notes = pick_baselines(runs, [])
+    assert {fam: run.name for fam, run in defaults.items()} == {
+        "rnn": "cmp_multi30k_gru_additive", "transformer": "cmp_multi30k_transformer_full"} and notes == []
+    chosen, _ = pick_baselines(runs, ["cmp_multi30k_gru_none"])
+    assert chosen["rnn"].name == "cmp_multi30k_gru_none" and chosen["transformer"].name.endswith("full")
+    with pytest.raises(ConfigError, match="one baseline per family"):
+        pick_baselines(runs, ["cmp_multi30k_gru_none", "cmp_multi30k_gru_dot"])
+    refs = [f"a dog runs on the grass number {i} ." for i in range(30)]
+    for number, run in enumerate(runs):
+        run.hyps = [ref if (i + number) % 3 else "a cat ." for i, ref in enumerate(refs)]
+    result = significance(runs, defaults, refs, resamples=50)["runs"]
+    assert list(result) == [run.name for run in runs]
+    for run in runs:
+        expected = defaults["rnn" if "gru" in run.name else "transformer"].name
+        assert result[run.name]["baseline"] == expected
+        assert (result[run.name]["bleu"]["p_value"] is None) == (run.name == expected)
