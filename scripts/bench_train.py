@@ -55,8 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or cfg.train.threads
     if threads:
         torch.set_num_threads(threads)
+    began = time.perf_counter()
+
+    def stage(what: str) -> None:
+        """One progress line on stderr, so a run cut off by a time limit shows where its time went."""
+        print(f"bench_train: {what} at {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+
     data = prepare(cfg, log=lambda _msg: None)
+    stage("data prepared")
     trainer = Trainer(cfg, data, device)
+    stage(f"model built ({trainer.n_params:,} parameters)")
     pad_id, vocab_size = trainer.vocab.pad_id, trainer.vocab.tgt_size
     groups = trainer.batch_groups()
 
@@ -69,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.warmup_steps):
         if update() is None:
             break
+    _sync(device)
+    stage(f"{args.warmup_steps} warm-up updates done")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     steps = src_tokens = tgt_tokens = padded = 0
@@ -90,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     if not steps:
         print("error: no training batches", file=sys.stderr)
         return 1
+    stage(f"{steps} timed updates done")
     rss = peak_rss_mb()
     gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     flops = sum(training_flops(cfg.model, vocab_size, s.tolist(), t.tolist()) for s, t in lengths)
     precision = cfg.train.precision
     size = args.matmul_size or (8192 if device.type == "cuda" else 2048)
+    stage("FLOPs counted")
     peaks = {p: matmul_peak(device, p, size, args.peak_seconds) for p in sorted({"fp32", "bf16", precision})}
+    stage("matmul peaks measured")
     result = {
         "benchmark": "train", "config": cfg.name, "config_file": args.config, "arch": cfg.model.arch,
         "device": device_tag(device), "precision": precision, "threads": torch.get_num_threads(),

@@ -83,14 +83,21 @@ class Checker:
         start = time.monotonic()
         try:
             result = func()
-        except subprocess.TimeoutExpired as err:
-            result = {"ok": False, "error": f"timed out after {err.timeout:.0f} s"}
+        except subprocess.TimeoutExpired as err:  # the output so far says which stage was still running
+            result = {"ok": False, "error": f"timed out after {err.timeout:.0f} s",
+                      **{f"{name}_tail": _text(value)[-2000:] for name, value in
+                         (("stdout", err.stdout), ("stderr", err.stderr)) if value}}
         except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
             detail = getattr(err, "stderr", None) or ""
             result = {"ok": False, "error": f"{type(err).__name__}: {err}", "stderr_tail": detail[-2000:]}
         result["seconds"] = round(time.monotonic() - start, 1)
         self.results[name] = result
         print(f"{name}: {'ok' if result['ok'] else 'FAILED'} {json.dumps(result)[:300]}", flush=True)
+
+
+def _text(output: bytes | str) -> str:
+    """A subprocess's captured output as text (a timeout hands it over as bytes)."""
+    return output.decode("utf-8", "replace") if isinstance(output, bytes) else output
 
 
 def nmt(*args: str) -> list[str]:
