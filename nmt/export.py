@@ -11,9 +11,10 @@ sha256 of every file, checked each time the folder is loaded.
 size, n-best, the per-sentence length cap floor(a * source length + b) (each batch decodes to its longest
 cap; longer outputs are cut to their sentence's cap and rescored with EOS there) and the length penalty
 alpha, which CTranslate2 applies as log-probability / length ** alpha while ranking its beams (`nmt.decode`
-uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). Hypotheses come back scored as
-`nmt.decode` scores them. ctranslate2 is an optional dependency (`pip install 'nmt[deploy]'`), imported
-only here and only when used.
+uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). CTranslate2 returns every finished
+hypothesis of its beam, and they are ranked again with the GNMT penalty, so the n-best list is chosen as
+`nmt.decode` chooses it among the candidates CTranslate2 found. ctranslate2 is an optional dependency
+(`pip install 'nmt[deploy]'`), imported only here and only when used.
 """
 
 from __future__ import annotations
@@ -262,7 +263,7 @@ class CTranslate2Engine:
             limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b).tolist()
             tokens = [[self.src_pieces[t] for t in sources[i].tolist()] + [self.eos] for i in indices]
             outputs = self.translator.translate_batch(
-                tokens, max_batch_size=0, beam_size=cfg.beam, num_hypotheses=cfg.n_best,
+                tokens, max_batch_size=0, beam_size=cfg.beam, num_hypotheses=cfg.beam,
                 length_penalty=cfg.length_penalty, max_decoding_length=max(limits) + 1, max_input_length=0,
                 return_scores=True, return_end_token=True)
             cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
@@ -277,9 +278,10 @@ class CTranslate2Engine:
                                                      max_input_length=0)
                 for (row, rank, _), result in zip(cut, scored, strict=True):
                     results[indices[row]][rank].log_prob = float(sum(result.log_probs))
-            for i in indices:
+            for i in indices:  # CTranslate2 ranks by log_prob / length ** alpha; rank its beam as nmt.decode does
                 for hyp in results[i]:
                     hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.length_penalty)
+                results[i] = sorted(results[i], key=lambda hyp: -hyp.score)[:cfg.n_best]
         return results
 
 
