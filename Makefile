@@ -42,6 +42,7 @@ docs: $(STAMP)
 
 results: $(STAMP)
 	$(BIN)/python scripts/results_table.py
+	$(BIN)/python scripts/compare_table.py
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
@@ -58,5 +59,6 @@ bench: $(STAMP)
 gpu-check:
 	PYTHONPATH=. $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/gpu_check.py
 
+# The committed comparison report (reports/multi30k) stays.
 clean:
-	rm -rf runs reports data/cache
+	rm -rf runs data/cache $(filter-out reports/multi30k,$(wildcard reports/*))

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from nmt.config import ModelConfig
+from nmt.models.attention import LocalAttention, band_spans
 from nmt.utils import atomic_output
 
 TRAINING_FACTOR = 3.0
@@ -44,9 +45,10 @@ def _self_attention_core(cfg: ModelConfig, length: int) -> float:
         # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
         return 2 * linear_flops(length, cfg.d_model, head_dim) + linear_flops(length, cfg.d_model, 1)
     if cfg.self_attention == "local":
-        # blocks of `window` queries, each against its own and both neighbouring blocks of keys
-        size = max(cfg.window, 1)
-        return 2 * linear_flops(-(-length // size) * size, cfg.d_model, 3 * size)
+        # blocks of queries, each against the keys within `window` positions of the block
+        block = max(LocalAttention.block, cfg.window, 1)
+        return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
+                   for start, stop, low, high in band_spans(length, block, cfg.window))
     # Masked variants (causal, sparse) still compute the whole score matrix, so it all counts.
     return 2 * linear_flops(length, cfg.d_model, length)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -49,7 +50,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     """The benchmark and report scripts as modules (imported by name, as when run as scripts)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPO / "scripts"))
-        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table")
+        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table", "compare_table")
         yield {name: importlib.import_module(name) for name in names}
 
 
@@ -193,3 +194,22 @@ def test_results_tables_match_the_committed_reports(scripts, tmp_path, capsys):
     (broken / "eval_test.json").write_text(json.dumps({"scores": {}}))
     assert tables.main(["--results", str(tmp_path)]) == 1
     assert "multi30k_transformer_20min" in capsys.readouterr().err
+
+
+def test_comparison_table_matches_the_committed_report(scripts, tmp_path, capsys):
+    """README's attention table is generated from reports/multi30k, whose scores are the runs' own reports."""
+    table, committed = scripts["compare_table"], REPO / "reports" / "multi30k"
+    assert table.main(["--check"]) == 0, "run `python scripts/compare_table.py` to regenerate README.md"
+    data = json.loads((committed / "compare.json").read_text(encoding="utf-8"))
+    assert len(data["runs"]) == 8 and all(row["status"] == "ok" for row in data["runs"])
+    for row in data["runs"]:
+        run = committed / "runs" / row["name"]
+        assert json.loads((run / "eval_test.json").read_text(encoding="utf-8"))["scores"]["bleu"] == row["bleu"]
+        assert len((run / "test.hyp.en").read_text(encoding="utf-8").splitlines()) == data["test_sentences"]
+    data["runs"][0]["bleu"] += 1.0
+    changed = tmp_path / "report"
+    changed.mkdir()
+    (changed / "compare.json").write_text(json.dumps(data), encoding="utf-8")
+    shutil.copyfile(committed / "suite.json", changed / "suite.json")
+    assert table.main(["--report", str(changed), "--check"]) == 1
+    assert "stale" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from nmt.checkpoint import load_model, save_checkpoint
 from nmt.cli import evaluate_main, export_main, translate_main
 from nmt.config import config_from_dict, to_dict
 from nmt.data import collate, read_pair, resolve_files
+from nmt.decode import gnmt_penalty
 from nmt.export import ExportError, export_ctranslate2, supported_quantizations
 from nmt.models import build_model
 from nmt.translator import load_translator
@@ -84,6 +85,16 @@ def test_float32_export_decodes_like_pytorch(trained_run, exports, test_lines):
     for a, b in zip(pytorch, exported):
         if a[0].tokens == b[0].tokens:
             assert b[0].score == pytest.approx(a[0].score, abs=1e-2)
+
+
+def test_export_beam_is_ranked_as_nmt_decode_ranks(exports, test_lines):
+    """CTranslate2 hands back its whole beam; the n-best list is its best by the GNMT-normalised score."""
+    settings = {"beam": 4, "n_best": 3, "length_penalty": 1.5}
+    for nbest in load_translator([exports / "float32"], CPU, changes=settings).search(test_lines[:20]):
+        assert len(nbest) == 3
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for hyp in nbest:
+            assert hyp.score == pytest.approx(hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, 1.5))
 
 
 def test_int8_export_translates_through_the_cli(exports, tmp_path, capsys):

@@ -166,7 +166,7 @@ def test_banded_local_backward_replays_its_dropout() -> None:
             scale = 1.0 / math.sqrt(4)
             out = torch.cat([attention._band_block(inputs[0][:, :, a:b], inputs[1][:, :, lo:hi],
                                                    inputs[2][:, :, lo:hi], keys[:, lo:hi], a, lo, 2, True, scale, 0.5)
-                             for a, b, lo, hi in attention._band_spans(11, 3, 2)], dim=2)  # (B, h, T, d)
+                             for a, b, lo, hi in attention.band_spans(11, 3, 2)], dim=2)  # (B, h, T, d)
         results.append((out, *torch.autograd.grad((out * weight).sum(), inputs)))
     for actual, expected in zip(*results):
         torch.testing.assert_close(actual, expected)

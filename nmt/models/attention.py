@@ -219,7 +219,7 @@ def _with_padding(seen: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor
     return torch.where(allowed.any(-1, keepdim=True), allowed, seen)
 
 
-def _band_spans(length: int, block: int, window: int) -> list[tuple[int, int, int, int]]:
+def band_spans(length: int, block: int, window: int) -> list[tuple[int, int, int, int]]:
     """(query start, query stop, key start, key stop) of every query block: the block widened by `window`."""
     return [(start, min(start + block, length), max(start - window, 0), min(start + block + window, length))
             for start in range(0, length, block)]
@@ -264,7 +264,7 @@ class _BandedAttention(torch.autograd.Function):
         ctx.rng = _rng_state(q.device) if dropout > 0 else None
         ctx.save_for_backward(q, k, v, keys)
         out = None
-        for start, stop, low, high in _band_spans(q.size(2), block, window):
+        for start, stop, low, high in band_spans(q.size(2), block, window):
             part = _band_block(q[:, :, start:stop], k[:, :, low:high], v[:, :, low:high],
                                None if keys is None else keys[:, low:high], start, low, window, causal, scale,
                                dropout)  # (B, h, C, d)
@@ -283,7 +283,7 @@ class _BandedAttention(torch.autograd.Function):
             _set_rng_state(q.device, ctx.rng)
         try:
             with torch.enable_grad(), torch.autocast(q.device.type, dtype=ctx.cast[1], enabled=ctx.cast[0]):
-                for start, stop, low, high in _band_spans(q.size(2), block, window):
+                for start, stop, low, high in band_spans(q.size(2), block, window):
                     parts = [x.detach()[:, :, a:b].requires_grad_()
                              for x, a, b in ((q, start, stop), (k, low, high), (v, low, high))]
                     out = _band_block(*parts, None if keys is None else keys[:, low:high], start, low, window,
