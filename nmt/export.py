@@ -8,8 +8,9 @@ sentencepiece model(s) and `nmt_export.json`: the source checkpoint and its sha2
 sha256 of every file, checked each time the folder is loaded.
 
 `CTranslate2Engine` decodes with CTranslate2's batched search under the settings of `nmt.decode`: beam
-size, n-best, the per-sentence length cap floor(a * source length + b) (each batch decodes to its longest
-cap; longer outputs are cut to their sentence's cap and rescored with EOS there) and the length penalty
+size, n-best, batches of `batch_tokens` source tokens (cut by CTranslate2, one batch per CPU thread at a
+time), the per-sentence length cap floor(a * source length + b) (the search runs to the longest cap; longer
+outputs are cut to their sentence's cap and rescored with EOS there) and the length penalty
 alpha, which CTranslate2 applies as log-probability / length ** alpha while ranking its beams (`nmt.decode`
 uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). CTranslate2 returns every finished
 hypothesis of its beam, and they are ranked again with the GNMT penalty, so the n-best list is chosen as
@@ -37,7 +38,7 @@ from nmt.data import sha256_file
 from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
 from nmt.models.transformer import Transformer, sinusoidal_table
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE, Tokenizer
-from nmt.translator import Member, Translator, batches_by_tokens
+from nmt.translator import Member, Translator
 
 FORMATS = ("ctranslate2",)
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
@@ -242,8 +243,12 @@ class CTranslate2Engine:
         _check_quantization(quantization, (device.type,))
         threads = torch.get_num_threads() if device.type == "cpu" else 1
         self.precision, self.device = quantization, device
+        # One batch per thread, batches decoded side by side: faster than threads sharing each batch's matmuls
+        # for models of this size (int8 beam 5 on 2 cores: 144 against 115 sentences/s).
         self.translator = ct2.Translator(str(folder), device=device.type, compute_type=quantization,
-                                         intra_threads=threads)
+                                         inter_threads=threads, intra_threads=1)
+        if device.type == "cpu":  # CTranslate2 sets the OpenMP thread count it shares with torch to intra_threads
+            torch.set_num_threads(threads)
         self.tokenizer = tokenizer
         sp = spm.SentencePieceProcessor(model_proto=(folder / _spm_files(folder)[-1]).read_bytes())
         self.tgt_ids = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
@@ -256,32 +261,35 @@ class CTranslate2Engine:
         if return_attention:
             raise ExportError("an exported model gives no attention weights (plots and statistics need a checkpoint)")
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
-            mask = torch.ones(len(indices), max(len(sources[i]) for i in indices) + 1, dtype=torch.bool)
-            for row, i in enumerate(indices):
-                mask[row, len(sources[i]) + 1:] = False
-            limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b).tolist()
-            tokens = [[self.src_pieces[t] for t in sources[i].tolist()] + [self.eos] for i in indices]
-            outputs = self.translator.translate_batch(
-                tokens, max_batch_size=0, beam_size=cfg.beam, num_hypotheses=cfg.beam,
-                length_penalty=cfg.length_penalty, max_decoding_length=max(limits) + 1, max_input_length=0,
-                return_scores=True, return_end_token=True)
-            cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
-            for row, (i, limit, out) in enumerate(zip(indices, limits, outputs, strict=True)):
-                for rank, (pieces, score) in enumerate(zip(out.hypotheses, out.scores, strict=True)):
-                    ids = [self.tgt_ids[p] for p in pieces if p != self.eos]
-                    results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** cfg.length_penalty))
-                    if len(ids) > limit:
-                        cut.append((row, rank, pieces[:limit]))
-            if cut:  # forced EOS at the cap, as nmt.decode does: score the cut outputs with their EOS
-                scored = self.translator.score_batch([tokens[row] for row, _, _ in cut], [p for _, _, p in cut],
-                                                     max_input_length=0)
-                for (row, rank, _), result in zip(cut, scored, strict=True):
-                    results[indices[row]][rank].log_prob = float(sum(result.log_probs))
-            for i in indices:  # CTranslate2 ranks by log_prob / length ** alpha; rank its beam as nmt.decode does
-                for hyp in results[i]:
-                    hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.length_penalty)
-                results[i] = sorted(results[i], key=lambda hyp: -hyp.score)[:cfg.n_best]
+        if not sources:
+            return results
+        mask = torch.ones(len(sources), max(len(s) for s in sources) + 1, dtype=torch.bool)  # (N, S)
+        for row, ids in enumerate(sources):
+            mask[row, len(ids) + 1:] = False
+        limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b).tolist()
+        tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
+        # CTranslate2 sorts by length and cuts batches of cfg.batch_tokens source tokens itself
+        outputs = self.translator.translate_batch(
+            tokens, max_batch_size=cfg.batch_tokens, batch_type="tokens", beam_size=cfg.beam,
+            num_hypotheses=cfg.beam, length_penalty=cfg.length_penalty, max_decoding_length=max(limits) + 1,
+            max_input_length=0, return_scores=True, return_end_token=True)
+        cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
+        for i, (limit, out) in enumerate(zip(limits, outputs, strict=True)):
+            for rank, (pieces, score) in enumerate(zip(out.hypotheses, out.scores, strict=True)):
+                ids = [self.tgt_ids[p] for p in pieces if p != self.eos]
+                results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** cfg.length_penalty))
+                if len(ids) > limit:
+                    cut.append((i, rank, pieces[:limit]))
+        if cut:  # forced EOS at the cap, as nmt.decode does: score the cut outputs with their EOS
+            scored = self.translator.score_batch([tokens[i] for i, _, _ in cut], [p for _, _, p in cut],
+                                                 max_batch_size=cfg.batch_tokens, batch_type="tokens",
+                                                 max_input_length=0)
+            for (i, rank, _), result in zip(cut, scored, strict=True):
+                results[i][rank].log_prob = float(sum(result.log_probs))
+        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** alpha; rank as nmt.decode
+            for hyp in hyps:
+                hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.length_penalty)
+            results[i] = sorted(hyps, key=lambda hyp: -hyp.score)[:cfg.n_best]
         return results
 
 

@@ -87,6 +87,20 @@ def test_float32_export_decodes_like_pytorch(trained_run, exports, test_lines):
             assert b[0].score == pytest.approx(a[0].score, abs=1e-2)
 
 
+def test_loading_an_export_keeps_the_torch_thread_count(exports):
+    """CTranslate2 shares OpenMP with torch; a second engine or the PyTorch path must not drop to one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first = load_translator([exports / "int8"], CPU)
+        assert torch.get_num_threads() == 2
+        second = load_translator([exports / "float32"], CPU)
+        assert torch.get_num_threads() == 2
+        assert first.engine.translator.num_translators == second.engine.translator.num_translators == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_export_beam_is_ranked_as_nmt_decode_ranks(exports, test_lines):
     """CTranslate2 hands back its whole beam; the n-best list is its best by the GNMT-normalised score."""
     settings = {"beam": 4, "n_best": 3, "length_penalty": 1.5}
