@@ -14,6 +14,7 @@ sentences with the same threads. --limit caps the sentences of the slow one-at-a
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -39,29 +40,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="sentences decoded one at a time (default 200; 0: all)")
     parser.add_argument("--batched-limit", type=int, default=0, help="sentences decoded in batches (0: all)")
     parser.add_argument("--beam", type=int, default=5, help="beam size of the beam-search runs (default 5)")
+    parser.add_argument("--length-penalty", type=float, default=None,
+                        help="GNMT length penalty of every engine (default: the one stored with the run)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of every engine (default: torch's choice)")
     parser.add_argument("--export", nargs="*", default=[], metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="batched passes per engine and search; the median time is kept (default 1)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
     return parser.parse_args(argv)
 
 
-def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int,
-             batch_tokens: int) -> dict[str, float]:
-    """Time one decoding pass over `lines` (after a short warm-up) and score it."""
+def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int, batch_tokens: int,
+             repeats: int = 1) -> dict[str, float]:
+    """Time decoding passes over `lines` (after a short warm-up; the median of `repeats`) and score the output."""
     t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
     t.search(lines[:2])  # warm-up: first-call allocations
     device = t.engine.device
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    nbest = t.search(lines)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        nbest = t.search(lines)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
     tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
     hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
     return {"sentences": len(lines), "seconds": round(seconds, 3),
@@ -77,7 +85,8 @@ def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator
     for quantization in args.export or ("float32", "int8"):
         out = folder / quantization
         export_ctranslate2(args.run, out, quantization)
-        engines[f"ctranslate2 {quantization}"] = load_translator([out], device)
+        engines[f"ctranslate2 {quantization}"] = load_translator([out], device,
+                                                                  changes={"length_penalty": args.length_penalty})
     return engines
 
 
@@ -89,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = _device(args.device)
-    pytorch = load_translator([args.run], device, args.precision)
+    pytorch = load_translator([args.run], device, args.precision, {"length_penalty": args.length_penalty},
+                              label=lambda key: "--" + key.replace("_", "-"))
     sources, refs = split_pair(pytorch, args.split)
     first = Path(pytorch.members[0].path)
     run_name = first.parent.parent.name if first.parent.name == "checkpoints" else pytorch.cfg.name
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for name, beam in searches.items():
         single = _measure(pytorch, sources[one], refs[one], beam, 1)  # a budget of 1: every batch one sentence
-        batched = _measure(pytorch, sources[many], refs[many], beam, budget)
+        batched = _measure(pytorch, sources[many], refs[many], beam, budget, args.repeats)
         results[name] = {"beam": beam, "one_at_a_time": single, "batched": batched,
                          "speedup": round(batched["sentences_per_s"] / single["sentences_per_s"], 2)}
         print(f"{run_name} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
@@ -108,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
               f"({batched['tgt_tokens_per_s']:.0f} tok/s), speed-up x{results[name]['speedup']:.1f}")
     result = {"benchmark": "decode", "run": run_name, "checkpoint": str(first), "arch": pytorch.cfg.model.arch,
               "split": args.split, "device": device_tag(device), "precision": args.precision,
-              "threads": torch.get_num_threads(), "batch_tokens": budget, "searches": results}
+              "threads": torch.get_num_threads(), "batch_tokens": budget,
+              "length_penalty": pytorch.decode.length_penalty, "repeats": args.repeats, "searches": results}
     if wants_export:
         engines: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:
             for engine, translator in _engines(args, device, pytorch, Path(folder)).items():
-                engines[engine] = {name: _measure(translator, sources[many], refs[many], beam, budget)
+                engines[engine] = {name: _measure(translator, sources[many], refs[many], beam, budget, args.repeats)
                                    for name, beam in searches.items()}
                 print(f"{run_name} {engine}: " + ", ".join(
                     f"{name} {m['sentences_per_s']:.1f} sent/s BLEU {m['bleu']:.2f}"
@@ -122,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-    out = args.out_dir / f"decode_{run_name}_{device_tag(device, args.precision)}.json"
+    suffix = "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
+    out = args.out_dir / f"decode_{run_name}_{device_tag(device, args.precision)}{suffix}.json"
     write_result(out, device, command_line(__file__, argv), result)
     print(f"peak RSS {result['peak_rss_mb']:.0f} MB -> {out}")
     return 0

@@ -50,7 +50,8 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     """The benchmark and report scripts as modules (imported by name, as when run as scripts)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPO / "scripts"))
-        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table", "compare_table")
+        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table", "compare_table",
+                 "bench_peers")
         yield {name: importlib.import_module(name) for name in names}
 
 
@@ -107,6 +108,41 @@ def test_bench_train_writes_its_figures(scripts, tiny_run, tmp_path):
     assert 0 <= result["padding_share"] < 1 and result["peak_rss_mb"] > 0 and result["mfu"] > 0
     assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"}
     assert result["command"].startswith("python scripts/bench_train.py") and result["machine"]["torch"]
+
+
+PEER_SUMMARY = """== fairseq 0.12.2  (log: /x/fairseq.train.log)
+   exit 124 (124 = stopped by timeout as intended), wall 0:01.00
+   target tok/s after step 25: mean 1500  (aggregate 1490, +-1 s log rounding; min 1400, max 1600)  [wps]
+   peak RSS: 1.87 GB (1873580 kB)
+== OpenNMT-py 3.5.1  (log: /x/opennmt.train.log)
+   exit 124 (124 = stopped by timeout as intended), wall 0:01.00
+   target tok/s after step 25: mean 2000  (aggregate 1990, +-1 s log rounding; min 1900, max 2100)  [tgt]
+   peak RSS: 3.36 GB (3364640 kB)
+== OpenNMT-py / fairseq target tok/s (means): 1.33
+"""
+
+
+def test_bench_peers_pairs_one_run_of_each(scripts, tiny_run, tmp_path):
+    """Our run and the kit's run land in one JSON, the ratio taken against the faster peer of that run."""
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / "bench_train.sh").write_text(f'mkdir -p "$BENCH_DIR"\ncat > "$BENCH_DIR/summary.txt" <<\'EOF\'\n'
+                                        f'{PEER_SUMMARY}EOF\n')
+    config, _ = tiny_run
+    out = tmp_path / "results"
+    args = [str(config), "--seconds", "0.3", "--kit", str(kit), "--out-dir", str(out)] + [
+        f"--train-arg={a}" for a in ("--warmup-steps=1", "--threads=1", "--matmul-size=64", "--peak-seconds=0.05")]
+    assert scripts["bench_peers"].main(args) == 0
+    written, = out.glob("peers_benchtiny_cpu.json")
+    result = json.loads(written.read_text())
+    assert result["fastest_peer"] == "opennmt" and result["peers"]["fairseq"]["peak_rss_mb"] == 1829.7
+    assert result["ratio_to_fastest"] == pytest.approx(result["nmt"]["tgt_tokens_per_s"] / 2000, abs=1e-3)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
+    assert scripts["bench_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
+    assert "| benchtiny | 0.3 |" in readme.read_text() and "| 1,500 | 2,000 |" in readme.read_text()
+    assert scripts["bench_peers"].parse_summary(PEER_SUMMARY.split("== OpenNMT")[0]).keys() == {"fairseq"}
+    assert scripts["bench_peers"].main(["--kit", str(tmp_path / "none")]) == 2
 
 
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):

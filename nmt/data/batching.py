@@ -38,7 +38,7 @@ def _stable_order(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
     """
     if not len(src):
         return np.zeros(0, dtype=np.int64)
-    key = src * (int(tgt.max()) + 1) + tgt
+    key = src.astype(np.int64) * (int(tgt.max()) + 1) + tgt
     if key.max() < 1 << 16:
         key = key.astype(np.uint16)
     return np.argsort(key, kind="stable")
@@ -82,7 +82,8 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def __init__(self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
                  batch_tokens: int, shuffle: bool = True, seed: int = 1, num_replicas: int = 1, rank: int = 0) -> None:
-        src, tgt = np.asarray(src_lens, dtype=np.int64), np.asarray(tgt_lens, dtype=np.int64)
+        # int32 lengths and indices: a corpus of millions of pairs costs a few bytes per pair here
+        src, tgt = np.asarray(src_lens, dtype=np.int32), np.asarray(tgt_lens, dtype=np.int32)
         if len(src) != len(tgt):
             raise ValueError(f"{len(src)} source lengths but {len(tgt)} target lengths")
         if batch_tokens <= 0 or not 0 <= rank < num_replicas:
@@ -91,8 +92,10 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.batch_tokens, self.shuffle, self.seed = batch_tokens, shuffle, seed
         self.num_replicas, self.rank = num_replicas, rank
         self.epoch, self.position = 0, 0
-        perm = np.random.default_rng(seed).permutation(len(src))
+        index = np.int32 if len(src) < 2**31 else np.int64
+        perm = np.random.default_rng(seed).permutation(len(src)).astype(index)
         order = perm[_stable_order(src[perm], tgt[perm])]
+        del perm
         self.batches = BatchList(order, _greedy_cuts(np.maximum(src, tgt)[order] + 1, batch_tokens))
 
     def __len__(self) -> int:

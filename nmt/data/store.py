@@ -98,7 +98,10 @@ class RaggedIds(Sequence[np.ndarray]):
 
     @property
     def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
+        """Each sentence's length, as int32 (written straight into the result: no int64 copy of the offsets)."""
+        out = np.empty(len(self), dtype=np.int32)
+        np.subtract(self.offsets[1:], self.offsets[:-1], out=out, casting="unsafe")
+        return out
 
 
 def load_ids(prefix: Path) -> RaggedIds:

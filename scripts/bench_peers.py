@@ -1,0 +1,114 @@
+"""Training throughput against fairseq and OpenNMT-py, measured one right after the other on this machine.
+
+Usage: python scripts/bench_peers.py [CONFIG] [--seconds 180] [--kit ../shared/peers]
+
+Runs `scripts/bench_train.py CONFIG --seconds N`, then the peers kit's `bench_train.sh N` (fairseq, then
+OpenNMT-py, each for N seconds on the same model: Transformer 3+3, d256, FFN 1024, 4 heads, pre-norm, tied
+embeddings, 4,096-token batches, fp32), and writes all three into one JSON under benchmarks/results with the
+ratio of our target tokens/s to the faster peer's. Figures from different runs are never paired: these
+machines differ by up to 1.6x from day to day. Install the kit first (`KIT/setup.sh`, once); run this alone
+on the machine. Target tokens are real (non-padding) target tokens with EOS in all three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from nmt.cli import command
+from nmt.flops import command_line, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+KIT = ROOT.parent / "shared" / "peers"
+PEERS = {"fairseq": "fairseq", "opennmt": "OpenNMT-py"}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_peers.py", description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", default="configs/multi30k_transformer.yaml",
+                        help="our config of the same model (default configs/multi30k_transformer.yaml)")
+    parser.add_argument("--seconds", type=float, default=180.0, help="training seconds of each system (default 180)")
+    parser.add_argument("--kit", type=Path, default=Path(os.environ.get("NMT_PEERS_KIT", KIT)),
+                        help="the peers kit folder, holding bench_train.sh (default ../shared/peers)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    parser.add_argument("--train-arg", dest="train_args", action="append", default=[], metavar="ARG",
+                        help="one more argument for scripts/bench_train.py (repeat for several)")
+    return parser.parse_args(argv)
+
+
+def parse_summary(text: str) -> dict[str, dict[str, float]]:
+    """Per peer, its mean target tokens/s after the skipped steps and its peak RSS, from the kit's summary."""
+    found: dict[str, dict[str, float]] = {}
+    for key, name in PEERS.items():
+        section = re.search(rf"^== {re.escape(name)} .*?(?=^== |\Z)", text, re.M | re.S)
+        if not section:
+            continue
+        rate = re.search(r"target tok/s after step \d+: mean (\d+(?:\.\d+)?)", section.group(0))
+        rss = re.search(r"peak RSS: [\d.]+ GB \((\d+) kB\)", section.group(0))
+        if rate and rss:
+            found[key] = {"tgt_tokens_per_s": float(rate.group(1)), "peak_rss_mb": round(int(rss.group(1)) / 1024, 1)}
+    return found
+
+
+def pairing(ours: dict, peers: dict[str, dict[str, float]]) -> dict:
+    """Our figures, the peers' and the ratios to the faster peer (None when a peer gave no figure)."""
+    fastest = max(peers, key=lambda k: peers[k]["tgt_tokens_per_s"]) if peers else None
+    out = {"nmt": {k: ours[k] for k in ("config", "tgt_tokens_per_s", "peak_rss_mb", "mfu", "threads")},
+           "peers": peers, "fastest_peer": fastest, "ratio_to_fastest": None, "rss_ratio_to_fastest": None}
+    if fastest:
+        out["ratio_to_fastest"] = round(ours["tgt_tokens_per_s"] / peers[fastest]["tgt_tokens_per_s"], 3)
+        out["rss_ratio_to_fastest"] = round(ours["peak_rss_mb"] / peers[fastest]["peak_rss_mb"], 3)
+    return out
+
+
+def _load_average() -> float:
+    return os.getloadavg()[0]
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    script = args.kit / "bench_train.sh"
+    if not script.is_file():
+        print(f"error: {script} not found: pass --kit (the peers kit folder) or set NMT_PEERS_KIT", file=sys.stderr)
+        return 2
+    load_before = _load_average()
+    with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
+        work = Path(tmp)
+        ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_train.py"), args.config,
+                    "--seconds", str(args.seconds), "--out-dir", str(work), *args.train_args]
+        if subprocess.run(ours_cmd, check=False).returncode:
+            print("error: scripts/bench_train.py failed", file=sys.stderr)
+            return 1
+        ours = json.loads(next(work.glob("train_*.json")).read_text(encoding="utf-8"))
+        bench_dir = work / "peers"
+        env = {**os.environ, "BENCH_DIR": str(bench_dir)}
+        subprocess.run(["bash", str(script), str(max(1, round(args.seconds)))], env=env, check=False)
+        summary = bench_dir / "summary.txt"
+        peers = parse_summary(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+    if not peers:
+        print("error: the peers kit gave no figures (run its setup.sh first)", file=sys.stderr)
+        return 1
+    result = {"benchmark": "peers", "seconds": args.seconds, "load_average_before": round(load_before, 2),
+              **pairing(ours, peers)}
+    out = args.out_dir / f"peers_{ours['config']}_cpu.json"
+    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    ratio = result["ratio_to_fastest"]
+    print(f"nmt {ours['tgt_tokens_per_s']:.0f} tgt tok/s; " + "; ".join(
+        f"{PEERS[k]} {v['tgt_tokens_per_s']:.0f}" for k, v in peers.items())
+        + f"; x{ratio:.2f} the faster peer ({result['fastest_peer']}) -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
