@@ -370,7 +370,12 @@ def test_chunked_pool_preparation_equals_one_piece(tmp_path):
         for a, b in zip(store_arrays(whole.splits[name]), store_arrays(chunked.splits[name]), strict=True):
             assert np.array_equal(a, b)
     assert chunked.stats["dropped"] == whole.stats["dropped"] and whole.stats["dropped"]["empty"] == 1
-    assert isinstance(chunked.splits["train"].src.flat, np.memmap)
+    assert isinstance(chunked.splits["train"].src.offsets, np.memmap)
+    ids = chunked.splits["train"].src.flat
+    assert isinstance(ids, data.IdFile) and ids[5:5].shape == (0,)
+    whole_ids = np.load(ids.path, allow_pickle=False)
+    for a, b in ((0, 1), (3, 40), (len(ids) - 7, len(ids)), (10, 10**9)):
+        assert np.array_equal(ids[a:b], whole_ids[a:b])
 
 
 def test_memory_mapped_store_gives_todays_batches(tmp_path):

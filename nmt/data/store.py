@@ -1,4 +1,5 @@
-"""The id store: one flat id array and one offsets array per split and side, written in pieces, read memory-mapped.
+"""The id store: one flat id array and one offsets array per split and side, written in pieces; the offsets are
+read memory-mapped, the ids slice by slice from the file.
 
 A cache folder is complete only when it holds the marker file, which is written last, inside a temporary
 folder that is renamed into place; a folder without the marker (a killed or failed build) is never read.
@@ -69,10 +70,52 @@ class IdWriter:
         self.offsets.close()
 
 
+class IdFile:
+    """The ids of a 1-D .npy file, read slice by slice with `os.pread`, as a memory map would give them.
+
+    A memory map keeps every page it has touched (and the neighbours the kernel maps around each fault) in the
+    process's resident memory, so random access over an epoch would grow it towards the file's size (1.6 GB for
+    5M pairs); pages read here stay in the page cache, shared and reclaimable, outside this process.
+    """
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+            self.start = f.tell()
+        if len(shape) != 1 or fortran or dtype.hasobject:
+            raise ValueError(f"{path}: not a flat id array")
+        self.path, self.dtype, self.size = path, dtype, shape[0]
+        if os.path.getsize(path) < self.start + self.size * dtype.itemsize:
+            raise ValueError(f"{path}: shorter than its header says")
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise IndexError("IdFile reads contiguous slices only")
+        count = max(0, stop - start)
+        data = os.pread(self._fd, count * self.dtype.itemsize, self.start + start * self.dtype.itemsize)
+        return np.frombuffer(data, dtype=self.dtype)  # (count,) read-only
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype)
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+
+
 class RaggedIds(Sequence[np.ndarray]):
     """A sequence of id arrays over one flat array and its offsets; only the sentences asked for are read."""
 
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+    def __init__(self, flat: np.ndarray | IdFile, offsets: np.ndarray) -> None:
         self.flat, self.offsets = flat, offsets
 
     @classmethod
@@ -105,8 +148,8 @@ class RaggedIds(Sequence[np.ndarray]):
 
 
 def load_ids(prefix: Path) -> RaggedIds:
-    """The memory-mapped store that `IdWriter` wrote under `prefix`."""
-    flat = np.load(prefix.with_name(prefix.name + ".ids.npy"), mmap_mode="r", allow_pickle=False)
+    """The store that `IdWriter` wrote under `prefix`: offsets memory-mapped, ids read on demand."""
+    flat = IdFile(prefix.with_name(prefix.name + ".ids.npy"))
     offsets = np.load(prefix.with_name(prefix.name + ".offsets.npy"), mmap_mode="r", allow_pickle=False)
     if offsets.ndim != 1 or len(offsets) < 1 or offsets[-1] != len(flat):
         raise ValueError(f"{prefix}: ids and offsets disagree")
