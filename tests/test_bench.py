@@ -51,7 +51,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPO / "scripts"))
         names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table", "compare_table",
-                 "bench_peers")
+                 "bench_peers", "profile_step")
         yield {name: importlib.import_module(name) for name in names}
 
 
@@ -143,6 +143,20 @@ def test_bench_peers_pairs_one_run_of_each(scripts, tiny_run, tmp_path):
     assert "| benchtiny | 0.3 |" in readme.read_text() and "| 1,500 | 2,000 |" in readme.read_text()
     assert scripts["bench_peers"].parse_summary(PEER_SUMMARY.split("== OpenNMT")[0]).keys() == {"fairseq"}
     assert scripts["bench_peers"].main(["--kit", str(tmp_path / "none")]) == 2
+
+
+def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
+    config, _ = tiny_run
+    args = [str(config), "--steps", "2", "--warmup-steps", "1", "--threads", "1", "--out-dir", str(tmp_path)]
+    assert scripts["profile_step"].main(args) == 0
+    result = json.loads((tmp_path / "profile_benchtiny_cpu.json").read_text())
+    parts = result["breakdown"]
+    assert parts["matmul"] > 0 and parts["optimizer"] > 0 and min(parts.values()) >= 0
+    assert sum(parts.values()) == pytest.approx(result["seconds"], rel=0.02)
+    assert scripts["profile_step"].category("aten::addmm") == "matmul"
+    assert scripts["profile_step"].category("aten::_foreach_mul_") == "optimizer"
+    assert scripts["profile_step"].category("aten::_log_softmax") == "softmax and loss"
+    assert scripts["profile_step"].category("Some label") is None
 
 
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):

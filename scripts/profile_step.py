@@ -1,0 +1,113 @@
+"""Where a training step's time goes: torch.profiler over a few updates, summed into a handful of categories.
+
+Usage: python scripts/profile_step.py CONFIG [--steps 5] [--warmup-steps 3] [--set key=value ...] [--threads T]
+
+Builds the trainer as scripts/bench_train.py does, runs the warm-up updates, then profiles --steps updates on
+the CPU (batch building included) and sums each operator's self time into: matmuls, attention, layer norm,
+dropout, softmax and loss, optimizer, embedding, elementwise and other operators, and what no operator
+accounts for (data, Python and framework overhead). Writes benchmarks/results/profile_<config name>_cpu.json
+and prints the table that `scripts/bench_all.py` puts into benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from nmt.cli import command, load
+from nmt.data import prepare
+from nmt.flops import command_line, write_result
+from nmt.train import Trainer
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+# (category, substrings of aten operator names), first match wins; order matters (softmax before "attention")
+CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("optimizer", ("_foreach_", "_fused_adam", "adam", "Optimizer.")),
+    ("attention", ("scaled_dot_product", "flash_attention", "_efficient_attention", "sdpa")),
+    ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")),
+    ("layer norm", ("layer_norm",)),
+    ("dropout", ("dropout", "bernoulli")),
+    ("softmax and loss", ("softmax", "nll_loss", "cross_entropy", "log_softmax", "logsumexp")),
+    ("embedding", ("embedding",)),
+    ("elementwise and other operators", ("aten::",)),
+]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="profile_step.py", description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--steps", type=int, default=5, help="profiled updates (default 5)")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="updates before profiling (default 3)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, as for nmt-train")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: train.threads)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    return parser.parse_args(argv)
+
+
+def category(name: str) -> str | None:
+    """The category of an operator, or None for ranges that are not operators (profiler labels)."""
+    for label, keys in CATEGORIES:
+        if any(key in name for key in keys):
+            return label
+    return None
+
+
+def breakdown(events: list[tuple[str, float]], wall_us: float) -> dict[str, float]:
+    """Seconds per category from (operator name, self CPU microseconds); the rest of `wall_us` is overhead."""
+    seconds = {label: 0.0 for label, _ in CATEGORIES}
+    for name, self_us in events:
+        label = category(name)
+        if label is not None:
+            seconds[label] += self_us / 1e6
+    seconds["data, Python and framework overhead"] = max(0.0, wall_us / 1e6 - sum(seconds.values()))
+    return seconds
+
+
+def markdown_table(record: dict) -> str:
+    """The breakdown as a Markdown table: seconds per update and share of the step."""
+    steps, total = record["steps"], record["seconds"]
+    rows = ["| part | ms per update | share |", "|---|---:|---:|"]
+    for label, value in sorted(record["breakdown"].items(), key=lambda kv: -kv[1]):
+        rows.append(f"| {label} | {1000 * value / steps:.1f} | {100 * value / total:.1f}% |")
+    return "\n".join(rows)
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    cfg = load(args.config, args.overrides)
+    threads = args.threads or cfg.train.threads
+    if threads:
+        torch.set_num_threads(threads)
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
+    groups = trainer.batch_groups()
+    for _ in range(args.warmup_steps):
+        trainer.train_step(next(groups))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            trainer.train_step(next(groups))
+        wall = time.perf_counter() - start
+    events = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+    parts = breakdown(events, wall * 1e6)
+    result = {"benchmark": "profile", "config": cfg.name, "arch": cfg.model.arch, "device": "cpu",
+              "precision": cfg.train.precision, "threads": torch.get_num_threads(), "steps": args.steps,
+              "seconds": round(wall, 3), "breakdown": {k: round(v, 4) for k, v in parts.items()},
+              "top_operators": [{"name": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count}
+                                for e in sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:15]]}
+    out = args.out_dir / f"profile_{cfg.name}_cpu.json"
+    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    print(markdown_table(result))
+    print(f"{args.steps} updates in {wall:.1f} s (profiler on) -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
