@@ -152,7 +152,7 @@ def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
     result = json.loads((tmp_path / "profile_benchtiny_cpu.json").read_text())
     parts = result["breakdown"]
     assert parts["matmul"] > 0 and parts["optimizer"] > 0 and min(parts.values()) >= 0
-    assert sum(parts.values()) == pytest.approx(result["seconds"], rel=0.02)
+    assert sum(parts.values()) == pytest.approx(result["seconds"], abs=1e-4 * len(parts) + 1e-3)  # rounding
     assert scripts["profile_step"].category("aten::addmm") == "matmul"
     assert scripts["profile_step"].category("aten::_foreach_mul_") == "optimizer"
     assert scripts["profile_step"].category("aten::_log_softmax") == "softmax and loss"
