@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -376,6 +377,7 @@ def test_chunked_pool_preparation_equals_one_piece(tmp_path):
     whole_ids = np.load(ids.path, allow_pickle=False)
     for a, b in ((0, 1), (3, 40), (len(ids) - 7, len(ids)), (10, 10**9)):
         assert np.array_equal(ids[a:b], whole_ids[a:b])
+    assert np.array_equal(pickle.loads(pickle.dumps(ids))[3:40], whole_ids[3:40])
 
 
 def test_memory_mapped_store_gives_todays_batches(tmp_path):

@@ -106,6 +106,14 @@ class IdFile:
         whole = self[:]
         return whole if dtype is None else whole.astype(dtype)
 
+    def __getstate__(self) -> dict:
+        """Pickled by path (for a worker process): the file is opened again on arrival."""
+        return {key: value for key, value in self.__dict__.items() if key != "_fd"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._fd = os.open(self.path, os.O_RDONLY)
+
     def __del__(self) -> None:
         fd = getattr(self, "_fd", None)
         if fd is not None:
