@@ -70,10 +70,6 @@ def pairing(ours: dict, peers: dict[str, dict[str, float]]) -> dict:
     return out
 
 
-def _load_average() -> float:
-    return os.getloadavg()[0]
-
-
 @command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -82,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if not script.is_file():
         print(f"error: {script} not found: pass --kit (the peers kit folder) or set NMT_PEERS_KIT", file=sys.stderr)
         return 2
-    load_before = _load_average()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
         work = Path(tmp)
         ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_train.py"), args.config,

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from markdown_block import replace_block
+from markdown_block import write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
@@ -78,15 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as err:
         print(f"compare_table.py: {args.report}: {err!r}", file=sys.stderr)
         return 1
-    if args.check:
-        current = f"{START}\n{body}{END}" in args.readme.read_text(encoding="utf-8")
-        if not current:
-            print(f"{args.readme}: the comparison table is stale; run `python scripts/compare_table.py`",
-                  file=sys.stderr)
-        return 0 if current else 1
-    replace_block(args.readme, START, END, body)
-    print(f"comparison table updated in {args.readme}")
-    return 0
+    return write_or_check(args.readme, START, END, body, args.check, "comparison table", "compare_table.py")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -13,3 +14,16 @@ def replace_block(path: Path, start: str, end: str, body: str, title: str = "") 
     head, rest = text.split(start, 1)
     tail = rest.split(end, 1)[1]
     path.write_text(f"{head}{start}\n{body}{end}{tail}", encoding="utf-8")
+
+
+def write_or_check(path: Path, start: str, end: str, body: str, check: bool, what: str, script: str) -> int:
+    """With `check`, 0 when `path` already holds `body` between the markers (else 1, saying which script
+    regenerates it); otherwise write it there. `what` names the block in the messages."""
+    if check:
+        current = f"{start}\n{body}{end}" in path.read_text(encoding="utf-8")
+        if not current:
+            print(f"{path}: the {what} is stale; run `python scripts/{script}`", file=sys.stderr)
+        return 0 if current else 1
+    replace_block(path, start, end, body)
+    print(f"{what} updated in {path}")
+    return 0

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from markdown_block import replace_block
+from markdown_block import write_or_check
 
 from nmt.config import ConfigError, load_config
 
@@ -106,16 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, ConfigError) as err:
         print(f"results_table.py: {err}", file=sys.stderr)
         return 1
-    if args.check:
-        text = args.readme.read_text(encoding="utf-8")
-        current = f"{START}\n{body}{END}" in text
-        if not current:
-            print(f"{args.readme}: the results tables are stale; run `python scripts/results_table.py`",
-                  file=sys.stderr)
-        return 0 if current else 1
-    replace_block(args.readme, START, END, body)
-    print(f"results tables updated in {args.readme}")
-    return 0
+    return write_or_check(args.readme, START, END, body, args.check, "results tables", "results_table.py")
 
 
 if __name__ == "__main__":
