@@ -1,64 +1,80 @@
 """Label-smoothed cross entropy over target tokens, padding ignored.
 
 The smoothed target puts 1 - epsilon on the reference and spreads epsilon uniformly over the other
-non-padding classes, so epsilon = 0 is exactly cross-entropy. The loss is one autograd function whose
-backward writes softmax - target into a single (N, V) buffer: the output layer is the largest tensor of
-a translation model, and the composite of log_softmax, gather and select would allocate and fill that
-size several times per step.
+non-padding classes, so epsilon = 0 is exactly cross-entropy. The output layer's logits are the largest
+tensor of a translation model, so the loss is one autograd function that walks them once, in blocks of rows
+small enough to stay in cache: each block's exponentials give its log-sum-exp and, when a gradient is
+wanted, its softmax - target, written straight into the gradient buffer. The backward pass then only scales
+that buffer; the composite of log_softmax, gather and select would read and write the full size many times.
 """
 
 from __future__ import annotations
 
 import torch
 
+ROWS = 256  # rows of logits per block: 256 x a vocabulary of 8k in fp32 is 8 MB
+
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """Summed label-smoothed loss of logits (N, V) against target (N,); also returns the summed NLL."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float,
-                pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (N, V)
-        keep = target != pad_id  # (N,)
-        lse = torch.logsumexp(scores, dim=-1)  # (N,)
-        picked = scores.gather(1, target[:, None]).squeeze(1)  # (N,)
-        nll = torch.where(keep, lse - picked, 0.0)  # (N,)
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
+                rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        count, vocab = logits.shape
+        keep = (target != pad_id).to(dtype)  # (N,)
+        share = epsilon / (vocab - 2) if epsilon > 0.0 else 0.0  # smoothed mass of each non-reference class
+        want_grad = ctx.needs_input_grad[0]
+        grad = torch.empty(count, vocab, dtype=dtype, device=logits.device) if want_grad else None  # (N, V)
+        lse = torch.empty(count, dtype=dtype, device=logits.device)  # (N,)
+        total = torch.empty(count, dtype=dtype, device=logits.device)  # (N,) sum of the logits of a row
+        for start in range(0, count, rows):
+            block = logits[start:start + rows].to(dtype)  # (R, V)
+            top = block.amax(-1, keepdim=True)  # (R, 1)
+            exps = grad[start:start + rows] if grad is not None else torch.empty_like(block)  # (R, V)
+            torch.sub(block, top, out=exps).exp_()
+            sums = exps.sum(-1)  # (R,)
+            lse[start:start + rows] = top[:, 0] + sums.log()
+            if share:
+                total[start:start + rows] = block.sum(-1)
+            if grad is not None:  # softmax - smoothed target; padding rows zeroed
+                weight = keep[start:start + rows]  # (R,)
+                exps.mul_((weight / sums)[:, None])
+                if share:
+                    exps.sub_((share * weight)[:, None])
+        index = target[:, None]  # (N, 1)
+        picked = logits.gather(1, index).squeeze(1).to(dtype)  # (N,)
+        nll = (lse - picked) * keep  # (N,)
         loss = nll
-        vocab = scores.size(-1)
-        if epsilon > 0.0:
+        if share:
             # -sum of log-probabilities over the classes other than the reference and padding.
-            other = (vocab - 2) * lse - (scores.sum(-1) - scores[:, pad_id] - picked)  # (N,)
-            loss = (1.0 - epsilon) * nll + epsilon / (vocab - 2) * torch.where(keep, other, 0.0)
-        ctx.save_for_backward(logits, target, lse)
-        ctx.epsilon, ctx.pad_id = epsilon, pad_id
+            other = (vocab - 2) * lse - (total - logits[:, pad_id].to(dtype) - picked)  # (N,)
+            loss = (1.0 - epsilon) * nll + share * other * keep
+        if grad is not None:
+            if share:  # padding is not a smoothing class: its column keeps the plain softmax
+                grad[:, pad_id] += share * keep
+            grad.scatter_add_(1, index, (-(1.0 - epsilon - share) * keep)[:, None])
+            ctx.save_for_backward(grad)
+        ctx.input_dtype = logits.dtype
         nll_sum = nll.sum()
         ctx.mark_non_differentiable(nll_sum)
         return loss.sum(), nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll: torch.Tensor):
-        logits, target, lse = ctx.saved_tensors
-        epsilon, pad_id = ctx.epsilon, ctx.pad_id
-        grad = logits.to(lse.dtype).sub(lse[:, None]).exp_()  # (N, V) softmax
-        index = target[:, None]  # (N, 1)
-        if epsilon > 0.0:
-            share = epsilon / (grad.size(-1) - 2)
-            grad.sub_(share)
-            grad[:, pad_id] += share
-            grad.scatter_add_(1, index, grad.new_full(index.shape, -(1.0 - epsilon - share)))
-        else:
-            grad.scatter_add_(1, index, grad.new_full(index.shape, -1.0))
-        grad.masked_fill_((target == pad_id)[:, None], 0.0)
-        return grad.mul_(grad_loss).to(logits.dtype), None, None, None
+        (grad,) = ctx.saved_tensors  # (N, V), the gradient of the summed loss
+        return grad.mul(grad_loss).to(ctx.input_dtype), None, None, None, None
 
 
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
-                        pad_id: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
+                        rows: int = ROWS) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Summed smoothed loss, summed NLL (no gradient) and the number of real target tokens.
 
-    Callers divide by the token count to normalise per target token.
+    Callers divide by the token count to normalise per target token; `rows` is the block size of the pass
+    over the logits (it changes the speed, not the result).
     """
     flat_logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
-    loss, nll = _SmoothedCrossEntropy.apply(flat_logits, flat_target, float(epsilon), pad_id)
+    loss, nll = _SmoothedCrossEntropy.apply(flat_logits, flat_target, float(epsilon), pad_id, rows)
     return loss, nll, int((flat_target != pad_id).sum())

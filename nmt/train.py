@@ -26,7 +26,7 @@ from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
 from nmt.runlog import MetricsLog
 from nmt.signals import stop_signal
 from nmt.translator import TorchEngine, Translator
-from nmt.utils import autocast, rank_seed, rng_state, seed_everything, set_rng_state
+from nmt.utils import autocast, keep_freed_memory, rank_seed, rng_state, seed_everything, set_rng_state
 
 log = logging.getLogger("nmt.train")
 
@@ -66,6 +66,8 @@ class Trainer:
         self.dist = current(device)
         self.device, self.rank, self.world = device, self.dist.rank, self.dist.world
         self.vocab = data.tokenizer.vocab
+        if device.type == "cpu" and keep_freed_memory():  # the step's large buffers are reused, not re-faulted
+            log.debug("glibc keeps freed memory for reuse")
         seed_everything(tcfg.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, self.vocab).to(device)
         seed_everything(rank_seed(tcfg.seed, self.rank))  # dropout noise of this rank's own
@@ -149,8 +151,10 @@ class Trainer:
         for i, batch in enumerate(group):
             sync = i == len(group) - 1 or not self.dist.group
             with (nullcontext() if sync else self.net.no_sync()), autocast(self.device, tcfg.precision):
-                logits = self.net(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
-                loss, nll, _ = label_smoothed_loss(logits, batch.tgt_out, tcfg.label_smoothing, self.vocab.pad_id)
+                keep = batch.tgt_out != self.vocab.pad_id  # (B, T): no output layer on padding
+                logits = self.net(batch.src, batch.src_mask, batch.tgt_in, keep)  # (N, V)
+                loss, nll, _ = label_smoothed_loss(logits, batch.tgt_out[keep], tcfg.label_smoothing,
+                                                   self.vocab.pad_id)
             self.scaler.scale(loss * guess).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().float(), nll_sum + nll.detach().float()
         self.scaler.unscale_(self.optimizer)
@@ -268,8 +272,9 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
     with torch.inference_mode(), autocast(device, cfg.train.precision):
         for indices in sampler:
             batch = collate([(split.src[i], split.tgt[i]) for i in indices], pad_id).to(device)
-            logits = model(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
-            _, nll, n = label_smoothed_loss(logits, batch.tgt_out, 0.0, pad_id)
+            keep = batch.tgt_out != pad_id  # (B, T)
+            logits = model(batch.src, batch.src_mask, batch.tgt_in, keep)  # (N, V)
+            _, nll, n = label_smoothed_loss(logits, batch.tgt_out[keep], 0.0, pad_id)
             nll_sum += nll.item()
             total += n
     loss = nll_sum / max(total, 1)

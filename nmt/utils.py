@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import random
 from typing import Any
 
@@ -58,3 +59,23 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     """One mixed-precision context for fp32, bf16 and fp16 on any device."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc keep freed blocks for reuse instead of handing them back to the kernel; True if it took effect.
+
+    A training step allocates the same large CPU buffers every time (the logits and their gradient are over
+    100 MB each). By default glibc serves blocks that large with mmap and unmaps them when freed, so every
+    update faults and zeroes every page of them anew. With mmap off and no trimming they come from the heap
+    and are reused. The heap does not shrink afterwards, which suits a training process. Elsewhere than glibc
+    it does nothing.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))

@@ -266,6 +266,22 @@ def test_training_step_reaches_every_parameter(arch: str, overrides: dict) -> No
     assert not missing
 
 
+@pytest.mark.parametrize(("arch", "overrides"), VARIANTS[:1] + VARIANTS[-2:], ids=VARIANT_IDS[:1] + VARIANT_IDS[-2:])
+def test_kept_positions_give_the_same_logits_and_gradients(arch: str, overrides: dict) -> None:
+    model = tiny_model(arch, **overrides)
+    src, src_mask, tgt_in = make_batch([7, 4, 6])
+    keep = key_mask([6, 2, 4], tgt_in.size(1))  # (B, T)
+    full = model(src, src_mask, tgt_in)  # (B, T, V)
+    kept = model(src, src_mask, tgt_in, keep)  # (N, V)
+    torch.testing.assert_close(kept, full[keep])
+    grads = [torch.autograd.grad(out.square().sum(), list(model.parameters()), allow_unused=True)
+             for out in (full[keep], kept)]
+    for a, b in zip(*grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("arch", ["rnn", "transformer"])
 def test_reorder_state_follows_the_batch(arch: str) -> None:
     model = tiny_model(arch)

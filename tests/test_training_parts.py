@@ -121,6 +121,25 @@ def test_checkpoint_refuses_code(tmp_path):
         load_checkpoint(tmp_path / "evil.pt")
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_blocks_change_nothing(eps):
+    torch.manual_seed(5)
+    logits = torch.randn(37, 19, dtype=torch.float64) * 4
+    target = torch.randint(0, 19, (37,))
+    results = []
+    for rows in (1, 5, 37, 256):
+        leaf = logits.clone().requires_grad_()
+        loss, nll, _ = label_smoothed_loss(leaf, target, eps, pad_id=0, rows=rows)
+        loss.backward()
+        results.append((loss, nll, leaf.grad))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            torch.testing.assert_close(a, b)
+    with torch.no_grad():  # no gradient wanted: the same values
+        loss, nll, _ = label_smoothed_loss(logits, target, eps, pad_id=0, rows=5)
+    torch.testing.assert_close((loss, nll), results[0][:2])
+
+
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_fused_loss_gradient_matches_autograd_reference(eps):
     torch.manual_seed(2)

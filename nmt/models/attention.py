@@ -20,6 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.models.dropout import Dropout
+from nmt.models.dropout import dropout as dropout_fn
+
 _EPS = 1e-6
 
 
@@ -29,7 +32,7 @@ class RNNAttention(nn.Module):
     def __init__(self, query_dim: int, key_dim: int, temperature: float = 1.0, dropout: float = 0.0) -> None:
         super().__init__()
         self.temperature = temperature
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """The part of the scores that does not depend on the query, computed once per sentence."""
@@ -190,7 +193,7 @@ class FullAttention(SelfAttention):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(-1)  # (B, h, T, S)
-        return F.dropout(weights, dropout, self.training) @ v, weights
+        return dropout_fn(weights, dropout, self.training) @ v, weights
 
     def init_cache(self, batch: int, heads: int, head_dim: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
         empty = like.new_zeros(batch, heads, 0, head_dim)  # (B, h, 0, d)

@@ -38,8 +38,12 @@ class Seq2Seq(nn.Module):
     bos_id: int
     eos_id: int
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits, (B, T, V)."""
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits, (B, T, V); with `keep` (B, T) bool, only those positions' logits, (N, V).
+
+        `keep` lets training skip the output layer, the model's largest, on padding positions.
+        """
         raise NotImplementedError
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:

@@ -11,6 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmt.config import ModelConfig
 from nmt.models.attention import RNN_ATTENTION
 from nmt.models.base import Seq2Seq, State
+from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo
@@ -24,7 +25,7 @@ class GRUEncoder(nn.Module):
         self.embed = embed
         self.rnn = nn.GRU(embed.embedding_dim, hidden_size // 2, layers, batch_first=True, bidirectional=True,
                           dropout=dropout if layers > 1 else 0.0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """States (B, S, H), zero on padding, and the final states of every layer and direction (B, L * H)."""
@@ -61,7 +62,7 @@ class RNNSeq2Seq(Seq2Seq):
                               batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.combine = nn.Linear(2 * hidden, hidden)
         self.output = nn.Linear(hidden, vocab.tgt_size)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         for embed in {self.src_embed, self.tgt_embed}:
             nn.init.normal_(embed.weight, std=emb**-0.5)
             nn.init.zeros_(embed.weight[vocab.pad_id])
@@ -105,10 +106,11 @@ class RNNSeq2Seq(Seq2Seq):
             vectors.append(vector)
         return torch.cat(vectors, 1), weights[:, -1], {**state, "hidden": hidden.transpose(0, 1), "feed": feed}
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
         state = self.init_state(self.encode(src, src_mask), src_mask)
-        vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)
-        return self.output(vectors)  # (B, T, V)
+        vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)  # (B, T, H)
+        return self.output(vectors if keep is None else vectors[keep])  # (B, T, V) or (N, V)
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         vectors, weights, state = self._decode(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)

@@ -11,6 +11,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
 from nmt.models.base import Seq2Seq, State
+from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo
@@ -37,7 +38,7 @@ class Embedder(nn.Module):
         learned = positions == "learned"
         self.learned = nn.Embedding(max_positions, dim) if learned else None
         self.register_buffer("table", None if learned else sinusoidal_table(max_positions, dim), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Ids (B, T) at positions `pos` (T,) or (B, T) -> (B, T, d)."""
@@ -121,7 +122,7 @@ class _Layer(nn.Module):
         # No dropout on the wide hidden layer (as fairseq's default): on CPU, drawing its mask costs more than
         # the rest of the layer's dropout together, and the sublayer output is dropped anyway.
         self.ffn = nn.Sequential(_xavier(nn.Linear(d_model, ffn_dim)), nn.ReLU(), _xavier(nn.Linear(ffn_dim, d_model)))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def _in(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """The input of sublayer `i`."""
@@ -214,7 +215,8 @@ class Transformer(Seq2Seq):
             x = layer(x, mask)
         return {"memory": self.encoder_norm(x)}  # (B, S, d)
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
         memory = self.encode(src, src_mask)["memory"]
         length = tgt_in.size(1)
         x = self.tgt_embed(tgt_in, torch.arange(length, device=tgt_in.device))  # (B, T, d)
@@ -222,7 +224,7 @@ class Transformer(Seq2Seq):
         memory_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.decoder_layers:
             x = layer(x, memory, self_mask, memory_mask)
-        return self.output(self.decoder_norm(x))  # (B, T, V)
+        return self.output(self.decoder_norm(x if keep is None else x[keep]))  # (B, T, V) or (N, V)
 
     def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
         states = memory["memory"]  # (B, S, d)
