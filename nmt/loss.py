@@ -64,7 +64,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll: torch.Tensor):
         (grad,) = ctx.saved_tensors  # (N, V), the gradient of the summed loss
-        return grad.mul(grad_loss).to(ctx.input_dtype), None, None, None, None
+        if not torch.equal(grad_loss, torch.ones_like(grad_loss)):  # the trainer's backward leaves it at 1
+            grad = grad * grad_loss
+        return grad.to(ctx.input_dtype), None, None, None, None
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,

@@ -141,12 +141,13 @@ class Trainer:
     def train_step(self, group: list[Batch]) -> StepResult:
         """Forward/backward over `group` (accumulating), one control exchange, one optimizer step unless skipped.
 
-        Gradients are scaled by a fixed token guess, then corrected by the global token count from the exchange.
+        Gradients are sums over target tokens (in fp16 first scaled by a fixed token guess, to stay in range),
+        then divided by the global token count from the exchange.
         """
         tcfg = self.cfg.train
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
-        guess = 1.0 / (tcfg.batch_tokens * tcfg.accumulate)
+        guess = 1.0 / (tcfg.batch_tokens * tcfg.accumulate) if tcfg.precision == "fp16" else 1.0
         loss_sum = nll_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(group):
             sync = i == len(group) - 1 or not self.dist.group

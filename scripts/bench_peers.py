@@ -1,6 +1,7 @@
 """Training throughput against fairseq and OpenNMT-py, measured one right after the other on this machine.
 
 Usage: python scripts/bench_peers.py [CONFIG] [--seconds 180] [--kit ../shared/peers]
+       python scripts/bench_peers.py --decode RUN [--fairseq-checkpoint CKPT] [--kit ../shared/peers]
 
 Runs `scripts/bench_train.py CONFIG --seconds N`, then the peers kit's `bench_train.sh N` (fairseq, then
 OpenNMT-py, each for N seconds on the same model: Transformer 3+3, d256, FFN 1024, 4 heads, pre-norm, tied
@@ -8,6 +9,11 @@ embeddings, 4,096-token batches, fp32), and writes all three into one JSON under
 ratio of our target tokens/s to the faster peer's. Figures from different runs are never paired: these
 machines differ by up to 1.6x from day to day. Install the kit first (`KIT/setup.sh`, once); run this alone
 on the machine. Target tokens are real (non-padding) target tokens with EOS in all three.
+
+With --decode RUN it pairs decoding instead: `scripts/bench_decode.py RUN` (greedy and beam 5 over the test
+set), then the kit's `fairseq/decode.sh` (fairseq-generate, beam 5 and greedy, 64 sentences per batch) on a
+fairseq checkpoint trained by the kit's `fairseq/train_20min.sh`, and writes both with the ratios into
+peers_decode_<run>_cpu.json. Sentences/s of fairseq are its own "Translated ... sentences/s" figure.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kit", type=Path, default=Path(os.environ.get("NMT_PEERS_KIT", KIT)),
                         help="the peers kit folder, holding bench_train.sh (default ../shared/peers)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    parser.add_argument("--decode", metavar="RUN", help="pair decoding of this run with fairseq-generate instead")
+    parser.add_argument("--fairseq-checkpoint", type=Path, default=None,
+                        help="fairseq checkpoint to decode (default: the kit's $PEERS/fairseq/ckpt/checkpoint_last.pt)")
     parser.add_argument("--train-arg", dest="train_args", action="append", default=[], metavar="ARG",
                         help="one more argument for scripts/bench_train.py (repeat for several)")
     return parser.parse_args(argv)
@@ -70,10 +79,70 @@ def pairing(ours: dict, peers: dict[str, dict[str, float]]) -> dict:
     return out
 
 
+def parse_generate(log: str, results: str) -> dict[str, float]:
+    """fairseq-generate's sentences/s and tokens/s from its log, and the BLEU that decode.sh printed after it."""
+    rate = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s, "
+                     r"([\d.]+) tokens/s\)", log)
+    bleu = re.findall(r'"name": "BLEU",\s*"score": ([\d.]+)', results)
+    if not rate or not bleu:
+        raise ValueError("no 'Translated ...' line or BLEU score in fairseq's output")
+    return {"sentences": int(rate.group(1).replace(",", "")), "seconds": float(rate.group(3)),
+            "sentences_per_s": float(rate.group(4)), "tgt_tokens_per_s": float(rate.group(5)),
+            "bleu": float(bleu[-1])}
+
+
+def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
+    """Our decoding of RUN's test set, then fairseq-generate's, one right after the other; both into one JSON."""
+    script = args.kit / "fairseq" / "decode.sh"
+    if not script.is_file():
+        print(f"error: {script} not found: pass --kit (the peers kit folder) or set NMT_PEERS_KIT", file=sys.stderr)
+        return 2
+    peers_home = Path(os.environ.get("PEERS", Path.home() / "nmt-peers"))
+    checkpoint = args.fairseq_checkpoint or peers_home / "fairseq" / "ckpt" / "checkpoint_last.pt"
+    if not checkpoint.is_file():
+        print(f"error: {checkpoint} not found: train it with {args.kit / 'fairseq' / 'train_20min.sh'}",
+              file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
+        ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_decode.py"), args.decode, "--split", "test",
+                    "--limit", "20", "--out-dir", tmp]
+        if subprocess.run(ours_cmd, check=False).returncode:
+            print("error: scripts/bench_decode.py failed", file=sys.stderr)
+            return 1
+        ours = json.loads(next(Path(tmp).glob("decode_*.json")).read_text(encoding="utf-8"))
+    results_file = peers_home / "fairseq" / "logs" / "results.txt"
+    before = results_file.read_text(encoding="utf-8") if results_file.is_file() else ""
+    if subprocess.run(["bash", str(script), str(checkpoint)], check=False).returncode:
+        print("error: the kit's fairseq/decode.sh failed", file=sys.stderr)
+        return 1
+    printed = results_file.read_text(encoding="utf-8")[len(before):]
+    fairseq: dict[str, dict[str, float]] = {}
+    for name, beam in (("greedy", 1), ("beam5", 5)):  # bench_decode's default beam is 5, as decode.sh's
+        log = (peers_home / "fairseq" / "logs" / f"decode.beam{beam}.log").read_text(encoding="utf-8")
+        section = printed.split(f"== fairseq beam={beam} ")[1].split("== fairseq")[0]
+        fairseq[name] = parse_generate(log, section)
+    nmt = {name: ours["searches"][name]["batched"] for name in fairseq}
+    result = {"benchmark": "peers_decode", "run": ours["run"], "load_average_before": round(load_before, 2),
+              "nmt": {"batch_tokens": ours["batch_tokens"], "length_penalty": ours["length_penalty"],
+                      "threads": ours["threads"], **nmt},
+              "fairseq": {"checkpoint": str(checkpoint), "batch_sentences": 64, **fairseq},
+              "ratio": {name: round(nmt[name]["sentences_per_s"] / fairseq[name]["sentences_per_s"], 3)
+                        for name in fairseq}}
+    out = args.out_dir / f"peers_decode_{ours['run']}_cpu.json"
+    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    print("; ".join(f"{name}: nmt {nmt[name]['sentences_per_s']:.1f} sent/s, fairseq "
+                    f"{fairseq[name]['sentences_per_s']:.1f} (x{result['ratio'][name]:.2f})" for name in fairseq)
+          + f" -> {out}")
+    return 0
+
+
 @command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.decode:
+        return decode_pairing(args, argv)
     script = args.kit / "bench_train.sh"
     if not script.is_file():
         print(f"error: {script} not found: pass --kit (the peers kit folder) or set NMT_PEERS_KIT", file=sys.stderr)
