@@ -49,6 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--decode", metavar="RUN", help="pair decoding of this run with fairseq-generate instead")
     parser.add_argument("--fairseq-checkpoint", type=Path, default=None,
                         help="fairseq checkpoint to decode (default: the kit's $PEERS/fairseq/ckpt/checkpoint_last.pt)")
+    parser.add_argument("--decode-arg", dest="decode_args", action="append", default=[], metavar="ARG",
+                        help="one more argument for scripts/bench_decode.py (repeat for several)")
     parser.add_argument("--train-arg", dest="train_args", action="append", default=[], metavar="ARG",
                         help="one more argument for scripts/bench_train.py (repeat for several)")
     return parser.parse_args(argv)
@@ -106,7 +108,7 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
         ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_decode.py"), args.decode, "--split", "test",
-                    "--limit", "20", "--out-dir", tmp]
+                    "--limit", "20", "--out-dir", tmp, *args.decode_args]
         if subprocess.run(ours_cmd, check=False).returncode:
             print("error: scripts/bench_decode.py failed", file=sys.stderr)
             return 1

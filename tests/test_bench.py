@@ -145,6 +145,45 @@ def test_bench_peers_pairs_one_run_of_each(scripts, tiny_run, tmp_path):
     assert scripts["bench_peers"].main(["--kit", str(tmp_path / "none")]) == 2
 
 
+GENERATE_LOG = "2026-12-01 | INFO | fairseq_cli.generate | Translated 1,000 sentences (13,614 tokens) in 8.6s " \
+               "(116.43 sentences/s, {rate} tokens/s)\n"
+SACREBLEU = '[\n{{\n "name": "BLEU",\n "score": {bleu},\n "signature": "nrefs:1"\n}},\n{{\n "name": "chrF2",\n' \
+            ' "score": 55.1\n}}\n]\n'
+
+
+def test_bench_peers_pairs_decoding_with_fairseq_generate(scripts, tiny_run, tmp_path, monkeypatch):
+    """Our decoding and fairseq-generate's (a stand-in kit here) land in one JSON with their ratios."""
+    _, run = tiny_run
+    peers = tmp_path / "peers"
+    logs = peers / "fairseq" / "logs"
+    (peers / "fairseq" / "ckpt").mkdir(parents=True)
+    (peers / "fairseq" / "ckpt" / "checkpoint_last.pt").write_bytes(b"fairseq")
+    kit = tmp_path / "kit"
+    (kit / "fairseq").mkdir(parents=True)
+    lines = [f'mkdir -p "{logs}"']
+    for beam, rate, bleu in ((5, "1585.15", 31.2), (1, "3170.30", 29.9)):
+        lines += [f"echo '{GENERATE_LOG.format(rate=rate).strip()}' > \"{logs}/decode.beam{beam}.log\"",
+                  f"cat >> \"{logs}/results.txt\" <<'EOF'\n== fairseq beam={beam} ckpt=$1 lines=1000\n"
+                  f"{SACREBLEU.format(bleu=bleu)}EOF"]
+    (kit / "fairseq" / "decode.sh").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("PEERS", str(peers))
+    out = tmp_path / "results"
+    quick = [f"--decode-arg={a}" for a in ("--limit=1", "--batched-limit=3", "--threads=1")]
+    assert scripts["bench_peers"].main(["--decode", str(run), "--kit", str(kit), "--out-dir", str(out), *quick]) == 0
+    result = json.loads((out / "peers_decode_benchtiny_cpu.json").read_text())
+    assert result["fairseq"]["beam5"]["bleu"] == 31.2 and result["fairseq"]["greedy"]["bleu"] == 29.9
+    assert result["fairseq"]["greedy"]["sentences_per_s"] == 116.43
+    for search in ("greedy", "beam5"):
+        expected = result["nmt"][search]["sentences_per_s"] / result["fairseq"][search]["sentences_per_s"]
+        assert result["ratio"][search] == pytest.approx(expected, abs=1e-3)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
+    assert scripts["bench_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
+    assert "| benchtiny | beam5 |" in readme.read_text() and "| 116.4 | 31.20 |" in readme.read_text()
+    monkeypatch.setenv("PEERS", str(tmp_path / "nowhere"))
+    assert scripts["bench_peers"].main(["--decode", str(run), "--kit", str(kit)]) == 2
+
+
 def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
     config, _ = tiny_run
     args = [str(config), "--steps", "2", "--warmup-steps", "1", "--threads", "1", "--out-dir", str(tmp_path)]
