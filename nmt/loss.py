@@ -23,7 +23,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = torch.promote_types(logits.dtype, torch.float32)
         count, vocab = logits.shape
-        keep = (target != pad_id).to(dtype)  # (N,)
+        real = target != pad_id  # (N,)
+        keep = real.to(dtype)  # (N,)
         share = epsilon / (vocab - 2) if epsilon > 0.0 else 0.0  # smoothed mass of each non-reference class
         want_grad = ctx.needs_input_grad[0]
         grad = torch.empty(count, vocab, dtype=dtype, device=logits.device) if want_grad else None  # (N, V)
@@ -45,12 +46,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                     exps.sub_((share * weight)[:, None])
         index = target[:, None]  # (N, 1)
         picked = logits.gather(1, index).squeeze(1).to(dtype)  # (N,)
-        nll = (lse - picked) * keep  # (N,)
+        nll = torch.where(real, lse - picked, 0.0)  # (N,) no NaN from a padding row's non-finite logits
         loss = nll
         if share:
             # -sum of log-probabilities over the classes other than the reference and padding.
             other = (vocab - 2) * lse - (total - logits[:, pad_id].to(dtype) - picked)  # (N,)
-            loss = (1.0 - epsilon) * nll + share * other * keep
+            loss = (1.0 - epsilon) * nll + share * torch.where(real, other, 0.0)
         if grad is not None:
             if share:  # padding is not a smoothing class: its column keeps the plain softmax
                 grad[:, pad_id] += share * keep

@@ -32,7 +32,7 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")),
     ("layer norm", ("layer_norm",)),
     ("dropout", ("dropout", "bernoulli")),
-    ("softmax and loss", ("softmax", "nll_loss", "cross_entropy", "log_softmax", "logsumexp")),
+    ("softmax and loss", ("softmax", "nll_loss", "cross_entropy", "log_softmax", "logsumexp", "SmoothedCrossEntropy")),
     ("embedding", ("embedding",)),
     ("elementwise and other operators", ("aten::",)),
 ]
@@ -56,6 +56,21 @@ def category(name: str) -> str | None:
         if any(key in name for key in keys):
             return label
     return None
+
+
+# Ranges whose operators all belong to one part, whatever their names: nmt's dropout (its mask is drawn with
+# random_ and applied with where) and the label-smoothed loss (amax, exp_, sum, ... over the logits).
+SCOPES = ("nmt.dropout", "_MaskedScale", "_SmoothedCrossEntropy")
+
+
+def scoped_name(event) -> str:
+    """An operator's name, prefixed by the innermost enclosing range of SCOPES, so that range decides its part."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if any(scope in parent.name for scope in SCOPES):
+            return f"{parent.name}/{event.name}"
+        parent = parent.cpu_parent
+    return event.name
 
 
 def breakdown(events: list[tuple[str, float]], wall_us: float) -> dict[str, float]:
@@ -95,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.steps):
             trainer.train_step(next(groups))
         wall = time.perf_counter() - start
-    events = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+    events = [(scoped_name(e), e.self_cpu_time_total) for e in prof.events()]
     parts = breakdown(events, wall * 1e6)
     result = {"benchmark": "profile", "config": cfg.name, "arch": cfg.model.arch, "device": "cpu",
               "precision": cfg.train.precision, "threads": torch.get_num_threads(), "steps": args.steps,

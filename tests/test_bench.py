@@ -190,12 +190,15 @@ def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
     assert scripts["profile_step"].main(args) == 0
     result = json.loads((tmp_path / "profile_benchtiny_cpu.json").read_text())
     parts = result["breakdown"]
-    assert parts["matmul"] > 0 and parts["optimizer"] > 0 and min(parts.values()) >= 0
+    assert parts["matmul"] > 0 and parts["optimizer"] > 0 and parts["softmax and loss"] > 0
+    assert min(parts.values()) >= 0
     assert sum(parts.values()) == pytest.approx(result["seconds"], abs=1e-4 * len(parts) + 1e-3)  # rounding
     assert scripts["profile_step"].category("aten::addmm") == "matmul"
     assert scripts["profile_step"].category("aten::_foreach_mul_") == "optimizer"
     assert scripts["profile_step"].category("aten::_log_softmax") == "softmax and loss"
     assert scripts["profile_step"].category("Some label") is None
+    assert scripts["profile_step"].category("nmt.dropout/aten::where") == "dropout"
+    assert scripts["profile_step"].category("_SmoothedCrossEntropyBackward/aten::mul") == "softmax and loss"
 
 
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):

@@ -48,8 +48,9 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu" or p >= 1.0:
         return nn.functional.dropout(x, p, True)
-    drop, scale = drop_mask(x.shape, p, x.device)
-    return _MaskedScale.apply(x, drop, scale)
+    with torch.profiler.record_function("nmt.dropout"):  # one range for the profile's breakdown
+        drop, scale = drop_mask(x.shape, p, x.device)
+        return _MaskedScale.apply(x, drop, scale)
 
 
 class Dropout(nn.Module):
