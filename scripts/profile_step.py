@@ -31,7 +31,7 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("attention", ("scaled_dot_product", "flash_attention", "_efficient_attention", "sdpa")),
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")),
     ("layer norm", ("layer_norm",)),
-    ("dropout", ("dropout", "bernoulli")),
+    ("dropout", ("dropout", "_Dropout", "bernoulli")),
     ("softmax and loss", ("softmax", "nll_loss", "cross_entropy", "log_softmax", "logsumexp", "SmoothedCrossEntropy")),
     ("embedding", ("embedding",)),
     ("elementwise and other operators", ("aten::",)),
@@ -58,9 +58,9 @@ def category(name: str) -> str | None:
     return None
 
 
-# Ranges whose operators all belong to one part, whatever their names: nmt's dropout (its mask is drawn with
-# random_ and applied with where) and the label-smoothed loss (amax, exp_, sum, ... over the logits).
-SCOPES = ("nmt.dropout", "_MaskedScale", "_SmoothedCrossEntropy")
+# Autograd functions whose operators all belong to one part, whatever their names: nmt's dropout (its mask is
+# drawn with random_ and applied with where) and the label-smoothed loss (amax, exp_, sum, ... over the logits).
+SCOPES = ("_Dropout", "_SmoothedCrossEntropy")
 
 
 def scoped_name(event) -> str:

@@ -282,28 +282,6 @@ def test_kept_positions_give_the_same_logits_and_gradients(arch: str, overrides:
             torch.testing.assert_close(a, b)
 
 
-def test_transformer_beams_share_their_sentence_memory() -> None:
-    """Reorders that keep each sentence's beams together copy no memory and decode as per-row memory would."""
-    model = tiny_model("transformer")
-    src, src_mask, tgt_in = make_batch([7, 4, 6])
-    orders = [torch.tensor([0, 0, 1, 1, 2, 2]), torch.tensor([1, 0, 3, 3, 5, 4]), torch.tensor([0, 1, 4, 5])]
-    rows = torch.arange(3)
-    with torch.no_grad():
-        state = model.init_state(model.encode(src, src_mask), src_mask)
-        for t, order in enumerate(orders):
-            state = model.reorder_state(state, order)
-            rows = rows[order]
-            reference = model.init_state(model.encode(src[rows], src_mask[rows]), src_mask[rows])
-            for s in range(t):  # the reference sees the same tokens from the start
-                _, reference = model.step(tgt_in[rows, s], reference)
-            log_probs, state = model.step(tgt_in[rows, t], state)
-            expected, reference = model.step(tgt_in[rows, t], reference)
-            torch.testing.assert_close(log_probs, expected)
-            torch.testing.assert_close(state["attention"], reference["attention"])
-            assert state["group"] == 2 and state["static"]["memory_k0"].size(0) == len(order) // 2
-        assert torch.equal(state["static"]["memory_mask"], src_mask[[0, 2]][:, None, None, :])
-
-
 @pytest.mark.parametrize("arch", ["rnn", "transformer"])
 def test_reorder_state_follows_the_batch(arch: str) -> None:
     model = tiny_model(arch)

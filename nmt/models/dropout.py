@@ -27,11 +27,12 @@ def drop_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[torch.
     return bits < cut - _LEVELS // 2, _LEVELS / (_LEVELS - cut)
 
 
-class _MaskedScale(torch.autograd.Function):
-    """x with the masked elements zeroed and the rest scaled; the same in the backward pass."""
+class _Dropout(torch.autograd.Function):
+    """x with a fresh mask's elements zeroed and the rest scaled; the same mask in the backward pass."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, drop: torch.Tensor, scale: float) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        drop, scale = drop_mask(x.shape, p, x.device)
         ctx.save_for_backward(drop)
         ctx.scale = scale
         return torch.where(drop, 0.0, x).mul_(scale)
@@ -39,7 +40,7 @@ class _MaskedScale(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (drop,) = ctx.saved_tensors
-        return torch.where(drop, 0.0, grad).mul_(ctx.scale), None, None
+        return torch.where(drop, 0.0, grad).mul_(ctx.scale), None
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -48,9 +49,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu" or p >= 1.0:
         return nn.functional.dropout(x, p, True)
-    with torch.profiler.record_function("nmt.dropout"):  # one range for the profile's breakdown
-        drop, scale = drop_mask(x.shape, p, x.device)
-        return _MaskedScale.apply(x, drop, scale)
+    return _Dropout.apply(x, p)
 
 
 class Dropout(nn.Module):

@@ -10,7 +10,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
-from nmt.models.base import Seq2Seq, State, reorder_tree
+from nmt.models.base import Seq2Seq, State
 from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
@@ -164,21 +164,13 @@ class DecoderLayer(_Layer):
         return self._feed_forward(x)
 
     def step(self, x: torch.Tensor, cache: dict[str, torch.Tensor], k: torch.Tensor, v: torch.Tensor,
-             memory_mask: torch.Tensor, group: int, need_weights: bool
+             memory_mask: torch.Tensor, need_weights: bool
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor | None]:
-        """One position (R, 1, d) -> its output, the grown self-attention cache, cross weights (R, h, 1, S).
-
-        The memory (k, v, mask) has one row per `group` consecutive rows of x: the group's rows (a sentence's
-        beams) are its queries, in one attention call.
-        """
+        """One position (B, 1, d) -> its output, the grown self-attention cache, cross weights (B, h, 1, S)."""
         out, cache = self.self_attn.step(self._in(x, 0), cache)
         x = self._add(x, out, 0)
-        rows, _, width = x.shape
-        queries = self._in(x, 1).view(rows // group, group, width)  # (M, g, d)
-        out, weights = self.cross_attn(queries, k, v, memory_mask, need_weights)  # (M, g, d), (M, h, g, S)
-        x = self._add(x, out.view(rows, 1, width), 1)
-        if weights is not None:
-            weights = weights.transpose(1, 2).reshape(rows, weights.size(1), 1, weights.size(-1))  # (R, h, 1, S)
+        out, weights = self.cross_attn(self._in(x, 1), k, v, memory_mask, need_weights)
+        x = self._add(x, out, 1)
         return self._feed_forward(x), cache, weights
 
 
@@ -235,39 +227,16 @@ class Transformer(Seq2Seq):
         return self.output(self.decoder_norm(x if keep is None else x[keep]))  # (B, T, V) or (N, V)
 
     def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
-        """Per-row entries, plus the projected memory under "static", one row per sentence (see reorder_state)."""
         states = memory["memory"]  # (B, S, d)
         batch = states.size(0)
-        static = {"memory_mask": src_mask[:, None, None, :]}  # (B, 1, 1, S)
-        state: State = {"pos": torch.zeros(batch, dtype=torch.long, device=states.device),
-                        "source": torch.arange(batch, device=states.device), "group": 1, "static": static}
+        state = {"pos": torch.zeros(batch, dtype=torch.long, device=states.device),
+                 "memory_mask": src_mask[:, None, None, :]}  # (B, 1, 1, S)
         head_dim = states.size(-1) // self.heads
         for i, layer in enumerate(self.decoder_layers):
-            static[f"memory_k{i}"], static[f"memory_v{i}"] = layer.cross_attn.project_memory(states)
+            state[f"memory_k{i}"], state[f"memory_v{i}"] = layer.cross_attn.project_memory(states)
             for name, value in self.self_core.init_cache(batch, self.heads, head_dim, states).items():
                 state[f"self{i}.{name}"] = value
         return state
-
-    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
-        """Reorder the per-row entries; the memory rows are only copied when a sentence leaves.
-
-        `source` (R,) names each row's memory row. Beam search keeps a sentence's beams in one run of rows,
-        so the memory usually needs no copy at all, and when every memory row serves `group` consecutive rows
-        the cross-attention takes them as one sentence's queries. Any other order works too, through a copy.
-        """
-        rest = {key: value for key, value in state.items() if key not in ("static", "source", "group")}
-        new = reorder_tree(rest, indices)
-        used, source = torch.unique(state["source"][indices], return_inverse=True)  # (M,), (R,)
-        static = state["static"]
-        if used.numel() < static["memory_mask"].size(0):  # some sentences left: keep only the memory still read
-            static = reorder_tree(static, used)
-        rows, sentences = source.numel(), used.numel()
-        group = rows // sentences if sentences and rows % sentences == 0 else 0
-        if group and torch.equal(source, torch.arange(sentences, device=source.device).repeat_interleave(group)):
-            return {**new, "static": static, "source": source, "group": group}
-        # Rows not in runs of one size: a memory row of its own for every row.
-        return {**new, "static": reorder_tree(static, source), "source": torch.arange(rows, device=source.device),
-                "group": 1}
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         x = self.tgt_embed(prev_tokens[:, None], state["pos"][:, None])  # (B, 1, d)
@@ -277,9 +246,8 @@ class Transformer(Seq2Seq):
         for i, layer in enumerate(self.decoder_layers):
             prefix = f"self{i}."
             cache = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
-            static = state["static"]
-            x, cache, weights = layer.step(x, cache, static[f"memory_k{i}"], static[f"memory_v{i}"],
-                                           static["memory_mask"], state["group"], need_weights=i == last)
+            x, cache, weights = layer.step(x, cache, state[f"memory_k{i}"], state[f"memory_v{i}"],
+                                           state["memory_mask"], need_weights=i == last)
             new.update({prefix + key: value for key, value in cache.items()})
         new["attention"] = weights.mean(1)[:, 0]  # (B, S), last layer, averaged over heads
         return self.output(self.decoder_norm(x))[:, 0].float().log_softmax(-1), new
