@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             trainer.train_step(group)
         return group
 
-    for _ in range(args.warmup_steps):
+    for done in range(1, args.warmup_steps + 1):
         if update() is None:
             break
-    _sync(device)
-    stage(f"{args.warmup_steps} warm-up updates done")
+        _sync(device)
+        stage(f"warm-up update {done} done")  # a run cut off in warm-up still shows the time per update
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     steps = src_tokens = tgt_tokens = padded = 0

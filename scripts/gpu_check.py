@@ -133,7 +133,7 @@ def _repeated_sample(folder: Path, repeat: int) -> list[str]:
 def check_train(checker: Checker, precision: str, seconds: float, model: list[str]) -> dict[str, Any]:
     out = checker.work / f"bench_{precision}"
     data = _repeated_sample(checker.work / "repeated", 1 if checker.dry else REPEAT)
-    args = [sys.executable, "scripts/bench_train.py", str(BASE), "--seconds", str(seconds), "--warmup-steps", "10",
+    args = [sys.executable, "scripts/bench_train.py", str(BASE), "--seconds", str(seconds), "--warmup-steps", "5",
             "--out-dir", str(out), "--peak-seconds", "2", *(["--matmul-size", "128"] if checker.dry else []),
             *_run_config(checker, f"gpu_{precision}", *data, *model, f"train.precision={precision}")]
     checker.run(args, limit=seconds + 120, check=True)
