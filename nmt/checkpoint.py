@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,13 @@ class Bundle:
         if missing:
             raise CheckpointError(f"{path}: not a model checkpoint (version {version}): missing "
                                   f"{', '.join(missing)}")
+        for key, kind in (("config", dict), ("vocab", dict), ("tokenizer", bytes), ("tokenizer_id", str),
+                          ("model", dict), ("progress", dict)):
+            if key in payload and not isinstance(payload[key], kind):
+                raise CheckpointError(f"{path}: not a model checkpoint: its {key} is a {type(payload[key]).__name__}, "
+                                      f"not a {kind.__name__}")
+        if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in payload["model"].items()):
+            raise CheckpointError(f"{path}: not a model checkpoint: its weights are not all named tensors")
         training = None
         if all(k in payload for k in TRAINING_KEYS):
             training = TrainingState(*(payload[k] for k in TRAINING_KEYS), list(payload.get("rng_ranks", [])))
@@ -134,7 +142,9 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     if hashlib.sha256(body).hexdigest().encode() != digest:
         raise CheckpointError(f"{path}: checkpoint is truncated or corrupt (checksum mismatch)")
     try:
-        payload = torch.load(io.BytesIO(body), map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's warnings about a foreign file would add lines to the one error
+            warnings.simplefilter("ignore")
+            payload = torch.load(io.BytesIO(body), map_location=map_location, weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means the same thing here
         raise CheckpointError(f"{path}: checkpoint cannot be read as data ({type(err).__name__})") from None
     if not isinstance(payload, dict):
@@ -183,8 +193,9 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
         tokenizer = Tokenizer.from_bytes(bundle.tokenizer)
         model = build_model(cfg.model, tokenizer.vocab)
         model.load_state_dict(bundle.model)
-    except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError) as err:
-        raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({err})") from None
+    except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError, TypeError) as err:
+        detail = " ".join(str(err).split())  # load_state_dict lists each mismatch on a line of its own
+        raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({detail})") from None
     return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt, bundle.progress)
 
 
@@ -219,14 +230,20 @@ def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str) -> Bundle:
 def average_checkpoints(paths: list[Path]) -> Bundle:
     """The first checkpoint's inference bundle with the element-wise mean of all their weights.
 
-    Every checkpoint must have the same model settings; integer buffers are taken from the first.
-    The progress is that of the furthest-trained one.
+    Every checkpoint must have the same model settings, tokenizer and weight shapes; integer buffers are taken
+    from the first. The progress is that of the furthest-trained one.
     """
     bundles = [load_bundle(path) for path in paths]
     first = bundles[0]
+    shapes = {key: value.shape for key, value in first.model.items()}
     for path, bundle in zip(paths[1:], bundles[1:]):
         if bundle.config.get("model") != first.config.get("model"):
             raise CheckpointError(f"{path}: model settings differ from {paths[0]}; cannot average")
+        if bundle.tokenizer_id != first.tokenizer_id:
+            raise CheckpointError(f"{path}: its tokenizer differs from {paths[0]}'s (other subwords or ids); "
+                                  "cannot average")
+        if {key: value.shape for key, value in bundle.model.items()} != shapes:
+            raise CheckpointError(f"{path}: its weights' names or shapes differ from {paths[0]}'s; cannot average")
     averaged = {}
     for key, value in first.model.items():
         if value.is_floating_point():

@@ -26,7 +26,7 @@ from nmt.config import (
     reference_markdown,
 )
 from nmt.data import DataError, prepare, read_pair, summary
-from nmt.export import MANIFEST, ExportError, is_export
+from nmt.export import MANIFEST, ExportError, export_files, is_export
 from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
 from nmt.runlock import RunLockError, run_lock
@@ -329,14 +329,14 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     if args.output:
         check_output("--output", args.output, inputs)
     translator = _translator(paths, args, n_best=1)
-    if args.src:
-        name = Path(args.src).stem
+    if args.src:  # named apart from the splits, so that the run's own split reports stay as training wrote them
+        name = f"file_{Path(args.src).stem}"
         sources, refs = read_pair(Path(args.src), Path(args.ref))
     else:
         name = args.split
         sources, refs = split_pair(translator, args.split)
     first = Path(translator.members[0].path)
-    run_dir = first if first.is_dir() else first.parent.parent
+    run_dir = first if first.is_dir() else first.parent.parent if first.parent.name == "checkpoints" else first.parent
     out = Path(args.output) if args.output else run_dir / f"eval_{name}.json"
     hyp_path = out.with_suffix(".hyp.txt") if args.output else run_dir / f"{name}.hyp.en"
     check_output("report", out, inputs)
@@ -361,9 +361,8 @@ def _checkpoint_inputs(path: str) -> list[tuple[str, Path]]:
     """The files a command reads of a model: the checkpoint given, each one a run folder may resolve to, or
     an export folder's files."""
     given = Path(path)
-    if is_export(given):
-        return [("exported model", p) for p in sorted(given.iterdir()) if p.is_file()] + [
-            ("export manifest", given / MANIFEST)]
+    if is_export(given):  # the files the manifest lists (reports written into the folder are not inputs)
+        return [("exported model", p) for p in export_files(given)] + [("export manifest", given / MANIFEST)]
     if given.is_dir():
         return [("checkpoint", given / "checkpoints" / name) for name in ("averaged.pt", "best.pt", "last.pt")]
     return [("checkpoint", given)]
@@ -411,8 +410,17 @@ def translate_main(argv: list[str] | None = None) -> int:
     if args.attention_stats:
         check_output("--attention-stats", args.attention_stats, [*inputs, ("-o/--output", args.output)])
     if args.attention_plots:
-        check_output("--attention-plots", args.attention_plots, folder=True)
+        check_output("--attention-plots", args.attention_plots,
+                     [*inputs, ("-o/--output", args.output), ("--attention-stats", args.attention_stats)], folder=True)
+    if not args.input and sys.stdin is None:
+        raise DataError("<stdin>: standard input is closed; give -i/--input FILE")
+    if not args.output and sys.stdout is None:
+        raise FileError("<stdout>: standard output is closed; give -o/--output FILE")
     translator = _translator(args.checkpoint, args, n_best=args.n_best)
+    wants_attention = args.attention_stats or args.attention_plots
+    if wants_attention and translator.engine.name != "pytorch":
+        raise ExportError(f"{args.checkpoint[0]}: an exported model gives no attention weights; "
+                          "--attention-stats and --attention-plots need a checkpoint")
     thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
                             args.max_uniform_share)
     stream = Stream(translator, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,

@@ -32,7 +32,10 @@ class Range:
     high_open: bool = False
 
     def __contains__(self, value: float) -> bool:
-        if not math.isfinite(value):
+        try:
+            if not math.isfinite(value):
+                return False
+        except OverflowError:  # an integer beyond any float: outside every range
             return False
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
@@ -235,12 +238,13 @@ class DecodeConfig(_Section):
 
     beam: int = _opt(5, "Beam size (1: greedy).", bounds=AT_LEAST_ONE)
     length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).", bounds=NON_NEGATIVE)
-    max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b.", bounds=NON_NEGATIVE)
-    max_len_b: int = _opt(10, "Maximum output length is a * source length + b.", bounds=NON_NEGATIVE)
+    max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b (and at most what the model's "
+                                 "positions cover).", bounds=Range(0.0, 1000.0))
+    max_len_b: int = _opt(10, "Maximum output length is a * source length + b.", bounds=Range(0.0, 100_000.0))
     batch_tokens: int = _opt(2000, "Source-token budget per decoding batch.", bounds=AT_LEAST_ONE)
     n_best: int = _opt(1, "Hypotheses returned per sentence.", bounds=AT_LEAST_ONE)
-    max_source_tokens: int = _opt(250, "Longer sources are truncated to this many subwords before decoding.",
-                                  bounds=AT_LEAST_ONE)
+    max_source_tokens: int = _opt(250, "Longer sources are truncated to this many subwords before decoding (and "
+                                       "to what the model's positions cover).", bounds=AT_LEAST_ONE)
 
 
 def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"decode.{key}") -> None:

@@ -48,10 +48,13 @@ def gnmt_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float) -> torch.Tensor:
-    """Per-sentence cap on output tokens before EOS: floor(a * real source length + b), at least 0."""
+def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
+                max_positions: int | None = None) -> torch.Tensor:
+    """Per-sentence cap on output tokens before EOS: floor(a * real source length + b), at least 0 and at most
+    what `max_positions` covers (BOS and the outputs before EOS take one position each)."""
     real = src_mask.sum(dim=1).double()  # (B,)
-    return (real * max_len_a + max_len_b).floor().clamp(min=0).long()  # (B,)
+    most = 2**31 - 1 if max_positions is None else max_positions - 1
+    return (real * max_len_a + float(max_len_b)).floor().clamp(0, most).long()  # (B,)
 
 
 def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
@@ -67,7 +70,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
     active = torch.arange(batch, device=device)  # (n,) sentence of each active row
-    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (n,)
+    limit = max_lengths(src_mask, max_len_a, max_len_b, model.max_positions)  # (n,)
     log_prob = torch.zeros(batch, device=device)  # (n,)
     prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n,)
     history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n, t)
@@ -113,7 +116,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
     state = model.init_state(model.encode(src, src_mask), src_mask)
     state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
     active = torch.arange(batch, device=device)  # (n,) sentence of each active group of k rows
-    limit = max_lengths(src_mask, max_len_a, max_len_b)  # (n,)
+    limit = max_lengths(src_mask, max_len_a, max_len_b, model.max_positions)  # (n,)
     worst = torch.full((batch,), NEG_INF, device=device)  # (n,) score of the k-th finished, -inf until k exist
     scores = torch.full((batch, k), NEG_INF, device=device)  # (n, K) summed log-probs of the active beams
     scores[:, 0] = 0.0  # the first step expands one beam per sentence
@@ -197,6 +200,8 @@ class Ensemble(Seq2Seq):
                 raise ValueError("ensemble members use different special token ids")
         self.members = nn.ModuleList(members)
         self.pad_id, self.bos_id, self.eos_id = first.pad_id, first.bos_id, first.eos_id
+        limits = [m.max_positions for m in members if m.max_positions is not None]
+        self.max_positions = min(limits) if limits else None
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
         return {"members": [member.encode(src, src_mask) for member in self.members]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -93,12 +94,15 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
 
 
 def write_report(report: dict[str, Any], hyps: list[str], json_path: Path, hyp_path: Path) -> None:
-    """Write the JSON report and the hypotheses, each atomically."""
-    with atomic_output(json_path) as handle:
-        json.dump(report, handle, indent=2)
-        handle.write("\n")
-    with atomic_output(hyp_path) as handle:
-        handle.writelines(h + "\n" for h in hyps)
+    """Write the hypotheses and the JSON report atomically as a pair: the report is renamed into place only
+    once the hypotheses are on disk in full, and both stay as they were when either cannot be written."""
+    with atomic_output(hyp_path) as hyp_handle:
+        hyp_handle.writelines(h + "\n" for h in hyps)
+        hyp_handle.flush()
+        os.fsync(hyp_handle.fileno())  # a full disk shows here, before the report replaces anything
+        with atomic_output(json_path) as handle:
+            json.dump(report, handle, indent=2)
+            handle.write("\n")
 
 
 def summary(report: dict[str, Any]) -> str:

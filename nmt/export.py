@@ -36,6 +36,7 @@ from nmt.checkpoint import Loaded, load_model
 from nmt.config import DecodeConfig, config_from_dict, to_dict
 from nmt.data import sha256_file
 from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
+from nmt.fileio import new_mode
 from nmt.models.transformer import Transformer, sinusoidal_table
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE, Tokenizer
 from nmt.translator import Member, Translator
@@ -178,6 +179,7 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
     try:
+        tmp.chmod(new_mode(folder=True))
         loaded.tokenizer.save(tmp)
         protos = [(tmp / name).read_bytes() for name in _spm_files(tmp)]
         spec.register_source_vocabulary(_pieces(protos[0]))
@@ -212,6 +214,16 @@ def is_export(path: str | Path) -> bool:
     return path.is_dir() and ((path / MANIFEST).is_file() or (path / "model.bin").is_file())
 
 
+def export_files(folder: str | Path) -> list[Path]:
+    """The files of an export folder that its manifest lists, unchecked (none when it cannot be read)."""
+    folder = Path(folder)
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return [folder / name for name in files if isinstance(name, str)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """The manifest of an export folder, after checking every file it lists against its sha256."""
     folder = Path(folder)
@@ -238,11 +250,12 @@ class CTranslate2Engine:
 
     name = "ctranslate2"
 
-    def __init__(self, folder: Path, tokenizer: Tokenizer, quantization: str, device: torch.device) -> None:
+    def __init__(self, folder: Path, tokenizer: Tokenizer, quantization: str, device: torch.device,
+                 max_positions: int) -> None:
         ct2 = _ctranslate2()
         _check_quantization(quantization, (device.type,))
         threads = torch.get_num_threads() if device.type == "cpu" else 1
-        self.precision, self.device = quantization, device
+        self.precision, self.device, self.max_positions = quantization, device, max_positions
         # One batch per thread, batches decoded side by side: faster than threads sharing each batch's matmuls
         # for models of this size (int8 beam 5 on 2 cores: 144 against 115 sentences/s).
         self.translator = ct2.Translator(str(folder), device=device.type, compute_type=quantization,
@@ -266,7 +279,7 @@ class CTranslate2Engine:
         mask = torch.ones(len(sources), max(len(s) for s in sources) + 1, dtype=torch.bool)  # (N, S)
         for row, ids in enumerate(sources):
             mask[row, len(ids) + 1:] = False
-        limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b).tolist()
+        limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
         tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
         # CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own: batch_tokens / beam
         # source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens (int8 beam 5 on 2
@@ -291,7 +304,8 @@ class CTranslate2Engine:
         for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** alpha; rank as nmt.decode
             for hyp in hyps:
                 hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.length_penalty)
-            results[i] = sorted(hyps, key=lambda hyp: -hyp.score)[:cfg.n_best]
+            unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cut ones can meet
+            results[i] = sorted(unique.values(), key=lambda hyp: -hyp.score)[:cfg.n_best]
         return results
 
 
@@ -304,7 +318,7 @@ def load_export(folder: str | Path, device: torch.device, precision: str = "fp32
                           f"({manifest['quantization']}); --precision applies to checkpoints only")
     cfg = config_from_dict(manifest["config"])
     tokenizer = Tokenizer.load(folder)
-    engine = CTranslate2Engine(folder, tokenizer, manifest["quantization"], device)
+    engine = CTranslate2Engine(folder, tokenizer, manifest["quantization"], device, cfg.model.max_positions)
     member = Member(str(folder), manifest["files"]["model.bin"], cfg.name, cfg.model.arch,
                     source_sha256=manifest["source_sha256"])
     return Translator(engine, tokenizer, cfg.decode, cfg.data.lowercase, [member], cfg)

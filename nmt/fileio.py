@@ -41,11 +41,12 @@ def describe_os_error(err: OSError) -> str:
     return f"{' -> '.join(names)}: {cause(err)}" if names else cause(err)
 
 
-def _new_file_mode() -> int:
-    """The permissions open() gives a new file under the current umask (mkstemp alone gives 0600)."""
+def new_mode(folder: bool = False) -> int:
+    """The permissions open() or mkdir() give under the current umask (mkstemp and mkdtemp alone give 0600
+    and 0700, which would hide outputs from the other users of a shared model or cache)."""
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return (0o777 if folder else 0o666) & ~umask
 
 
 def _through_links(path: Path, flag: str = "") -> Path:
@@ -84,7 +85,7 @@ def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
         raise FileError(f"{path}: cannot write ({cause(err)})") from None
     finishing = True  # errors before and after the caller's block are this output's own
     try:
-        os.fchmod(fd, _new_file_mode())
+        os.fchmod(fd, new_mode())
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             finishing = False

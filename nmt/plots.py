@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,9 @@ def _draw_attention(ax: Axes, panel: AttentionPanel) -> AxesImage:
 
 def _save(fig: plt.Figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with warnings.catch_warnings():  # a subword the font lacks is drawn as a box, not reported per glyph
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

@@ -34,6 +34,7 @@ class Engine(Protocol):
     name: str
     precision: str
     device: torch.device
+    max_positions: int | None  # the longest sequence (BOS or EOS included) the model reads; None: any length
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
                return_attention: bool = False) -> list[list[Hypothesis]]: ...
@@ -61,6 +62,7 @@ class TorchEngine:
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
+        self.max_positions = model.max_positions
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
                return_attention: bool = False) -> list[list[Hypothesis]]:
@@ -94,6 +96,9 @@ class Translator:
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
                  members: Sequence[Member] = (), cfg: Config | None = None) -> None:
+        if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
+            # a longer source (with its EOS) has no position encodings: truncate to what the model covers
+            decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
         self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
@@ -118,9 +123,11 @@ class Translator:
 
     def search(self, lines: Sequence[str], warn: Warn | None = None,
                return_attention: bool = False) -> list[list[Hypothesis]]:
-        """The n-best list of each line, in input order; a blank line gives an empty list."""
+        """The n-best list of each line, in input order; a line without subwords (blank, or only characters that
+        normalization removes) gives an empty list."""
         work = [i for i, line in enumerate(lines) if line.strip()]
         sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
+        work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
         nbest = self.engine.search(sources, self.decode, return_attention) if work else []
         results: list[list[Hypothesis]] = [[] for _ in lines]
         for i, hyps in zip(work, nbest, strict=True):

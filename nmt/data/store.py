@@ -18,6 +18,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from nmt.fileio import new_mode
+
 MARKER = "COMPLETE"
 ID_DTYPE = np.int32
 OFFSET_DTYPE = np.int64
@@ -249,7 +251,9 @@ def new_build_folder(cache: Path) -> Path:
         pid = old.name.split(".")[2]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f".{cache.name}.{os.getpid()}.", suffix=".tmp", dir=cache.parent))
+    folder = Path(tempfile.mkdtemp(prefix=f".{cache.name}.{os.getpid()}.", suffix=".tmp", dir=cache.parent))
+    folder.chmod(new_mode(folder=True))  # readable by whoever may read the cache folder
+    return folder
 
 
 def publish(tmp: Path, cache: Path, stats: dict) -> None:

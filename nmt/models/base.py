@@ -37,6 +37,7 @@ class Seq2Seq(nn.Module):
     pad_id: int
     bos_id: int
     eos_id: int
+    max_positions: int | None = None  # the longest sequence (BOS or EOS included) it reads; None: any length
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None) -> torch.Tensor:

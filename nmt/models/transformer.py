@@ -180,6 +180,7 @@ class Transformer(Seq2Seq):
     def __init__(self, cfg: ModelConfig, vocab: VocabInfo) -> None:
         super().__init__()
         self.pad_id, self.bos_id, self.eos_id = vocab.pad_id, vocab.bos_id, vocab.eos_id
+        self.max_positions = cfg.max_positions
         d = cfg.d_model
         self.heads = cfg.heads
         src_tokens = nn.Embedding(vocab.src_size, d, padding_idx=vocab.pad_id)
