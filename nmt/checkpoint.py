@@ -263,30 +263,44 @@ class RunCheckpoints:
 
     def __init__(self, folder: Path, keep_best: int) -> None:
         self.folder, self.keep_best = folder, keep_best
+        self.dropped: list[str] = []  # step files out of the best k, deleted once last.pt no longer lists them
 
     def clear(self) -> None:
         """Remove every checkpoint of an earlier run (a fresh start leaves nothing behind)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        for stale in self.folder.glob("*.pt"):
+        for stale in [*self.folder.glob("*.pt"), *self.folder.glob(".*.tmp")]:
             stale.unlink()
 
+    def tidy(self, best: list[dict[str, Any]]) -> None:
+        """After a resume: remove temporary files of writes that were cut off, and step files that `best` (the
+        resumed last.pt's list) does not hold, written after that last.pt by a run that was then killed."""
+        listed = {b["path"] for b in best}
+        for stale in [*self.folder.glob(".*.tmp"), *self.folder.glob("step_*.pt")]:
+            if stale.name not in listed:
+                stale.unlink(missing_ok=True)
+
     def save_last(self, bundle: Bundle) -> None:
+        """Write last.pt, then delete the step files that dropped out of the best k: until last.pt is written,
+        the previous last.pt still lists them, and a resume from it must find them."""
         save_bundle(bundle, self.folder / "last.pt")
+        for name in self.dropped:
+            (self.folder / name).unlink(missing_ok=True)
+        self.dropped = []
 
     def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: Bundle) -> None:
         """Write step_`step`.pt if `score` ranks among the best k (higher is better), best.pt if it is first.
 
-        `best` ([{"score", "step", "path"}], best first) is updated in place; files that drop out are deleted.
+        `best` ([{"score", "step", "path"}], best first) is updated in place; files that drop out are deleted by
+        the next `save_last`.
         """
         improved = not best or score > best[0]["score"]
         if len(best) < self.keep_best or score > best[-1]["score"]:
             path = self.folder / f"step_{step}.pt"
+            save_bundle(bundle, path)
             best.append({"score": score, "step": step, "path": path.name})
             best.sort(key=lambda b: -b["score"])
-            for old in best[self.keep_best:]:
-                (self.folder / old["path"]).unlink(missing_ok=True)
+            self.dropped += [old["path"] for old in best[self.keep_best:]]
             del best[self.keep_best:]
-            save_bundle(bundle, path)
         if improved:
             save_bundle(bundle, self.folder / "best.pt")
 

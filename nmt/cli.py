@@ -18,6 +18,7 @@ import torch
 from nmt.checkpoint import CheckpointError, average_checkpoints, load_bundle, save_bundle
 from nmt.config import (
     AT_LEAST_ONE,
+    FILES_KEYS,
     NON_NEGATIVE,
     Config,
     ConfigError,
@@ -140,7 +141,6 @@ def _device(name: str) -> torch.device:
         raise ConfigError(str(err)) from None
 
 
-DATA_KEYS = ("train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")
 RUN_OUTPUTS = ("train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en", "tokenizer/spm.model",
                "tokenizer/src.model", "tokenizer/tgt.model", "checkpoints/last.pt", "checkpoints/best.pt",
                "checkpoints/averaged.pt")
@@ -150,7 +150,7 @@ def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
     """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
     if cfg.data.dataset != "files":
         return []
-    return [(f"data.{key}", getattr(cfg.data, key)) for key in DATA_KEYS if getattr(cfg.data, key)] + [
+    return [(f"data.{key}", getattr(cfg.data, key)) for key in FILES_KEYS if getattr(cfg.data, key)] + [
         (f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.train_corpora) for path in entry]
 
 
@@ -189,7 +189,8 @@ def prepare_main(argv: list[str] | None = None) -> int:
 def train_main(argv: list[str] | None = None) -> int:
     """nmt-train CONFIG: prepare (cached), train, then evaluate the best checkpoint on the test split."""
     parser = _config_parser("nmt-train", train_main.__doc__)
-    parser.add_argument("--restart", action="store_true", help="ignore an existing last checkpoint and start over")
+    parser.add_argument("--restart", action="store_true",
+                        help="start over, deleting the run's earlier checkpoints and metrics")
     parser.add_argument("--no-evaluate", action="store_true", help="skip the final test-set evaluation")
     args = parser.parse_args(argv)
     cfg = load(args.config, args.overrides)
@@ -220,6 +221,10 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
                     previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    last = cfg.run_dir / "checkpoints" / "last.pt"
+    if not args.restart and not last.exists() and any(last.parent.glob("*.pt")):
+        raise CheckpointError(f"{last.parent}: holds checkpoints of an earlier run but no last.pt to resume from; "
+                              "give --restart to delete them and start over, or choose another name")
     # Rank 0 builds the data cache and tokenizer first; the others then read them (and meet its error, if any).
     if trainer_rank:
         barrier(place)
@@ -230,11 +235,11 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
             barrier(place)
     if trainer_rank == 0:
         log.info("\n%s", summary(data))
-        data.tokenizer.save(cfg.run_dir / "tokenizer")
     trainer = Trainer(cfg, data, device)
-    last = cfg.run_dir / "checkpoints" / "last.pt"
     if last.exists() and not args.restart:
         trainer.resume(last)
+    if trainer_rank == 0:  # only now: a refused resume leaves the run's tokenizer as it was
+        data.tokenizer.save(cfg.run_dir / "tokenizer")
     try:
         with graceful_stop():
             progress = trainer.fit()

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nmt.fileio import atomic_output
+
 
 class MetricsLog:
     """Appends one JSON line per record; `truncate` drops lines after a resumed checkpoint's step."""
@@ -20,12 +22,23 @@ class MetricsLog:
         self.window = [time.monotonic(), 0.0, 0.0]  # since the last train entry: start, target and source tokens
 
     def truncate(self, step: int) -> None:
-        """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log)."""
+        """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log).
+
+        A line cut off by a crash or a full disk, or otherwise not a JSON record, is dropped. The log is
+        rewritten atomically.
+        """
         if not self.enabled or not self.path.exists():
             return
-        lines = [ln for ln in self.path.read_text(encoding="utf-8").splitlines()
-                 if ln.strip() and json.loads(ln).get("step", 0) <= step]
-        self.path.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+        kept = []
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("step", 0), int) and entry.get("step", 0) <= step:
+                kept.append(line + "\n")
+        with atomic_output(self.path) as handle:
+            handle.writelines(kept)
 
     def open(self) -> None:
         """Start TensorBoard event files too, when tensorboard is installed."""

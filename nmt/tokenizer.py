@@ -113,13 +113,16 @@ class Tokenizer:
         raise TokenizerError(f"{directory}: no sentencepiece model ({JOINT_FILE}, or {SRC_FILE} and {TGT_FILE})")
 
     def save(self, directory: str | Path) -> None:
-        """Write the model files into `directory` (created if missing)."""
+        """Write the model files into `directory` (created if missing), removing the other layout's files (a joint
+        model replaces separate ones and the reverse), so that `load` finds this tokenizer."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         names = [JOINT_FILE] if self.joint else [SRC_FILE, TGT_FILE]
         for name, proto in zip(names, self._protos, strict=True):
             with atomic_output(directory / name, "wb") as handle:
                 handle.write(proto)
+        for stale in {JOINT_FILE, SRC_FILE, TGT_FILE} - set(names):
+            (directory / stale).unlink(missing_ok=True)
 
     def to_bytes(self) -> bytes:
         """The model files in one blob (for checkpoints); `from_bytes` reverses it."""

@@ -11,6 +11,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import sacrebleu
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -105,10 +106,13 @@ class Trainer:
         try:
             for part, saved in ((self.optimizer, state.optimizer), (self.scaler, state.scaler),
                                 (self.plateau, state.plateau), (self.sampler, state.sampler)):
-                part.load_state_dict(saved)
-        except ValueError as err:
-            raise CheckpointError(f"{path}: {err}") from None
+                if saved or part is not self.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
+                    part.load_state_dict(saved)
+        except (ValueError, RuntimeError, KeyError, TypeError) as err:
+            raise CheckpointError(f"{path}: its training state does not fit this run ({err})") from None
         self.progress = Progress(**bundle.progress)
+        if self.dist.main:
+            self.checkpoints.tidy(self.progress.best)
         rng = state.rng_for(self.rank, self.world)
         if rng is None:  # saved at another world size: fresh, still reproducible noise
             seed_everything(rank_seed(self.cfg.train.seed, self.rank, self.progress.step))
@@ -221,6 +225,7 @@ class Trainer:
         self.metrics.open()
         bar = tqdm(total=tcfg.max_steps or None, initial=prog.step, dynamic_ncols=True, desc=self.cfg.name,
                    unit="step", disable=not self.dist.main or not sys.stderr.isatty())
+        epoch = self.sampler.epoch
         for group in self.batch_groups():
             result = self.train_step(group)
             prog.elapsed = self.clock[1] + time.monotonic() - self.clock[0]
@@ -240,7 +245,8 @@ class Trainer:
             self.interrupted = result.interrupted  # a signal on some rank: save last.pt without validating
             # prog.step and the samplers' positions are the same on every rank, so these tests agree too.
             stop = result.stop or 0 < tcfg.max_steps <= prog.step
-            epoch_end = self.sampler.position == 0 and tcfg.eval_every == 0
+            epoch_end = self.sampler.epoch != epoch and tcfg.eval_every == 0  # also when a group spans two epochs
+            epoch = self.sampler.epoch
             if (tcfg.eval_every and prog.step % tcfg.eval_every == 0 and result.applied) or epoch_end or stop:
                 self._checkpoint(validate=not result.interrupted)
             if stop:
@@ -265,14 +271,21 @@ class Trainer:
 
 
 def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, device: torch.device) -> dict[str, float]:
-    """Loss and perplexity on the validation split, and greedy BLEU when train.eval_bleu is set."""
+    """Loss and perplexity on the validation split, and greedy BLEU when train.eval_bleu is set.
+
+    The loss leaves out pairs longer (with BOS or EOS) than the model's positions; BLEU translates every
+    sentence, truncating such sources as translation does.
+    """
     split, pad_id = data.splits["val"], data.tokenizer.vocab.pad_id
     model.eval()
     total = nll_sum = 0.0
-    sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, cfg.train.batch_tokens, shuffle=False)
+    fits = np.arange(len(split.src_lens))  # (P,) the pairs the loss is computed on
+    if model.max_positions is not None:
+        fits = fits[(split.src_lens < model.max_positions) & (split.tgt_lens < model.max_positions)]
+    sampler = TokenBatchSampler(split.src_lens[fits], split.tgt_lens[fits], cfg.train.batch_tokens, shuffle=False)
     with torch.inference_mode(), autocast(device, cfg.train.precision):
         for indices in sampler:
-            batch = collate([(split.src[i], split.tgt[i]) for i in indices], pad_id).to(device)
+            batch = collate([(split.src[fits[i]], split.tgt[fits[i]]) for i in indices], pad_id).to(device)
             keep = batch.tgt_out != pad_id  # (B, T)
             logits = model(batch.src, batch.src_mask, batch.tgt_in, keep)  # (N, V)
             _, nll, n = label_smoothed_loss(logits, batch.tgt_out[keep], 0.0, pad_id)

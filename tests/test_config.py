@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import typing
 
@@ -15,6 +16,7 @@ from nmt.config import (
     ConfigError,
     DecodeConfig,
     Range,
+    TokenizerConfig,
     check_ranges,
     load_config,
     reference_markdown,
@@ -63,6 +65,8 @@ def test_bad_choice(tmp_path):
     ({"model": {"tie_embeddings": True}, "tokenizer": {"joint": False}}, "tokenizer.joint"),
     ({"decode": {"beam": 2, "n_best": 3}}, "n_best"),
     ({"name": "../escape"}, "name"),
+    ({"name": "abc\n"}, "name"),
+    ({"train": {"max_steps": 5, "keep_best": 2, "average_last": 3}}, r"train\.average_last \(3\).*train\.keep_best"),
     ({"model": {"dropout": 1.5}}, "model.dropout"),
     ({"data": {"dataset": "files"}}, "data.train_src"),
     ({"model": {"max_positions": 64}, "data": {"max_tokens": 100}}, "model.max_positions"),
@@ -152,6 +156,8 @@ def test_every_number_setting_has_a_range_its_default_satisfies():
     ("train.betas=[0.9, 1.5]", "train.betas[1]"), ("train.lr_multipliers={emb: -1}", "train.lr_multipliers.emb"),
     ("model.dropout=1.0", "model.dropout"), ("train.seed=-1", "train.seed"), ("train.threads=-2", "train.threads"),
     ("tokenizer.character_coverage=0", "tokenizer.character_coverage"), ("train.eps=-inf", "train.eps"),
+    ("tokenizer.character_coverage=0.5", "tokenizer.character_coverage"),
+    ("tokenizer.vocab_size=3000000000", "tokenizer.vocab_size"),
 ])
 def test_out_of_range_numbers_name_key_value_and_range(tmp_path, override, key):
     path = write(tmp_path, {"train": {"max_steps": 5}})
@@ -166,3 +172,80 @@ def test_sections_built_in_code_are_checked_too():
         DecodeConfig(length_penalty=math.nan)
     assert math.inf not in Range(0.0) and 0.0 not in Range(0.0, low_open=True) and 1.0 in Range(0.0, 1.0)
     assert Range(0.0, 1.0, high_open=True).describe() == "a number in [0, 1)"
+
+
+@pytest.mark.parametrize("value", [
+    "&a x\nrun_root: *a",
+    '&a0 ["lol", "lol", "lol"]\nrun_root: [*a0, *a0]',
+    '[&a0 ["lol", "lol"], [*a0, *a0]]',
+])
+def test_yaml_anchors_and_aliases_are_refused(tmp_path, value):
+    path = write(tmp_path, "train:\n  max_steps: 5\nname: " + value + "\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml line 3: .*anchors and aliases") as err:
+        load_config(path)
+    assert str(path) in str(err.value)
+
+
+def test_deep_nesting_is_a_config_error(tmp_path):
+    path = write(tmp_path, "name: " + "[" * 5000 + "]" * 5000 + "\ntrain:\n  max_steps: 5\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml line 1: .*nested deeper"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="name"):
+        load_config(write(tmp_path, {"train": {"max_steps": 5}}), ["name=" + "[" * 5000 + "]" * 5000])
+
+
+@pytest.mark.parametrize("text,key,line", [
+    ("train:\n  max_steps: 5\ntrain:\n  lr: 0.1\n", "train", 3),
+    ("train:\n  lr: 0.1\n  max_steps: 5\n  lr: 0.2\n", "lr", 4),
+    ("data:\n  train_corpora:\n  - {a: 1, a: 2}\n", "a", 3),
+])
+def test_duplicate_keys_are_refused(tmp_path, text, key, line):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"c\.yaml line {line}: .*duplicate key '{key}'") as err:
+        load_config(path)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("data", [
+    {"name": list(range(100_000))}, {"name": "." + "y" * 100_000}, {"model": {"arch": "z" * 100_000}},
+    {"train": {"max_steps": 5, "lr": "x" * 100_000}}, {"z" * 100_000: 1},
+    {"data": {"dataset": "files", "train_corpora": [["a"] * 100_000]}},
+])
+def test_messages_show_a_bounded_value(tmp_path, data):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"train": {"max_steps": 5}, **data}))
+    assert len(str(err.value)) < 400, str(err.value)[:400]
+
+
+def test_set_fills_an_empty_section(tmp_path):
+    path = write(tmp_path, "train:\n  max_steps: 5\ndecode:\n")
+    assert load_config(path, ["decode.beam=2"]).decode.beam == 2
+    with pytest.raises(ConfigError, match=r"c\.yaml: --set train\.lr\.x: 'lr' is not a section"):
+        load_config(path, ["train.lr=0.1", "train.lr.x=1"])
+
+
+@pytest.mark.parametrize("dataset", ["sample", "multi30k"])
+@pytest.mark.parametrize("key,value", [(key, "f.txt") for key in (
+    "train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")] + [("train_corpora", [["f.tsv"]])])
+def test_file_keys_need_dataset_files(tmp_path, dataset, key, value):
+    path = write(tmp_path, {"train": {"max_steps": 5}, "data": {"dataset": dataset, key: value}})
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert f"{path}: data.{key}:" in str(err.value) and dataset in str(err.value)
+
+
+def test_character_coverage_bounds_are_what_sentencepiece_accepts():
+    spm = pytest.importorskip("sentencepiece")
+    bounds = next(f for f in dataclasses.fields(TokenizerConfig) if f.name == "character_coverage").metadata["bounds"]
+
+    def trains(coverage: float) -> bool:
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter([f"word{i} and more text" for i in range(50)]), model_writer=io.BytesIO(),
+                vocab_size=40, character_coverage=coverage, hard_vocab_limit=False, minloglevel=2)
+        except RuntimeError:
+            return False
+        return True
+
+    assert trains(bounds.low) and trains(bounds.high)
+    assert not trains(bounds.low - 0.001) and not trains(bounds.high + 0.001)

@@ -1,9 +1,11 @@
 """Reading, cleaning, caching and batching of parallel data, on tiny corpora in tmp_path."""
 
 import gzip
+import hashlib
 import os
 import pickle
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +58,11 @@ def corpus(root: Path, train: list[tuple[str, str]], ext: str = "") -> dict[str,
     return keys
 
 
-def config(tmp_path: Path, files: dict[str, str], vocab_size: int = 100, **cleaning) -> Config:
+def config(tmp_path: Path, files: dict[str, str], vocab_size: int = 100, sample_pairs: int = 1_000_000,
+           **cleaning) -> Config:
     d = DataConfig(dataset="files", cache_dir=str(tmp_path / "cache"), download_dir=str(tmp_path / "dl"),
                    **files, **cleaning)
-    return Config(data=d, tokenizer=TokenizerConfig(vocab_size=vocab_size))
+    return Config(data=d, tokenizer=TokenizerConfig(vocab_size=vocab_size, sample_pairs=sample_pairs))
 
 
 def quiet(_: str) -> None:
@@ -137,6 +140,40 @@ def test_cache_hit_and_key_changes(tmp_path):
     write(Path(files["val_tgt"]), [t for _, t in pairs(7, seed=9)])
     changed = prepare(cfg, log=quiet)
     assert not changed.stats["cache_hit"] and changed.stats["cache_key"] != first.stats["cache_key"]
+
+
+def test_cache_key_records_how_files_are_read(tmp_path):
+    files = corpus(tmp_path / "c", pairs(30))
+    prepare(config(tmp_path, files), log=quiet)
+    plain_named_gz = Path(files["train_src"] + ".gz")
+    plain_named_gz.write_bytes(Path(files["train_src"]).read_bytes())
+    with pytest.raises(DataError, match=r"train\.de\.gz: not a valid gzip file"):
+        prepare(config(tmp_path, files | {"train_src": str(plain_named_gz)}), log=quiet)
+
+
+def set_middle(path: Path, value: int) -> None:
+    """Overwrite the middle entry of a .npy array (in a new file: the earlier `Prepared` still maps the old one)."""
+    array = np.load(path)
+    path.unlink()
+    array[len(array) // 2] = value
+    np.save(path, array)
+
+
+@pytest.mark.parametrize("name,damage", [
+    ("train.src.ids.npy", lambda p, vocab: set_middle(p, vocab)),  # one past the last id
+    ("train.tgt.ids.npy", lambda p, vocab: set_middle(p, -1)),
+    ("train.src.offsets.npy", lambda p, vocab: set_middle(p, 0)),  # offsets that go down
+    ("stats.json", lambda p, vocab: p.write_text("{}")),
+    ("val.src.txt", lambda p, vocab: p.unlink()),
+])
+def test_damaged_cache_is_one_data_error(tmp_path, name, damage):
+    cfg = config(tmp_path, corpus(tmp_path / "c", pairs(50)))
+    prep = prepare(cfg, log=quiet)
+    folder = Path(cfg.data.cache_dir) / prep.stats["cache_key"]
+    damage(folder / name, prep.tokenizer.vocab.src_size)
+    message = rf"^{re.escape(str(folder))}: the data cache is damaged \({re.escape(name)}.*\); delete the folder"
+    with pytest.raises(DataError, match=message):
+        prepare(cfg, log=quiet)
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -546,3 +583,23 @@ def test_missing_corpus_in_train_corpora_is_one_line(tmp_path, capsys):
     assert prepare_main([str(cfg)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data.train_corpora[0]" in err[0] and "nowhere.tsv" in err[0], err
+
+
+def test_tokenizer_sample_is_drawn_after_dedup(tmp_path):
+    unique = list(dict.fromkeys(pairs(400, seed=11)))
+    files = corpus(tmp_path / "c", unique + unique[::-1])
+    k = len(unique) // 2
+    whole = prepare(config(tmp_path / "a", files, sample_pairs=k, dedup=True, workers=1), log=quiet,
+                    chunk_pairs=10**6)
+    chunked = prepare(config(tmp_path / "b", files, sample_pairs=k, dedup=True, workers=2), log=quiet, chunk_pairs=37)
+    assert whole.stats["tokenizer_sample"]["pairs"] == k, "duplicates do not take places in the sample"
+    assert chunked.stats["tokenizer_sample"] == whole.stats["tokenizer_sample"]
+    assert chunked.tokenizer.identity == whole.tokenizer.identity
+    for a, b in zip(store_arrays(whole.splits["train"]), store_arrays(chunked.splits["train"]), strict=True):
+        assert np.array_equal(a, b)
+
+    few = unique[:30]
+    repeated = prepare(config(tmp_path / "r", corpus(tmp_path / "r", few * 20), sample_pairs=100, dedup=True),
+                       log=quiet)
+    expected = hashlib.sha256("".join(f"{s}\t{t}\n" for s, t in few).encode()).hexdigest()
+    assert repeated.stats["tokenizer_sample"] == {"pairs": 30, "sha256": expected}, "every distinct pair, in order"

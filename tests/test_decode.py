@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search
+from nmt.decode import Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search, max_lengths
 from nmt.models.base import Seq2Seq, State
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -255,3 +255,12 @@ def test_real_models_are_batch_invariant_and_beam_one_is_greedy(arch: str) -> No
         (alone_beam,) = beam_search(model, s, m, 3, 1.0, 1.0, 2)
         assert [h.tokens for h in alone_beam] == [h.tokens for h in beam[i]]
         assert [h.score for h in alone_beam] == pytest.approx([h.score for h in beam[i]], abs=1e-4)
+
+
+def test_length_caps_stay_finite_and_within_the_positions():
+    mask = torch.ones(2, 7, dtype=torch.bool)  # (B, S)
+    mask[1, 3:] = False
+    assert max_lengths(mask, 1.5, 10).tolist() == [20, 14]
+    assert max_lengths(mask, 1e300, 10**6).tolist() == [2**31 - 1] * 2  # no overflow to a negative cap
+    assert max_lengths(mask, 1e300, 10**6, max_positions=16).tolist() == [15, 15]  # BOS takes a position
+    assert max_lengths(mask, 0.0, 0, max_positions=16).tolist() == [0, 0]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,3 +243,142 @@ def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_r
     assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     assert err.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
     assert snapshot(tmp_path) == {"out.en": b"previous result\n"}
+
+
+# ------------------------------------------------------------------ translation and evaluation off the happy path
+def test_closed_standard_streams_are_said_in_one_line(trained_run, source):
+    for argv, message in ((["-c", str(trained_run)], "standard input is closed"),
+                          (["-c", str(trained_run), "-i", str(source)], "standard output is closed")):
+        proc = subprocess.run([sys.executable, "-m", "nmt", "translate", *argv], cwd=REPO, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL, pass_fds=(),
+                              preexec_fn=lambda fd=0 if "input" in message else 1: os.close(fd))
+        assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_plots_folder_over_the_output_is_refused_before_work(trained_run, source, tmp_path, capsys):
+    out = tmp_path / "out.en"
+    fails_cleanly(translate_main, ["-c", str(trained_run), "-i", str(source), "-o", str(out), "--attention-plots",
+                                   str(out)], capsys, tmp_path, "is the same file as -o/--output")
+
+
+def test_evaluating_a_file_leaves_the_runs_split_report_alone(trained_run, tmp_path, capsys):
+    """A --src file named like a split gets a report of its own; a loose checkpoint's report goes beside it."""
+    shutil.copytree(trained_run, tmp_path / "run")
+    run = tmp_path / "run"
+    (run / "eval_test.json").write_text("{}\n", encoding="utf-8")
+    src, ref = tmp_path / "test.de", tmp_path / "test.en"
+    src.write_text("Ein Hund läuft.\n", encoding="utf-8")
+    ref.write_text("A dog runs.\n", encoding="utf-8")
+    assert evaluate_main([str(run), "--src", str(src), "--ref", str(ref)]) == 0
+    assert (run / "eval_test.json").read_text(encoding="utf-8") == "{}\n"
+    assert json.loads((run / "eval_file_test.json").read_text())["sentences"] == 1
+    assert (run / "file_test.hyp.en").read_text(encoding="utf-8").count("\n") == 1
+    loose = tmp_path / "models" / "deep" / "model.pt"
+    loose.parent.mkdir(parents=True)
+    shutil.copy(run / "checkpoints" / "best.pt", loose)
+    assert evaluate_main([str(loose), "--src", str(src), "--ref", str(ref)]) == 0
+    assert (loose.parent / "eval_file_test.json").is_file()
+    assert not (tmp_path / "models" / "eval_file_test.json").exists()
+    capsys.readouterr()
+
+
+def test_report_and_hypotheses_change_together_or_not_at_all(tmp_path):
+    from nmt.evaluate import write_report
+
+    hyp, blocked = tmp_path / "test.hyp.en", tmp_path / "blocker"
+    hyp.write_text("old\n", encoding="utf-8")
+    blocked.write_text("a file where a folder is needed\n", encoding="utf-8")
+    with pytest.raises(FileError):
+        write_report({"bleu": 1.0}, ["new"], blocked / "eval.json", hyp)
+    assert hyp.read_text(encoding="utf-8") == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "blocker", "test.hyp.en"]
+
+
+def test_averaging_refuses_checkpoints_of_another_tokenizer(trained_run, tmp_path, capsys):
+    other = tiny_config(tmp_path, name="bpe", tokenizer={"type": "bpe", "vocab_size": 300},
+                        train={"max_steps": 2, "eval_every": 0})
+    assert train_main([str(other), "--no-evaluate"]) == 0
+    capsys.readouterr()
+    fails_cleanly(average_main, [str(trained_run / "checkpoints" / "best.pt"),
+                                 str(tmp_path / "runs" / "bpe" / "checkpoints" / "last.pt"), "-o",
+                                 str(tmp_path / "avg.pt")], capsys, tmp_path, "its tokenizer differs")
+
+
+@pytest.mark.parametrize("key,value,message", [("model", [1, 2], "its model is a list"),
+                                               ("progress", "far", "its progress is a str"),
+                                               ("model", {"w": 3}, "not all named tensors")])
+def test_hand_made_checkpoints_are_refused_by_type(trained_run, tmp_path, capsys, key, value, message):
+    from nmt.checkpoint import save_checkpoint
+
+    payload = load_checkpoint(trained_run / "checkpoints" / "best.pt")
+    payload[key] = value
+    path = tmp_path / "odd.pt"
+    save_checkpoint(payload, path)
+    fails_cleanly(translate_main, ["-c", str(path)], capsys, tmp_path, message)
+
+
+def test_weights_that_do_not_fit_the_config_are_one_line(trained_run, tmp_path, capsys):
+    from nmt.checkpoint import save_checkpoint
+
+    payload = load_checkpoint(trained_run / "checkpoints" / "best.pt")
+    payload["model"] = {k: v for i, (k, v) in enumerate(payload["model"].items()) if i % 2}
+    path = tmp_path / "half.pt"
+    save_checkpoint(payload, path)
+    fails_cleanly(translate_main, ["-c", str(path)], capsys, tmp_path, "does not match its config (Error(s)")
+
+
+# ------------------------------------------------------------------ training off the happy path
+def _run(tmp_path: Path, **train) -> tuple[Path, Path]:
+    cfg = tiny_config(tmp_path, name="r", train={"max_steps": 6, "eval_every": 2, **train})
+    return cfg, tmp_path / "runs" / "r"
+
+
+def test_a_fresh_start_never_deletes_an_earlier_runs_checkpoints(tmp_path, capsys):
+    cfg, run = _run(tmp_path)
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    (run / "checkpoints" / "last.pt").unlink()
+    capsys.readouterr()
+    fails_cleanly(train_main, [str(cfg), "--no-evaluate"], capsys, run / "checkpoints", "give --restart")
+    assert train_main([str(cfg), "--no-evaluate", "--restart"]) == 0
+    assert (run / "checkpoints" / "last.pt").is_file()
+
+
+def test_a_refused_resume_keeps_the_runs_tokenizer(tmp_path, capsys):
+    cfg, run = _run(tmp_path)
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    before = snapshot(run / "tokenizer")
+    assert train_main([str(cfg), "--no-evaluate", "--set", "tokenizer.vocab_size=250"]) == 1
+    assert "different vocabulary" in capsys.readouterr().err
+    assert snapshot(run / "tokenizer") == before
+
+
+def test_resuming_in_fp16_a_run_saved_in_fp32(tmp_path):
+    cfg, run = _run(tmp_path)
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=8", "--set", "train.precision=fp16"]) == 0
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] == 8
+
+
+def test_a_torn_metrics_line_does_not_block_the_resume(tmp_path):
+    cfg, run = _run(tmp_path)
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    with (run / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"type": "train", "step": 3')
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=8"]) == 0
+    entries = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert max(e["step"] for e in entries) == 8
+
+
+def test_a_kill_between_checkpoint_files_leaves_a_resumable_run(tmp_path):
+    """last.pt lists its best k until the next last.pt is written; a resume removes what a killed run left."""
+    cfg, run = _run(tmp_path, keep_best=1, max_steps=4)
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    folder = run / "checkpoints"
+    listed = [b["path"] for b in load_checkpoint(folder / "last.pt")["progress"]["best"]]
+    assert all((folder / name).is_file() for name in listed)
+    shutil.copy(folder / listed[0], folder / "step_99.pt")  # written, then killed before last.pt
+    (folder / ".last.pt.abc123.tmp").write_bytes(b"cut off")
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=6"]) == 0
+    assert not (folder / "step_99.pt").exists() and not list(folder.glob(".*.tmp"))
+    listed = [b["path"] for b in load_checkpoint(folder / "last.pt")["progress"]["best"]]
+    assert sorted(p.name for p in folder.glob("step_*.pt")) == sorted(listed)

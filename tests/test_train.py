@@ -116,4 +116,16 @@ def test_early_stopping_fires_on_plateau(tmp_path):
         decisions.append(trainer.record_validation({"loss": loss}))
     assert decisions == [False, False, False, True, False]
     assert [b["step"] for b in trainer.progress.best] == [5, 2]
+    steps = sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt"))
+    assert steps == [f"step_{n}.pt" for n in range(1, 6)]  # until last.pt stops listing them, none is deleted
+    trainer.checkpoints.save_last(trainer.bundle())
     assert sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
+
+
+def test_each_epoch_is_validated_when_update_groups_span_epochs(tmp_path):
+    """eval_every 0 validates at every epoch's end, also when accumulate does not divide an epoch's batches."""
+    trainer = _trainer(tmp_path, train={"accumulate": 4, "eval_every": 0, "max_steps": 0, "max_epochs": 3})
+    assert len(trainer.sampler) % 4
+    trainer.fit()
+    lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
+    assert [e["epoch"] for e in lines if e["type"] == "valid"] == [1, 2, 3]

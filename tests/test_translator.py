@@ -26,6 +26,9 @@ CPU = torch.device("cpu")
     ({"length_penalty": math.inf}, "decode.length_penalty: got inf"),
     ({"batch_tokens": 0}, "decode.batch_tokens: got 0"),
     ({"max_source_tokens": -3}, "decode.max_source_tokens: got -3"),
+    ({"max_len_a": 1e18}, "decode.max_len_a: got 1e+18, allowed: a number in [0, 1000]"),
+    ({"max_len_b": 10**20}, "decode.max_len_b: got 100000000000000000000, allowed: an integer in [0, 100000]"),
+    ({"max_len_b": 10**400}, "decode.max_len_b: got 1000000000"),
 ])
 def test_impossible_decoding_settings_are_refused(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -156,3 +159,25 @@ def test_evaluation_normalizes_like_training(tmp_path):
     out = tmp_path / "again.json"
     assert evaluate_main([str(run), "--output", str(out)]) == 0
     assert json.loads(out.read_text())["scores"] == trained["scores"]
+
+
+def test_decoding_never_passes_the_positions_a_transformer_has(tmp_path):
+    """Sources are truncated and outputs capped to max_positions, whatever the flags ask: no index error."""
+    cfg = tiny_config(tmp_path, name="short", model={"max_positions": 24, "positions": "learned"},
+                      data={"dataset": "sample", "cache_dir": str(tmp_path / "cache"), "max_tokens": 20},
+                      train={"max_steps": 2, "eval_every": 0})
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    run = tmp_path / "runs" / "short"
+    long_line = " ".join(["Hund"] * 200)
+    for changes in ({}, {"max_source_tokens": 5000, "max_len_a": 1000.0, "max_len_b": 100_000}):
+        for beam in (1, 3):
+            translator = load_translator([run], CPU, changes={**changes, "beam": beam})
+            assert translator.decode.max_source_tokens == 23  # with its EOS, a source fills the 24 positions
+            warned: list[int] = []
+            (hyp,), = translator.search([long_line], warn=lambda i, n, seen=warned: seen.append(n))
+            assert warned and len(hyp.tokens) <= 23
+
+
+def test_a_line_without_subwords_translates_to_an_empty_line(trained_run):
+    translator = load_translator([trained_run], CPU)
+    assert translator.translate(["\u200b\u200b", "", "Ein Hund."])[:2] == ["", ""]

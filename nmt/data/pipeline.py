@@ -1,10 +1,11 @@
 """Streaming preparation: normalize and sample, train the tokenizer on the sample, encode, cache.
 
 The training text is read twice in chunks that a pool of worker processes handles in order. The first pass
-normalizes, drops empty pairs, writes the normalized pairs to a temporary file and keeps a seeded reservoir
-sample for the tokenizer (and, with data.dedup, an 8-byte hash per pair). The second pass encodes the
-normalized file, applies the length filters and appends the ids to the memory-mapped store. Memory stays
-bounded by the chunk size, the sample and a few bytes per pair.
+normalizes, drops empty pairs, writes the normalized pairs to a temporary file, marks repeated pairs as they arrive
+(with data.dedup, by an 8-byte hash per distinct pair) and keeps a seeded reservoir sample of the remaining pairs
+for the tokenizer. The second pass encodes the normalized file, drops the marked duplicates, applies the length
+filters and appends the ids to the memory-mapped store. Memory stays bounded by the chunk size, the sample and a
+few bytes per pair.
 """
 
 from __future__ import annotations
@@ -38,15 +39,16 @@ from nmt.data.text import (
     DataError,
     RawChunk,
     decode_chunk,
+    is_gzip,
     normalize,
     normalize_lines,
     read_pair,
     sha256_file,
     stream_chunks,
 )
-from nmt.tokenizer import Tokenizer, TokenizerError
+from nmt.tokenizer import Tokenizer, TokenizerError, VocabInfo
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: the tokenizer sample is drawn after dedup
 CHUNK_PAIRS = 20_000
 DROP_REASONS = ("empty", "duplicate", "too_long", "ratio")
 NORMALIZED = "train.normalized.tsv"
@@ -64,13 +66,19 @@ class Prepared:
 
 
 def cache_key(files: dict[str, Any], cfg: Config) -> str:
-    """Hash of the input files' content hashes, the tokenizer settings (sample included) and the cleaning settings."""
+    """Hash of the input files' identities (content hash and how each is read, see `file_identity`), the tokenizer
+    settings (sample included) and the cleaning settings."""
     d = cfg.data
     spec = {"format": CACHE_FORMAT, "sentencepiece": sentencepiece.__version__, "files": files,
             "tokenizer": dataclasses.asdict(cfg.tokenizer),
             "cleaning": {"max_tokens": d.max_tokens, "max_ratio": d.max_ratio, "ratio_min_len": d.ratio_min_len,
                          "lowercase": d.lowercase, "dedup": d.dedup}}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def file_identity(path: Path) -> dict[str, Any]:
+    """What of a file decides the data read from it: its bytes and whether they are read as gzip."""
+    return {"sha256": sha256_file(path), "gzip": is_gzip(path)}
 
 
 # ---------------------------------------------------------------------------------------------- worker tasks
@@ -212,9 +220,34 @@ class Reservoir:
             self.w *= math.exp(math.log(self._uniform()) / self.k)
             self.next += self._skip() + 1
 
-    def sample(self, keep: np.ndarray | None = None) -> list[bytes]:
-        """The chosen items in stream order (without those `keep` marks as dropped)."""
-        return [line for i, line in sorted(self.items) if keep is None or keep[i]]
+    def sample(self) -> list[bytes]:
+        """The chosen items in stream order."""
+        return [line for _, line in sorted(self.items)]
+
+
+class FirstSeen:
+    """Marks the first occurrence of each hash in a stream given in pieces. The hashes seen so far are kept as
+    sorted runs, each more than twice as long as the next (a new run is merged into the one before until that
+    holds), so memory is 8 bytes per distinct hash and there are O(log n) runs to search and merges per hash."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def mark(self, hashes: np.ndarray) -> np.ndarray:
+        """(n,) bool: True where hashes[i] appears neither earlier in `hashes` nor in an earlier call."""
+        unique, index = np.unique(hashes, return_index=True)  # (u,) sorted, (u,) first positions
+        new = np.ones(len(unique), dtype=bool)
+        for run in self.runs:
+            at = np.minimum(np.searchsorted(run, unique), len(run) - 1)  # (u,)
+            new &= run[at] != unique
+        first = np.zeros(len(hashes), dtype=bool)
+        first[index[new]] = True
+        if new.any():
+            self.runs.append(unique[new])
+            while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
+                last = self.runs.pop()
+                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")  # two sorted runs
+        return first
 
 
 # ---------------------------------------------------------------------------------------------- building
@@ -233,30 +266,41 @@ def _bar(desc: str, total: int | None = None) -> tqdm:
     return tqdm(total=total, desc=desc, unit="pairs", unit_scale=True, dynamic_ncols=True, disable=None, leave=False)
 
 
+def _kept_lines(blob: bytes, keep: np.ndarray | None) -> list[bytes]:
+    """The blob's lines, without those `keep` marks as dropped."""
+    lines = blob.split(b"\n")
+    return lines if keep is None else list(itertools.compress(lines, keep.tolist()))
+
+
 def _first_pass(corpora: list[Corpus], d: DataConfig, k: int, seed: int, out: Path, pool: Executor | None,
                 window: int, chunk_pairs: int) -> tuple[list[_CorpusStats], Reservoir, np.ndarray | None]:
-    """Normalize every training corpus into `out`; returns the counts, the tokenizer sample and the dedup mask."""
-    stats, reservoir, hashes = [], Reservoir(k, seed), []
+    """Normalize every training corpus into `out`; returns the counts, the tokenizer sample and the dedup mask.
+
+    Only the pairs that dedup keeps are offered to the reservoir, so the sample has min(k, distinct pairs) pairs.
+    """
+    stats, reservoir, masks = [], Reservoir(k, seed), []
+    seen = FirstSeen() if d.dedup else None
+    offered = 0
     with open(out, "wb") as f, _bar("sample") as bar:
         for corpus in corpora:
             cs = _CorpusStats(corpus.name)
             tasks = ((chunk, d.lowercase, d.dedup) for chunk in stream_chunks(corpus.paths, chunk_pairs))
             for result in _ordered(pool, normalize_chunk, tasks, window):
                 f.write(result.blob)
-                start = sum(s.pairs for s in stats) + cs.pairs
-                reservoir.offer(start, lambda r=result: r.blob.split(b"\n"), result.pairs)
+                first = None if seen is None else seen.mark(result.hashes)
+                if first is not None:
+                    masks.append(first)
+                n = result.pairs if first is None else int(first.sum())
+                reservoir.offer(offered, lambda r=result, m=first: _kept_lines(r.blob, m), n)
+                offered += n
                 cs.read += result.read
                 cs.pairs += result.pairs
-                if result.hashes is not None:
-                    hashes.append(result.hashes)
                 bar.update(result.read)
             cs.dropped["empty"] = cs.read - cs.pairs
             stats.append(cs)
     keep = None
-    if d.dedup:
-        flat = np.concatenate(hashes) if hashes else np.zeros(0, dtype="<u8")
-        keep = np.zeros(len(flat), dtype=bool)
-        keep[np.unique(flat, return_index=True)[1]] = True
+    if seen is not None:
+        keep = np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
     return stats, reservoir, keep
 
 
@@ -334,7 +378,7 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
     names = ", ".join(str(c.paths[0]) for c in corpora["train"])
     if not sum(c.pairs for c in train):
         raise DataError(f"{names}: the training corpus is empty after cleaning")
-    chosen = reservoir.sample(keep)
+    chosen = reservoir.sample()
     del reservoir  # the chosen lines live on only in `chosen`, which the tokenizer step empties
     tokenizer, sample = _train_tokenizer(cfg, chosen, out, log)
     with _pool(workers) as pool:
@@ -367,6 +411,36 @@ def _disk_error(cache: Path, err: OSError) -> DataError:
     return DataError(f"{cache}: cannot write the data cache ({err.strerror or err}){hint}")
 
 
+def _check_stats(stats: Any, splits: dict[str, Split], vocab: VocabInfo) -> None:
+    """ValueError unless stats.json holds what `prepare` and the summary read, agreeing with the splits and vocab."""
+    required = {"pairs_read": set(splits), "pairs_kept": set(splits), "dropped": set(DROP_REASONS),
+                "vocab": {"src", "tgt", "joint"}, "tokenizer_sample": {"pairs", "sha256"}}
+    for key, fields in required.items():
+        value = stats.get(key) if isinstance(stats, dict) else None
+        if not isinstance(value, dict) or not fields <= value.keys():
+            raise ValueError(f"stats.json: '{key}' is missing or lacks one of {', '.join(sorted(fields))}")
+    if not isinstance(stats.get("corpora"), list):
+        raise ValueError("stats.json: 'corpora' is missing")
+    if any(stats["pairs_kept"][name] != len(split) for name, split in splits.items()):
+        raise ValueError("stats.json: 'pairs_kept' disagrees with the stored ids")
+    if (stats["vocab"]["src"], stats["vocab"]["tgt"]) != (vocab.src_size, vocab.tgt_size):
+        raise ValueError("stats.json: 'vocab' disagrees with the sentencepiece model")
+
+
+def _open_cache(cache: Path, names: list[str]) -> tuple[Tokenizer, dict[str, Split], dict]:
+    """The tokenizer, the named splits and the stats of a complete cache folder, each checked (cheaply: one pass
+    over the ids, in blocks); anything missing or inconsistent is one DataError saying to delete the folder."""
+    try:
+        tokenizer = Tokenizer.load(cache)
+        sizes = {"src": tokenizer.vocab.src_size, "tgt": tokenizer.vocab.tgt_size}
+        splits = {name: load_split(cache, name, sizes, text=name != "train") for name in names}
+        stats = json.loads((cache / "stats.json").read_text(encoding="utf-8"))
+        _check_stats(stats, splits, tokenizer.vocab)
+    except (OSError, ValueError) as err:
+        raise DataError(f"{cache}: the data cache is damaged ({err}); delete the folder and run again") from None
+    return tokenizer, splits, stats
+
+
 def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Prepared:
     """Fetch, clean, tokenize and cache the configured corpus; a second call with equal inputs reads the cache."""
     corpora = resolve_corpora(cfg, log)
@@ -374,8 +448,8 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Pr
         for path in (p for c in split_corpora for p in c.paths):
             if not path.is_file():
                 raise DataError(f"{path}: file not found")
-    hashes = {split: [[sha256_file(p) for p in c.paths] for c in cs] for split, cs in corpora.items()}
-    key = cache_key(hashes, cfg)
+    identities = {split: [[file_identity(p) for p in c.paths] for c in cs] for split, cs in corpora.items()}
+    key = cache_key(identities, cfg)
     cache = Path(cfg.data.cache_dir) / key
     hit = is_complete(cache)
     if not hit:
@@ -391,12 +465,7 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Pr
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         log(f"data cache written: {cache}")
-    try:
-        tokenizer = Tokenizer.load(cache)
-        splits = {split: load_split(cache, split) for split in corpora}
-        stats = json.loads((cache / "stats.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DataError(f"{cache}: the data cache is damaged ({err}); delete the folder and run again") from None
+    tokenizer, splits, stats = _open_cache(cache, list(corpora))
     if hit:
         log(f"data cache hit: {cache}")
     stats.update(cache_hit=hit, cache_key=key)

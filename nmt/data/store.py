@@ -23,6 +23,7 @@ from nmt.fileio import new_mode
 MARKER = "COMPLETE"
 ID_DTYPE = np.int32
 OFFSET_DTYPE = np.int64
+CHECK_BLOCK = 1 << 22  # entries per block when a loaded store is checked
 
 
 class ArrayWriter:
@@ -157,12 +158,26 @@ class RaggedIds(Sequence[np.ndarray]):
         return out
 
 
-def load_ids(prefix: Path) -> RaggedIds:
-    """The store that `IdWriter` wrote under `prefix`: offsets memory-mapped, ids read on demand."""
+def load_ids(prefix: Path, vocab_size: int) -> RaggedIds:
+    """The store that `IdWriter` wrote under `prefix`: offsets memory-mapped, ids read on demand.
+
+    Both files are checked (in blocks, so memory stays bounded) so that a damaged cache fails here, with a
+    ValueError naming the file, rather than deep inside training: offsets rise from 0 to the number of ids and
+    every id lies in [0, vocab_size).
+    """
     flat = IdFile(prefix.with_name(prefix.name + ".ids.npy"))
     offsets = np.load(prefix.with_name(prefix.name + ".offsets.npy"), mmap_mode="r", allow_pickle=False)
-    if offsets.ndim != 1 or len(offsets) < 1 or offsets[-1] != len(flat):
+    if (flat.dtype != ID_DTYPE or offsets.dtype != OFFSET_DTYPE or offsets.ndim != 1 or len(offsets) < 1
+            or offsets[0] != 0 or offsets[-1] != len(flat)):
         raise ValueError(f"{prefix}: ids and offsets disagree")
+    for start in range(0, len(offsets) - 1, CHECK_BLOCK):
+        block = offsets[start:start + CHECK_BLOCK + 1]  # (<= CHECK_BLOCK + 1,) int64, overlapping by one
+        if np.any(block[1:] < block[:-1]):
+            raise ValueError(f"{prefix.name}.offsets.npy: the offsets decrease")
+    for start in range(0, len(flat), CHECK_BLOCK):
+        ids = flat[start:start + CHECK_BLOCK]  # (<= CHECK_BLOCK,) int32
+        if ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(f"{prefix.name}.ids.npy: ids outside the vocabulary [0, {vocab_size})")
     return RaggedIds(flat, offsets)
 
 
@@ -209,15 +224,20 @@ def write_text(path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def load_split(directory: Path, split: str) -> Split:
-    """A split of a complete cache folder: ids memory-mapped, text read where it was kept."""
+def load_split(directory: Path, split: str, vocab_sizes: dict[str, int], text: bool) -> Split:
+    """A split of a complete cache folder: ids checked against `vocab_sizes` (per side) and, with `text`, the
+    normalised text that must be there; a missing or inconsistent file is a ValueError."""
     sides = {}
     for side in ("src", "tgt"):
-        ids = load_ids(directory / f"{split}.{side}")
-        text = directory / f"{split}.{side}.txt"
-        raw = text.read_text(encoding="utf-8").split("\n")[:-1] if text.is_file() else None
-        if raw is not None and len(raw) != len(ids):
-            raise ValueError(f"{text}: ids and text disagree")
+        ids = load_ids(directory / f"{split}.{side}", vocab_sizes[side])
+        raw = None
+        if text:
+            path = directory / f"{split}.{side}.txt"
+            if not path.is_file():
+                raise ValueError(f"{path.name} is missing")
+            raw = path.read_text(encoding="utf-8").split("\n")[:-1]
+            if len(raw) != len(ids):
+                raise ValueError(f"{path}: ids and text disagree")
         sides[side] = (ids, raw)
     if len(sides["src"][0]) != len(sides["tgt"][0]):
         raise ValueError(f"{directory}: {split} has different numbers of source and target sentences")

@@ -42,6 +42,11 @@ def normalize_lines(lines: list[str], lowercase: bool) -> list[str]:
     return [" ".join(line.split()) for line in text.split("\n")] if lines else []
 
 
+def is_gzip(path: Path) -> bool:
+    """Whether `path` is read as gzip (by its name, so the cache key can record how each file was read)."""
+    return path.suffix == ".gz"
+
+
 @contextmanager
 def _reading(path: Path) -> Iterator[None]:
     """Turn the errors of opening or reading `path` (plain or gzipped) into one-line DataErrors."""
@@ -59,7 +64,7 @@ def read_lines(path: str | Path) -> list[str]:
     """Lines of a plain or gzipped (.gz) UTF-8 file, split on newlines only (so both sides stay aligned)."""
     path = Path(path)
     with _reading(path):
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        raw = gzip.decompress(path.read_bytes()) if is_gzip(path) else path.read_bytes()
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -107,7 +112,7 @@ class RawChunk:
 
 def _open(path: Path) -> BinaryIO:
     with _reading(path):
-        f = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115 - the caller closes
+        f = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115 - the caller closes
         head = f.peek(3)[:3] if hasattr(f, "peek") else b""
     if head == codecs.BOM_UTF8:
         f.read(3)
