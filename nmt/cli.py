@@ -141,9 +141,9 @@ def _device(name: str) -> torch.device:
         raise ConfigError(str(err)) from None
 
 
-RUN_OUTPUTS = ("train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en", "tokenizer/spm.model",
-               "tokenizer/src.model", "tokenizer/tgt.model", "checkpoints/last.pt", "checkpoints/best.pt",
-               "checkpoints/averaged.pt")
+RUN_OUTPUTS = ("config.yaml", "train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en",
+               "tokenizer/spm.model", "tokenizer/src.model", "tokenizer/tgt.model", "checkpoints/last.pt",
+               "checkpoints/best.pt", "checkpoints/averaged.pt")
 
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:

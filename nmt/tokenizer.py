@@ -68,6 +68,9 @@ def _plain_words(message: str, cfg: TokenizerConfig) -> str:
         return (f"tokenizer.vocab_size: {cfg.vocab_size} is too small for this corpus, whose characters and special "
                 f"tokens alone need {match[1]} entries; set it to at least {match[1]} or lower "
                 "tokenizer.character_coverage")
+    if "!sentences_.empty()" in message:
+        return ("sentencepiece found no sentence to learn subwords from: it skips lines longer than 4,192 bytes, and "
+                "every line of the tokenizer's sample is that long (or the sample is empty)")
     detail = message.split("] ")[-1].strip() or message
     return f"sentencepiece could not train the tokenizer: {detail}"
 

@@ -61,6 +61,22 @@ def test_too_small_vocab_is_a_clear_error(tmp_path):
         Tokenizer.train(TokenizerConfig(vocab_size=8), src, tgt, tmp_path)
 
 
+def test_a_sample_of_only_overlong_lines_is_a_clear_error(tmp_path):
+    line = " ".join(["Haus"] * 1000)  # 4,999 bytes: sentencepiece skips it
+    with pytest.raises(TokenizerError, match="skips lines longer than 4,192 bytes"):
+        Tokenizer.train(TokenizerConfig(vocab_size=50), [line] * 3, [line] * 3, tmp_path)
+
+
+def test_saving_one_layout_removes_the_other(tmp_path):
+    src, tgt = corpus()
+    separate = Tokenizer.train(TokenizerConfig(vocab_size=100, joint=False), src, tgt, tmp_path / "a")
+    joint = Tokenizer.train(TokenizerConfig(vocab_size=100), src, tgt, tmp_path / "b")
+    joint.save(tmp_path / "a")
+    assert Tokenizer.load(tmp_path / "a").identity == joint.identity
+    separate.save(tmp_path / "a")
+    assert Tokenizer.load(tmp_path / "a").identity == separate.identity
+
+
 # ---------------------------------------------------------------------------------------------- training sample
 
 
