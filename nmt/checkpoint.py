@@ -265,17 +265,23 @@ class RunCheckpoints:
         self.folder, self.keep_best = folder, keep_best
         self.dropped: list[str] = []  # step files out of the best k, deleted once last.pt no longer lists them
 
+    OWN = ("last.pt", "best.pt", "averaged.pt", "step_*.pt")  # the files a run writes here
+
+    def _cut_off(self) -> list[Path]:
+        """Temporary files of this run's own writes (atomic_output's .<name>.<random>.tmp) that a kill left."""
+        return [p for name in self.OWN for p in self.folder.glob(f".{name}.*.tmp")]
+
     def clear(self) -> None:
         """Remove every checkpoint of an earlier run (a fresh start leaves nothing behind)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        for stale in [*self.folder.glob("*.pt"), *self.folder.glob(".*.tmp")]:
+        for stale in [*self.folder.glob("*.pt"), *self._cut_off()]:
             stale.unlink()
 
     def tidy(self, best: list[dict[str, Any]]) -> None:
         """After a resume: remove temporary files of writes that were cut off, and step files that `best` (the
         resumed last.pt's list) does not hold, written after that last.pt by a run that was then killed."""
         listed = {b["path"] for b in best}
-        for stale in [*self.folder.glob(".*.tmp"), *self.folder.glob("step_*.pt")]:
+        for stale in [*self._cut_off(), *self.folder.glob("step_*.pt")]:
             if stale.name not in listed:
                 stale.unlink(missing_ok=True)
 

@@ -26,7 +26,7 @@ from nmt.config import (
     load_config,
     reference_markdown,
 )
-from nmt.data import DataError, prepare, read_pair, summary
+from nmt.data import DataError, Split, prepare, read_pair, summary
 from nmt.export import MANIFEST, ExportError, export_files, is_export
 from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
@@ -236,6 +236,7 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     if trainer_rank == 0:
         log.info("\n%s", summary(data))
     trainer = Trainer(cfg, data, device)
+    _check_validation_lengths(data.splits["val"], trainer.model.max_positions, trainer_rank)
     if last.exists() and not args.restart:
         trainer.resume(last)
     if trainer_rank == 0:  # only now: a refused resume leaves the run's tokenizer as it was
@@ -262,6 +263,19 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     write_report(report, hyps, cfg.run_dir / "eval_test.json", cfg.run_dir / "test.hyp.en")
     print(eval_summary(report))
     return 0
+
+
+def _check_validation_lengths(split: Split, max_positions: int | None, rank: int) -> None:
+    """Refuse a validation set the loss cannot read at all; say when it leaves out some pairs."""
+    from nmt.train import pairs_within
+
+    fits = len(pairs_within(split, max_positions))
+    if not fits:
+        raise ConfigError(f"model.max_positions ({max_positions}): every validation pair is longer, so no "
+                          "validation loss can be computed; raise it (or shorten the validation set)")
+    if fits < len(split) and rank == 0:
+        log.warning("the validation loss leaves out %d of %d pairs longer than model.max_positions (%d); "
+                    "BLEU translates them truncated", len(split) - fits, len(split), max_positions)
 
 
 DECODE_FLAGS = ("beam", "length_penalty", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")

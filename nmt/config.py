@@ -6,10 +6,9 @@ import dataclasses
 import difflib
 import math
 import re
-import reprlib
 import types
 import typing
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,67 +16,13 @@ from typing import Any, ClassVar
 import yaml
 
 from nmt.fileio import atomic_output, cause
+from nmt.yamlsafe import short_repr, strict_yaml
 
 
 class ConfigError(ValueError):
     """A configuration problem, with the key and file at fault in its message."""
 
 
-def _show(value: Any) -> str:
-    """repr(value), cut short: a message stays one short line whatever the config holds."""
-    short = reprlib.Repr()
-    short.maxlevel, short.maxstring, short.maxother = 2, 60, 60
-    text = short.repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-MAX_DEPTH = 32  # a config nests four levels at most (section, train_corpora, entry, file)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML, stricter still: no anchors or aliases (no alias bombs), no duplicate or merge keys,
-    bounded nesting, no integers too long to convert."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if event.anchor is not None:
-            raise yaml.composer.ComposerError(None, None, "anchors and aliases (& and *) are not allowed",
-                                              event.start_mark)
-        if self.depth >= MAX_DEPTH:
-            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
-                                              event.start_mark)
-        self.depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise yaml.constructor.ConstructorError(None, None, "merge keys (<<) are not allowed",
-                                                        key_node.start_mark)
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable):  # an unhashable key is the base class's error
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {_show(key)}",
-                                                            key_node.start_mark)
-                seen.add(key)
-        return super().construct_mapping(node, deep)
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts
-            raise yaml.constructor.ConstructorError(None, None, "integer too long", node.start_mark) from None
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 @dataclass(frozen=True)
@@ -361,12 +306,12 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         return None if value is None else _coerce(value, args[0], where)
     if origin is list:
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {_show(value)}")
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {short_repr(value)}")
         (item,) = typing.get_args(hint)
         return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__} {_show(value)}")
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__} {short_repr(value)}")
         key_t, val_t = typing.get_args(hint)
         return {_coerce(k, key_t, where): _coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
     if hint is bool:
@@ -388,7 +333,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return value
     else:
         raise ConfigError(f"{where}: unsupported type {hint}")
-    raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {_show(value)}")
+    raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {short_repr(value)}")
 
 
 def _build(cls: type, raw: dict, where: str) -> Any:
@@ -401,7 +346,7 @@ def _build(cls: type, raw: dict, where: str) -> Any:
     for key, value in raw.items():
         path = f"{where}.{key}" if where else str(key)
         if key not in fields:
-            raise ConfigError(f"unknown key {_show(path)}{_suggest(str(key), list(fields))}")
+            raise ConfigError(f"unknown key {short_repr(path)}{_suggest(str(key), list(fields))}")
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             kwargs[key] = _build(hint, value if value is not None else {}, path)
@@ -409,7 +354,7 @@ def _build(cls: type, raw: dict, where: str) -> Any:
         kwargs[key] = _coerce(value, hint, path)
         choices = fields[key].metadata.get("choices")
         if choices and kwargs[key] not in choices:
-            raise ConfigError(f"{path}: {_show(kwargs[key])} is not one of {', '.join(choices)}")
+            raise ConfigError(f"{path}: {short_repr(kwargs[key])} is not one of {', '.join(choices)}")
     return cls(**kwargs)
 
 
@@ -432,7 +377,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set '{text}': expected key=value, for example train.lr=3e-4")
     key, raw = text.split("=", 1)
     try:
-        value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""
+        value = strict_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
@@ -441,7 +386,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 def validate(cfg: Config) -> None:
     """Cross-field checks that need more than one key."""
     if not _NAME_RE.fullmatch(cfg.name):
-        raise ConfigError(f"name: {_show(cfg.name)} must be letters, digits, '_', '-' or '.', not starting with "
+        raise ConfigError(f"name: {short_repr(cfg.name)} must be letters, digits, '_', '-' or '.', not starting with "
                           "a dot (it names a folder under run_root)")
     m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.decode
     if m.arch == "transformer" and m.d_model % m.heads:
@@ -463,10 +408,21 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.warmup: schedule '{tr.schedule}' needs a positive warmup")
     if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
         raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
+    _validate_data(cfg.data)
+
+
+def validate_new_run(cfg: Config) -> None:
+    """Checks for a config a run starts from, not applied to the configs stored in earlier checkpoints (which
+    load as they were written): settings that would be ignored or cut short."""
+    tr, data = cfg.train, cfg.data
     if tr.average_last > tr.keep_best:
         raise ConfigError(f"train.average_last ({tr.average_last}) cannot exceed train.keep_best ({tr.keep_best}): "
                           "only the best keep_best checkpoints are kept to average")
-    _validate_data(cfg.data)
+    if data.dataset != "files":
+        for key in (*FILES_KEYS, "train_corpora"):
+            if getattr(data, key):
+                raise ConfigError(f"data.{key}: only read when data.dataset is 'files', "
+                                  f"not '{data.dataset}' (remove it or set data.dataset: files)")
 
 
 FILES_KEYS = ("train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")
@@ -476,7 +432,8 @@ def _validate_data(data: DataConfig) -> None:
     """Where the training text comes from: old keys, several corpora, or both."""
     for i, entry in enumerate(data.train_corpora):
         if len(entry) not in (1, 2) or not all(entry):
-            raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], got {_show(entry)}")
+            raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], "
+                              f"got {short_repr(entry)}")
     if data.dataset == "files":
         if bool(data.train_src) != bool(data.train_tgt) or not (data.train_src or data.train_corpora):
             key = "train_tgt" if data.train_src else "train_src"
@@ -484,11 +441,6 @@ def _validate_data(data: DataConfig) -> None:
         for key in ("val_src", "val_tgt"):
             if not getattr(data, key):
                 raise ConfigError(f"data.{key}: required when data.dataset is 'files'")
-    else:
-        for key in (*FILES_KEYS, "train_corpora"):
-            if getattr(data, key):
-                raise ConfigError(f"data.{key}: only read when data.dataset is 'files', "
-                                  f"not '{data.dataset}' (remove it or set data.dataset: files)")
 
 
 def config_from_dict(raw: dict) -> Config:
@@ -510,7 +462,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: config is not UTF-8 text") from None
     try:
-        raw = yaml.load(text, Loader=_StrictLoader) or {}
+        raw = strict_yaml(text) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -521,7 +473,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         for text_override in overrides:
             key, value = parse_override(text_override)
             _set_path(raw, key, value)
-        return config_from_dict(raw)
+        cfg = config_from_dict(raw)
+        validate_new_run(cfg)
+        return cfg
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
 

@@ -94,15 +94,16 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
 
 
 def write_report(report: dict[str, Any], hyps: list[str], json_path: Path, hyp_path: Path) -> None:
-    """Write the hypotheses and the JSON report atomically as a pair: the report is renamed into place only
-    once the hypotheses are on disk in full, and both stay as they were when either cannot be written."""
-    with atomic_output(hyp_path) as hyp_handle:
-        hyp_handle.writelines(h + "\n" for h in hyps)
-        hyp_handle.flush()
-        os.fsync(hyp_handle.fileno())  # a full disk shows here, before the report replaces anything
-        with atomic_output(json_path) as handle:
-            json.dump(report, handle, indent=2)
-            handle.write("\n")
+    """Write the hypotheses and the JSON report as a pair: both go to temporary files first; when both are on
+    disk in full, the hypotheses are renamed into place, then the report. A failure while writing either
+    leaves both files as they were."""
+    with atomic_output(json_path) as handle:
+        json.dump(report, handle, indent=2)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())  # a full disk shows here, before the hypotheses replace anything
+        with atomic_output(hyp_path) as hyp_handle:
+            hyp_handle.writelines(h + "\n" for h in hyps)
 
 
 def summary(report: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from nmt.checkpoint import Bundle, CheckpointError, RunCheckpoints, TrainingState, load_for_resume
 from nmt.config import Config, save_config
-from nmt.data import Batch, Prepared, TokenBatchSampler, collate
+from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.distributed import Control, current, gather_objects
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
@@ -109,7 +109,8 @@ class Trainer:
                 if saved or part is not self.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
                     part.load_state_dict(saved)
         except (ValueError, RuntimeError, KeyError, TypeError) as err:
-            raise CheckpointError(f"{path}: its training state does not fit this run ({err})") from None
+            detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
+            raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
         self.progress = Progress(**bundle.progress)
         if self.dist.main:
             self.checkpoints.tidy(self.progress.best)
@@ -270,6 +271,14 @@ class Trainer:
         return self.checkpoints.final(self.progress.best, self.cfg.train.average_last)
 
 
+def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:
+    """Indices of the pairs whose source and target (each with EOS or BOS) fit in `max_positions` (None: all)."""
+    fits = np.arange(len(split))  # (P,)
+    if max_positions is None:
+        return fits
+    return fits[(split.src_lens < max_positions) & (split.tgt_lens < max_positions)]
+
+
 def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, device: torch.device) -> dict[str, float]:
     """Loss and perplexity on the validation split, and greedy BLEU when train.eval_bleu is set.
 
@@ -279,9 +288,7 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
     split, pad_id = data.splits["val"], data.tokenizer.vocab.pad_id
     model.eval()
     total = nll_sum = 0.0
-    fits = np.arange(len(split.src_lens))  # (P,) the pairs the loss is computed on
-    if model.max_positions is not None:
-        fits = fits[(split.src_lens < model.max_positions) & (split.tgt_lens < model.max_positions)]
+    fits = pairs_within(split, model.max_positions)  # (P,) the pairs the loss is computed on
     sampler = TokenBatchSampler(split.src_lens[fits], split.tgt_lens[fits], cfg.train.batch_tokens, shuffle=False)
     with torch.inference_mode(), autocast(device, cfg.train.precision):
         for indices in sampler:

@@ -378,7 +378,8 @@ def test_a_kill_between_checkpoint_files_leaves_a_resumable_run(tmp_path):
     assert all((folder / name).is_file() for name in listed)
     shutil.copy(folder / listed[0], folder / "step_99.pt")  # written, then killed before last.pt
     (folder / ".last.pt.abc123.tmp").write_bytes(b"cut off")
+    (folder / ".mine.pt.k2j3.tmp").write_bytes(b"another program's output in progress")
     assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=6"]) == 0
-    assert not (folder / "step_99.pt").exists() and not list(folder.glob(".*.tmp"))
+    assert not (folder / "step_99.pt").exists() and [p.name for p in folder.glob(".*.tmp")] == [".mine.pt.k2j3.tmp"]
     listed = [b["path"] for b in load_checkpoint(folder / "last.pt")["progress"]["best"]]
     assert sorted(p.name for p in folder.glob("step_*.pt")) == sorted(listed)

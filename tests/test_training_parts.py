@@ -6,15 +6,18 @@ import math
 import os
 import stat
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt.config import TrainConfig
 from nmt.loss import label_smoothed_loss
 from nmt.optim import Plateau, build_optimizer, constant, inverse_sqrt, learning_rate, noam
 from nmt.utils import atomic_output
+from tests.conftest import tiny_config
 
 
 def test_label_smoothing_zero_is_cross_entropy():
@@ -158,3 +161,34 @@ def test_fused_loss_gradient_matches_autograd_reference(eps):
     assert torch.allclose(nll, F.nll_loss(lprobs.detach(), target, ignore_index=0, reduction="sum"))
     leaf = logits.detach().requires_grad_()
     assert torch.autograd.gradcheck(lambda x: label_smoothed_loss(x, target, eps, 0)[0], (leaf,))
+
+
+def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
+    from nmt.cli import _check_validation_lengths
+    from nmt.config import ConfigError
+    from nmt.data import Split
+    from nmt.train import pairs_within
+
+    ids = [np.arange(n) for n in (3, 9, 4)]
+    split = Split("val", ids, [np.arange(n) for n in (2, 2, 8)])
+    assert pairs_within(split, None).tolist() == [0, 1, 2]
+    assert pairs_within(split, 5).tolist() == [0]  # 4 ids + EOS fit in 5 positions; 8 + BOS do not
+    with caplog.at_level("WARNING"):
+        _check_validation_lengths(split, 5, rank=0)
+    assert "leaves out 2 of 3 pairs" in caplog.text
+    with pytest.raises(ConfigError, match="every validation pair is longer"):
+        _check_validation_lengths(split, 3, rank=0)
+
+
+def test_stored_configs_load_as_they_were_written(tmp_path):
+    """Rules for starting a run do not make an earlier checkpoint's config unreadable."""
+    from nmt.config import ConfigError, config_from_dict, load_config, to_dict
+
+    raw = to_dict(load_config(str(tiny_config(tmp_path))))
+    raw["train"]["average_last"], raw["train"]["keep_best"] = 3, 2
+    raw["data"]["test_src"] = "leftover.de"
+    assert config_from_dict(raw).train.average_last == 3
+    path = tmp_path / "stored.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(ConfigError, match="average_last"):
+        load_config(path)
