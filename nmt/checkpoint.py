@@ -45,11 +45,13 @@ class TrainingState:
     rng: dict[str, Any]  # rank 0's RNG states (all a version-1 file has)
     rng_ranks: list[dict[str, Any]] = field(default_factory=list)  # every rank's, by rank
 
-    def rng_for(self, rank: int, world: int) -> dict[str, Any] | None:
-        """The RNG states `rank` saved in a run of `world` ranks; None when the run had another world size."""
+    def rng_for(self, rank: int, world: int) -> dict[str, Any]:
+        """The RNG states `rank` saved in a run of `world` ranks (a CheckpointError when they are not there)."""
         if len(self.rng_ranks) == world:
             return self.rng_ranks[rank]
-        return self.rng if world == 1 and not self.rng_ranks else None
+        if world == 1 and not self.rng_ranks:
+            return self.rng
+        raise CheckpointError(f"the checkpoint holds RNG states of {len(self.rng_ranks)} ranks, not {world}")
 
 
 @dataclass
@@ -202,8 +204,9 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
 # ---------------------------------------------------------------------------------------------- resuming
 
 
-def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str) -> Bundle:
-    """The resume loader: a bundle with training state whose vocabulary and model settings match this run.
+def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int = 1) -> Bundle:
+    """The resume loader: a bundle with training state whose vocabulary, model settings and number of processes
+    (`world`) match this run.
 
     Everything stays on the CPU; the trainer copies weights and optimizer state to its device.
     """
@@ -215,6 +218,11 @@ def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str) -> Bundle:
     if bundle.tokenizer_id != tokenizer_id:
         raise CheckpointError(f"{path}: the checkpoint was trained with a different vocabulary; "
                               "use a new experiment name or the original data and tokenizer settings")
+    sampler = bundle.training.sampler
+    saved_world = sampler.get("num_replicas", 1) if isinstance(sampler, dict) else 1
+    if saved_world != world:
+        raise CheckpointError(f"{path}: saved by a run of {saved_world} process(es), resumed with {world}; resume "
+                              f"with torchrun --nproc_per_node {saved_world}, or give --restart")
     mine = to_dict(cfg.model)
     saved = bundle.config.get("model", {})
     changed = sorted(k for k in set(mine) | set(saved) if saved.get(k) != mine.get(k))

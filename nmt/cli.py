@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
 import os
@@ -75,12 +76,25 @@ def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
         except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
             if os.environ.get(TRACEBACK_ENV):
                 raise
+            if _peer_gone(err):
+                print("error: another process of this torchrun job stopped, so this one cannot go on; its own "
+                      "error line says why", file=sys.stderr)
+                return 1
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             print(f"error: unexpected {type(err).__name__}: {first} (set {TRACEBACK_ENV}=1 to see where; please "
                   "report it)", file=sys.stderr)
         return 1
 
     return wrapper
+
+
+def _peer_gone(err: Exception) -> bool:
+    """Whether a collective failed because another rank's process ended (gloo and NCCL say it in their words)."""
+    import torch.distributed as dist
+
+    text = str(err)
+    return (dist.is_available() and dist.is_initialized() and isinstance(err, RuntimeError)
+            and (isinstance(err, dist.DistError) or "closed by peer" in text or "reset by peer" in text))
 
 
 class Parser(argparse.ArgumentParser):
@@ -197,22 +211,32 @@ def train_main(argv: list[str] | None = None) -> int:
     _check_data_paths(cfg)
     _check_run_paths(cfg)
     command_line = _command_line("nmt-train", argv)
-    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 holds the run folder's lock for all ranks
-        return _train(cfg, args, "", command_line)
-    with run_lock(cfg.run_dir) as previous_owner:
-        return _train(cfg, args, previous_owner, command_line)
+    from nmt.distributed import all_true, current, init_distributed
+
+    device = init_distributed(cfg.train.device) or _device(cfg.train.device)
+    place = current(device)
+    with contextlib.ExitStack() as held:  # torchrun: rank 0 holds the run folder's lock for every rank
+        owner, refused = "", None
+        if place.main:
+            try:
+                owner = held.enter_context(run_lock(cfg.run_dir))
+            except RunLockError as err:
+                refused = err
+        if not all_true(place, refused is None):  # every rank learns it at once, none waits on rank 0
+            raise refused or RunLockError(f"{cfg.run_dir}: rank 0 could not lock the run folder (see its error)")
+        return _train(cfg, args, owner, command_line, device)
 
 
-def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_line: str) -> int:
+def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_line: str,
+           device: torch.device) -> int:
     """The body of nmt-train, run while the run folder is locked."""
     from nmt.checkpoint import load_model
-    from nmt.distributed import barrier, current, init_distributed
+    from nmt.distributed import barrier, current
     from nmt.evaluate import evaluate, split_pair, write_report
     from nmt.evaluate import summary as eval_summary
     from nmt.train import Trainer
     from nmt.translator import from_loaded
 
-    device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     place = current(device)
     trainer_rank = place.rank
     _setup_logging(cfg.run_dir, trainer_rank)
@@ -256,7 +280,8 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
     if args.no_evaluate or "test" not in data.splits:
         return 0
-    translator = from_loaded([load_model(trainer.final_checkpoint(), device)], device, cfg.train.precision)
+    final = trainer.checkpoints.final(progress.best, cfg.train.average_last)  # best.pt, or the best k averaged
+    translator = from_loaded([load_model(final, device)], device, cfg.train.precision)
     report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command_line)
     report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
                        "parameters": trainer.n_params}

@@ -64,6 +64,15 @@ def barrier(d: Dist) -> None:
         dist.barrier(device_ids=[d.comm_device.index] if d.comm_device.type == "cuda" else None)
 
 
+def all_true(d: Dist, flag: bool) -> bool:
+    """Whether `flag` holds on every rank (one all-reduce; the flag itself in a single process)."""
+    if not d.group:
+        return flag
+    failed = torch.tensor([0.0 if flag else 1.0], device=d.comm_device)  # (1,)
+    dist.all_reduce(failed)
+    return failed.item() == 0.0
+
+
 def gather_objects(d: Dist, obj: Any) -> list[Any]:
     """Every rank's `obj`, by rank, on every rank (picklable plain data)."""
     if not d.group:

@@ -1,18 +1,21 @@
 """Signals. In every command SIGTERM unwinds like Ctrl-C, so outputs in progress are removed, not left half
 written. During training the first SIGINT or SIGTERM asks to stop after the current update; a second one
-stops at once."""
+stops at once (under torchrun, not the copy of the first that the launcher passes on)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
-_received: list[int] = []  # signal numbers received while `graceful_stop` is active
+ECHO_SECONDS = 1.0  # under torchrun, the same signal again within this time is the launcher passing it on
+_received: list[tuple[int, float]] = []  # (signal number, monotonic time) received while `graceful_stop` is active
 
 
 class Interrupted(BaseException):
@@ -35,15 +38,25 @@ def signal_name(signum: int) -> str:
 
 def stop_signal() -> int:
     """The first signal received while `graceful_stop` is active, or 0: the trainer's 'stop requested' flag."""
-    return _received[0] if _received else 0
+    return _received[0][0] if _received else 0
 
 
 def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _echo(signum: int, now: float) -> bool:
+    """Whether `signum` repeats the first signal as torchrun does: a Ctrl-C reaches every process of the
+    terminal's group, and the launcher then sends each worker the same signal once more."""
+    first, when = _received[0]
+    return "TORCHELASTIC_RUN_ID" in os.environ and signum == first and now - when < ECHO_SECONDS
+
+
 def _handle(signum: int, _frame: FrameType | None) -> None:
-    _received.append(signum)
+    now = time.monotonic()
+    if _received and _echo(signum, now):
+        return
+    _received.append((signum, now))
     if len(_received) > 1:
         raise Interrupted(signum, again=True)
     print(f"\n{signal_name(signum)}: finishing the current update and saving last.pt "

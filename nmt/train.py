@@ -45,6 +45,7 @@ class Progress:
     skipped: int = 0
     nonfinite_in_row: int = 0
     bad_validations: int = 0
+    pending_validation: bool = False  # stopped by a signal where a validation was due: the resume runs it first
     best: list[dict] = field(default_factory=list)  # [{"score", "step", "path"}], best first
 
 
@@ -100,7 +101,7 @@ class Trainer:
 
     def resume(self, path: Path) -> None:
         """Restore the state saved by `bundle`, refusing an incompatible checkpoint."""
-        bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity)
+        bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity, self.world)
         state = bundle.training
         self.model.load_state_dict(bundle.model)
         try:
@@ -112,13 +113,13 @@ class Trainer:
             detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
             raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
         self.progress = Progress(**bundle.progress)
+        self.early_stop = 0 < self.cfg.train.patience <= self.progress.bad_validations  # it had stopped early
         if self.dist.main:
             self.checkpoints.tidy(self.progress.best)
-        rng = state.rng_for(self.rank, self.world)
-        if rng is None:  # saved at another world size: fresh, still reproducible noise
-            seed_everything(rank_seed(self.cfg.train.seed, self.rank, self.progress.step))
-        else:
-            set_rng_state(rng)
+        try:
+            set_rng_state(state.rng_for(self.rank, self.world))
+        except CheckpointError as err:
+            raise CheckpointError(f"{path}: {err}") from None
         self.metrics.truncate(self.progress.step)
         log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
 
@@ -203,6 +204,7 @@ class Trainer:
         if not self.dist.main:
             return
         if validate:
+            self.progress.pending_validation = False
             result = validation_scores(self.model, self.data, self.cfg, self.device)
             self.metrics.record({"type": "valid", "step": self.progress.step, "epoch": self.sampler.epoch,
                                  **result, "elapsed": self.progress.elapsed})
@@ -220,8 +222,11 @@ class Trainer:
                 self.checkpoints.clear()
             save_config(self.cfg, self.cfg.run_dir / "config.yaml")
         self.clock = (time.monotonic(), prog.elapsed)
-        first = Control(stop=self._wants_stop(), exhausted=self._out_of_epochs()).agree(self.dist)
-        if first.stop or first.exhausted or 0 < tcfg.max_steps <= prog.step:
+        if prog.pending_validation:  # as the run would have done had the signal come a moment later
+            self._checkpoint()
+        first = Control(stop=self._wants_stop(), early_stop=self.early_stop,
+                        exhausted=self._out_of_epochs()).agree(self.dist)
+        if first.stop or first.exhausted or first.early_stop or 0 < tcfg.max_steps <= prog.step:
             return prog
         self.metrics.open()
         bar = tqdm(total=tcfg.max_steps or None, initial=prog.step, dynamic_ncols=True, desc=self.cfg.name,
@@ -245,11 +250,13 @@ class Trainer:
                              entry["loss"], entry["lr"], entry["tgt_tok_s"])
             self.interrupted = result.interrupted  # a signal on some rank: save last.pt without validating
             # prog.step and the samplers' positions are the same on every rank, so these tests agree too.
-            stop = result.stop or 0 < tcfg.max_steps <= prog.step
-            epoch_end = self.sampler.epoch != epoch and tcfg.eval_every == 0  # also when a group spans two epochs
-            epoch = self.sampler.epoch
-            if (tcfg.eval_every and prog.step % tcfg.eval_every == 0 and result.applied) or epoch_end or stop:
-                self._checkpoint(validate=not result.interrupted)
+            finish = 0 < tcfg.max_steps <= prog.step or (result.stop and not result.interrupted)
+            epoch_end, epoch = self.sampler.epoch != epoch and tcfg.eval_every == 0, self.sampler.epoch  # this update
+            due = bool(tcfg.eval_every and prog.step % tcfg.eval_every == 0 and result.applied) or epoch_end or finish
+            stop = result.stop or finish
+            if due or stop:
+                prog.pending_validation = due and result.interrupted
+                self._checkpoint(validate=due and not result.interrupted)
             if stop:
                 break
         bar.close()
@@ -265,10 +272,6 @@ class Trainer:
             raise TrainingError(f"{prog.nonfinite_in_row} non-finite updates in a row at step {prog.step}; "
                                 f"stopped (last good state saved in {self.checkpoints.folder / 'last.pt'}). "
                                 "Lower train.lr, raise train.warmup or use precision bf16/fp32.")
-
-    def final_checkpoint(self) -> Path:
-        """The checkpoint to evaluate: best, or the average of the best k when train.average_last is set."""
-        return self.checkpoints.final(self.progress.best, self.cfg.train.average_last)
 
 
 def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:

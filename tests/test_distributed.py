@@ -156,3 +156,17 @@ def test_control_vector_sums_and_single_process_is_identity():
     ctl = Control(tokens=12, loss=3.5, nonfinite=True, stop=False, exhausted=1)
     agreed = ctl.agree(Dist())
     assert agreed == ctl and agreed is not ctl
+
+
+def test_a_locked_run_folder_stops_every_rank_at_once(tmp_path):
+    """Rank 0 finds the run folder locked; every rank hears it through the process group, none waits."""
+    from nmt.runlock import run_lock
+
+    config = tiny_config(tmp_path, name="locked", train={"device": "cpu", "max_steps": 4})
+    start = time.monotonic()
+    with run_lock(tmp_path / "runs" / "locked"):
+        result = subprocess.run([*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"], env=ENV,
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and time.monotonic() - start < 60
+    err = result.stderr
+    assert "another nmt-train is training" in err and "rank 0 could not lock the run folder" in err, err[-2000:]

@@ -226,6 +226,35 @@ def test_second_signal_stops_at_once():
     assert signal.getsignal(signal.SIGINT) is previous
 
 
+def test_under_torchrun_the_launchers_copy_of_a_signal_is_not_a_second_one(monkeypatch):
+    """Ctrl-C reaches torchrun's workers directly and again through the launcher: that is still one request."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    with graceful_stop():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the launcher passing the same Ctrl-C on
+        math.factorial(10)
+        assert stop_signal() == signal.SIGINT
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)  # another signal is a real second request
+            math.factorial(10)
+
+
+def test_a_dead_peer_is_said_in_plain_words(tmp_path, monkeypatch):
+    import torch.distributed as dist
+
+    from nmt.cli import _peer_gone
+
+    error = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4711")
+    assert not _peer_gone(error)  # no process group: not a torchrun worker
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29517")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        assert _peer_gone(error) and not _peer_gone(ValueError("closed by peer")) and not _peer_gone(RuntimeError("x"))
+    finally:
+        dist.destroy_process_group()
+
+
 def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_run, tmp_path):
     out = tmp_path / "out.en"
     out.write_text("previous result\n", encoding="utf-8")

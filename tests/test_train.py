@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+import nmt.train
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import load, train_main
 from nmt.data import prepare
@@ -129,3 +130,60 @@ def test_each_epoch_is_validated_when_update_groups_span_epochs(tmp_path):
     trainer.fit()
     lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
     assert [e["epoch"] for e in lines if e["type"] == "valid"] == [1, 2, 3]
+
+
+def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:
+    cfg = load(str(tiny_config(tmp_path, name=name, train={"device": "cpu", "batch_tokens": 400, **train})), [])
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device("cpu"))
+    if resume:
+        trainer.resume(cfg.run_dir / "checkpoints" / "last.pt")
+    trainer.fit()
+    return trainer
+
+
+def _valid_steps(trainer: Trainer) -> list[int]:
+    return [e["step"] for e in map(json.loads, trainer.metrics.path.read_text().splitlines()) if e["type"] == "valid"]
+
+
+def test_a_signal_at_a_validation_step_leaves_the_validation_owed(tmp_path, monkeypatch):
+    """Stopped by a signal in the update that ends at a validation step, the run saves without validating;
+    the resume validates there first, so it ends as an uninterrupted run ends."""
+    settings = {"max_steps": 12, "eval_every": 4, "keep_best": 2}
+    straight = _fitted(tmp_path, "straight", **settings)
+    original = Trainer.train_step
+
+    def step(self: Trainer, group):  # SIGTERM arrives during the update that ends at step 8
+        monkeypatch.setattr(nmt.train, "stop_signal", lambda: signal.SIGTERM if self.progress.step == 7 else 0)
+        return original(self, group)
+
+    monkeypatch.setattr(Trainer, "train_step", step)
+    stopped = _fitted(tmp_path, "stopped", **settings)
+    assert stopped.progress.step == 8 and stopped.progress.pending_validation and _valid_steps(stopped) == [4]
+    monkeypatch.undo()
+    resumed = _fitted(tmp_path, "stopped", resume=True, **settings)
+    assert _valid_steps(resumed) == _valid_steps(straight) == [4, 8, 12]
+    assert [b["step"] for b in resumed.progress.best] == [b["step"] for b in straight.progress.best]
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+
+
+def test_a_run_that_stopped_early_stays_stopped(tmp_path, monkeypatch):
+    worse = iter(range(1, 100))
+    monkeypatch.setattr(nmt.train, "validation_scores", lambda *a, **k: {"loss": float(next(worse)), "ppl": 1.0})
+    settings = {"max_steps": 40, "eval_every": 4, "patience": 1, "early_stop_metric": "loss"}
+    first = _fitted(tmp_path, "early", **settings)
+    assert first.progress.step == 8
+    again = _fitted(tmp_path, "early", resume=True, **settings)
+    assert again.progress.step == 8 and _valid_steps(again) == [4, 8]
+
+
+def test_resuming_with_another_number_of_processes_says_how_to(tmp_path):
+    from nmt.checkpoint import CheckpointError, load_bundle, load_for_resume, save_bundle
+
+    trainer = _fitted(tmp_path, "two", max_steps=2, eval_every=0)
+    last = trainer.checkpoints.folder / "last.pt"
+    bundle = load_bundle(last)
+    bundle.training.sampler["num_replicas"] = 2
+    save_bundle(bundle, last)
+    with pytest.raises(CheckpointError, match="saved by a run of 2 process.* --nproc_per_node 2, or give --restart"):
+        load_for_resume(last, trainer.cfg, trainer.data.tokenizer.identity, 1)
