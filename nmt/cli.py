@@ -551,7 +551,7 @@ def compare_main(argv: list[str] | None = None) -> int:
                         help="test sentences for attention diagnostics")
     parser.add_argument("--heatmaps", type=number(NON_NEGATIVE, integer=True), default=3,
                         help="test sentences drawn as attention heatmaps")
-    parser.add_argument("--resamples", type=number(AT_LEAST_ONE, integer=True), default=1000,
+    parser.add_argument("--resamples", type=number(Range(100.0), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
     _device(args.device)
@@ -563,6 +563,9 @@ def compare_main(argv: list[str] | None = None) -> int:
                    args.diag_sentences, args.heatmaps, args.resamples)
     print(markdown(data), end="")
     print(f"report: {out / 'compare.md'}")
+    if not any(row["status"] == "ok" for row in data["runs"]):
+        print("error: no run could be compared (each one's reason is in the report)", file=sys.stderr)
+        return 1
     return 0
 
 

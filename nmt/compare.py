@@ -8,6 +8,7 @@ report as failed, with the reason (`train_failed.txt`, written by scripts/compar
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -48,11 +49,33 @@ class Run:
         self.status, self.reason = status, reason
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of a run's metrics.jsonl (none if the file is missing)."""
+    """The records of a run's metrics.jsonl (none if the file is missing). A line cut off by a crash, or one
+    that is not a record with a step, is left out, and so is a figure that is not a finite number."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and _number(entry.get("step")):
+            records.append({k: v for k, v in entry.items() if k == "type" or _number(v)})
+    return records
+
+
+def _check_report(report: Any) -> None:
+    """Raise ValueError unless `report` is an evaluation report with finite scores and a sentence count."""
+    scores = report.get("scores") if isinstance(report, dict) else None
+    if not isinstance(scores, dict) or not all(_number(scores.get(k)) for k in ("bleu", "chrf", "ter")):
+        raise ValueError("eval_test.json: not an evaluation report with finite bleu, chrf and ter scores")
+    if not isinstance(report.get("sentences"), int) or not isinstance(report.get("train", {}), dict):
+        raise ValueError("eval_test.json: its sentences count or train section is not what nmt-evaluate writes")
 
 
 def load_run(path: Path) -> Run:
@@ -71,11 +94,16 @@ def load_run(path: Path) -> Run:
             if not (path / name).exists():
                 run.fail(f"no {name} (training failed or was not evaluated)")
                 return run
-        run.report = json.loads((path / "eval_test.json").read_text(encoding="utf-8"))
+        try:
+            run.report = json.loads((path / "eval_test.json").read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"eval_test.json: {err}") from None
+        _check_report(run.report)
         run.cfg = load_config(path / "config.yaml")
         run.hyps = (path / "test.hyp.en").read_text(encoding="utf-8").split("\n")[:-1]
     except (OSError, ValueError) as err:
         run.fail(f"unreadable run files ({err})")
+        run.report = {}
         return run
     if len(run.hyps) != run.report.get("sentences"):
         run.fail(f"test.hyp.en has {len(run.hyps)} lines but the report scored {run.report.get('sentences')}")
@@ -125,10 +153,12 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str],
     for index, (name, hyps) in enumerate(systems):
         out[name] = {}
         for key, column in zip(metrics, columns):
-            result = table[column][index]
+            result, base = table[column][index], table[column][0]
             p_value = result.p_value
-            if index and hyps == baseline_hyps:
-                p_value = 1.0  # sacrebleu gives 1/(n+1) when every resampled difference is 0; no evidence at all
+            if index and (hyps == baseline_hyps or result.ci == base.ci == 0.0):
+                # every resample gave the same difference (identical outputs, or a test set too small to vary):
+                # sacrebleu then says 1/(n+1), but there is no evidence at all
+                p_value = 1.0
             out[name][key] = {"score": _round(result.score), "mean": _round(result.mean),
                               "ci95": [_round(result.mean - result.ci), _round(result.mean + result.ci)],
                               "p_value": None if p_value is None else round(float(p_value), 4)}
@@ -202,8 +232,9 @@ def curves(runs: list[Run]) -> tuple[list[Curve], str]:
     valid = {run.name: [m for m in run.metrics if m.get("type") == "valid"] for run in runs}
     valid = {name: entries for name, entries in valid.items() if entries}
     key = "bleu" if all("bleu" in e for entries in valid.values() for e in entries) else "loss"
+    valid = {name: [e for e in entries if key in e and "elapsed" in e] for name, entries in valid.items()}
     out = [Curve(name, [e["step"] for e in entries], [e["elapsed"] / 60 for e in entries], [e[key] for e in entries])
-           for name, entries in valid.items()]
+           for name, entries in valid.items() if entries]
     return out, "validation BLEU" if key == "bleu" else "validation loss"
 
 

@@ -10,10 +10,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["text.parse_math"] = False  # model output and test text are plain text: "$x$" stays as is
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
+
+from nmt.fileio import atomic_output  # noqa: E402
 
 
 @dataclass
@@ -49,11 +52,13 @@ def _draw_attention(ax: Axes, panel: AttentionPanel) -> AxesImage:
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():  # a subword the font lacks is drawn as a box, not reported per glyph
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        fig.savefig(path, dpi=100)
-    plt.close(fig)
+    """Write the figure as a PNG atomically (a failure leaves the previous file) and close it."""
+    try:
+        with warnings.catch_warnings(), atomic_output(path, "wb") as handle:
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")  # drawn as a box instead
+            fig.savefig(handle, dpi=100, format="png")
+    finally:
+        plt.close(fig)
 
 
 def attention_heatmap(weights: np.ndarray, src_labels: list[str], tgt_labels: list[str], path: Path,

@@ -1,7 +1,9 @@
 """Train every attention variant of a suite, then compare them: `make compare SUITE=sample [BUDGET=20m|3000]`.
 
-Each config in configs/compare/<suite>/ is trained from scratch by `nmt-train` in its own subprocess (its
-output goes to reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. The
+Each config in configs/compare/<suite>/ is trained by `nmt-train` in its own subprocess (its output goes to
+reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. A run folder that
+exists is resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run again,
+and a finished run is only evaluated again (--restart trains every run from scratch instead). The
 files a report is made from (test report, translations, metrics log, config) are copied to
 reports/<suite>/runs/<name>/, so they can be committed without the checkpoints. Then `nmt-compare` compares
 all run folders into reports/<suite>/. BUDGET gives every run the same limit: `20m` (or `1.5h`) sets
@@ -14,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import torch
 
 from nmt.compare import FAILED_NOTE, RUN_FILES
 from nmt.config import ConfigError, load_config
+from nmt.fileio import atomic_output
 from nmt.flops import machine_info
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +38,7 @@ def budget_overrides(budget: str | None) -> list[str]:
     if not budget:
         return []
     timed = re.fullmatch(r"(\d+(?:\.\d+)?)([mh])", budget.strip())
-    if timed:
+    if timed and float(timed.group(1)) > 0:
         minutes = float(timed.group(1)) * (60 if timed.group(2) == "h" else 1)
         return ["--set", f"train.max_minutes={minutes:g}", "--set", "train.max_steps=0"]
     if budget.strip().isdigit() and int(budget) > 0:
@@ -46,11 +48,11 @@ def budget_overrides(budget: str | None) -> list[str]:
 
 def suite_configs(suite: str) -> list[Path]:
     """The suite's configs, GRU variants first, then Transformer variants, each in the order of ORDER."""
+    known = sorted(p.name for p in (REPO / "configs" / "compare").iterdir() if p.is_dir())
     folder = REPO / "configs" / "compare" / suite
-    configs = sorted(folder.glob("*.yaml"))
+    configs = sorted(folder.glob("*.yaml")) if suite in known else []  # a name, never a path out of the folder
     if not configs:
-        known = sorted(p.name for p in (REPO / "configs" / "compare").iterdir() if p.is_dir())
-        raise ValueError(f"no configs in {folder}; suites: {', '.join(known)}")
+        raise ValueError(f"{suite!r}: not a suite with configs under configs/compare/; suites: {', '.join(known)}")
 
     def rank(path: Path) -> tuple[int, str]:
         return next((i for i, tail in enumerate(ORDER) if path.stem.endswith(tail)), len(ORDER)), path.stem
@@ -65,35 +67,47 @@ def last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-def train(config: Path, overrides: list[str], logs: Path) -> dict:
-    """Train one config from scratch in a subprocess; a failure is written into the run folder."""
+def train(config: Path, overrides: list[str], logs: Path, restart: bool = False) -> dict:
+    """Train (or resume) one config in a subprocess; a failure is written into the run folder.
+
+    On Ctrl-C the training, which gets the same signal, is waited for while it saves last.pt; then the
+    KeyboardInterrupt goes on.
+    """
     try:
         run_dir = load_config(config, overrides[1::2]).run_dir
     except ConfigError:
         run_dir = Path("runs") / config.stem
-    shutil.rmtree(run_dir, ignore_errors=True)
+    (run_dir / FAILED_NOTE).unlink(missing_ok=True)  # an earlier attempt's verdict
     log = logs / f"{config.stem}.log"
     start = time.monotonic()
-    with log.open("w", encoding="utf-8") as handle:
-        code = subprocess.run([sys.executable, "-m", "nmt", "train", str(config), *overrides],
-                              stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
+    with log.open("w", encoding="utf-8") as handle:  # written as it goes, to follow a long run
+        proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", str(config), *overrides,
+                                 *(["--restart"] if restart else [])], stdout=handle, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.wait()
+            raise
     record = {"config": str(config), "run_dir": str(run_dir), "returncode": code,
               "seconds": round(time.monotonic() - start, 1), "log": str(log)}
     if code:
         record["error"] = last_error(log)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / FAILED_NOTE).write_text(f"nmt-train exited with status {code}: {record['error']} "
-                                           f"(log: {log})\n", encoding="utf-8")
+        with atomic_output(run_dir / FAILED_NOTE) as handle:
+            handle.write(f"nmt-train exited with status {code}: {record['error']} (log: {log})\n")
     return record
 
 
 def archive(run_dir: Path, out: Path) -> None:
-    """Copy the files a comparison reads (all but the checkpoints) to out/runs/<run name>/."""
+    """Copy the files a comparison reads (all but the checkpoints) to out/runs/<run name>/, removing those the
+    run no longer has (a failed rerun leaves no earlier report beside its failure note)."""
     target = out / "runs" / run_dir.name
     target.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:
         if (run_dir / name).exists():
-            shutil.copyfile(run_dir / name, target / name)
+            with atomic_output(target / name, "wb") as handle:
+                handle.write((run_dir / name).read_bytes())
+        else:
+            (target / name).unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run its family is tested against, once per family (default: GRU additive, "
                              "Transformer full)")
     parser.add_argument("--out", help="report folder (default: reports/<suite>)")
+    parser.add_argument("--restart", action="store_true", help="train every run from scratch, deleting its "
+                                                               "checkpoints (default: resume existing runs)")
     args = parser.parse_args(argv)
     try:
         overrides = budget_overrides(args.budget)
@@ -112,19 +128,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("reports") / args.suite
+    if out.exists() and not out.is_dir():
+        print(f"error: --out {out}: is a file; give a folder", file=sys.stderr)
+        return 2
+    try:
+        return run_suite(args, configs, overrides, out)
+    except KeyboardInterrupt:
+        print("\ninterrupted: each run saved its last.pt; run the same command again to go on", file=sys.stderr)
+        return 130
+
+
+def run_suite(args: argparse.Namespace, configs: list[Path], overrides: list[str], out: Path) -> int:
+    """Train every config, archive what each run gives, write suite.json and run nmt-compare."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     records = []
     for number, config in enumerate(configs, 1):
         print(f"[{number}/{len(configs)}] training {config.stem} ...", end=" ", flush=True)
-        records.append(train(config, overrides, logs))
+        records.append(train(config, overrides, logs, args.restart))
         rec = records[-1]
         archive(Path(rec["run_dir"]), out)
         print(f"ok ({rec['seconds']:.0f} s)" if not rec["returncode"] else f"FAILED: {rec['error']}", flush=True)
-    summary = {"suite": args.suite, "budget": args.budget, "overrides": overrides[1::2], "runs": records,
-               "train_seconds": round(time.monotonic() - start, 1), "machine": machine_info(torch.device("cpu"))}
-    (out / "suite.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    summary = {"suite": args.suite, "budget": args.budget, "overrides": overrides[1::2],
+               "restart": args.restart, "runs": records, "train_seconds": round(time.monotonic() - start, 1),
+               "machine": machine_info(torch.device("cpu"))}
+    with atomic_output(out / "suite.json") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
     command = [sys.executable, "-m", "nmt", "compare", *(r["run_dir"] for r in records), "--suite", args.suite,
                "--out", str(out)] + [flag for name in args.baseline for flag in ("--baseline", name)]
     code = subprocess.run(command, check=False).returncode

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -19,7 +20,8 @@ EXAMPLES = [
 ]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__).parse_args(argv)  # --help only: the demo takes no options
     start = time.monotonic()
     print(f"== training {CONFIG} on the embedded sample (prepare -> train -> evaluate)", flush=True)
     if train_main([CONFIG, "--restart"]):

@@ -5,15 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nmt.fileio import atomic_output
+
 
 def replace_block(path: Path, start: str, end: str, body: str, title: str = "") -> None:
     """Put `body` between the markers of `path`; a missing file is created with `title` and empty markers."""
     text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n\n{start}\n{end}\n"
     if start not in text or end not in text or text.index(start) > text.index(end):
-        raise SystemExit(f"{path}: the markers {start} and {end} are missing")
+        print(f"error: {path}: the markers {start} and {end} are missing", file=sys.stderr)
+        raise SystemExit(1)
     head, rest = text.split(start, 1)
     tail = rest.split(end, 1)[1]
-    path.write_text(f"{head}{start}\n{body}{end}{tail}", encoding="utf-8")
+    with atomic_output(path) as handle:  # a full disk leaves the file as it was, never cut short
+        handle.write(f"{head}{start}\n{body}{end}{tail}")
 
 
 def write_or_check(path: Path, start: str, end: str, body: str, check: bool, what: str, script: str) -> int:

@@ -205,3 +205,54 @@ def test_each_family_is_tested_against_its_own_baseline():
         expected = defaults["rnn" if "gru" in run.name else "transformer"].name
         assert result[run.name]["baseline"] == expected
         assert (result[run.name]["bleu"]["p_value"] is None) == (run.name == expected)
+
+
+@pytest.mark.parametrize("systems,refs", [
+    ([("base", ["", ""]), ("other", ["x", "y"])], ["a b c d", "e f g h"]),  # both score 0 whatever is resampled
+    ([("base", ["a b c d"]), ("other", ["a b c x"])], ["a b c d"]),  # one sentence: every resample is the same
+])
+def test_no_significance_without_variation(systems, refs) -> None:
+    result, _ = paired_bootstrap(systems, refs, resamples=200)
+    assert all(result["other"][m]["p_value"] == 1.0 for m in ("bleu", "chrf"))
+
+
+def test_hand_edited_and_cut_off_run_files(tmp_path, trained_run, capsys) -> None:
+    """A run whose report is not one nmt-evaluate writes fails with a reason naming the file; a metrics line
+    cut off by a crash, or one with odd figures, is left out; a comparison with no usable run exits 1."""
+    from nmt.compare import load_run, read_metrics
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"type": "train", "step": 5, "tgt_tok_s": "fast", "loss": 2.5}\n[1]\n'
+                       '{"type": "valid", "step": 5, "loss": NaN}\n{"type": "train", "step": 10, "lo', encoding="utf-8")
+    assert read_metrics(metrics) == [{"type": "train", "step": 5, "loss": 2.5}, {"type": "valid", "step": 5}]
+    for report in ("[1, 2]", '{"sentences": 80}', '{"scores": {"bleu": "high", "chrf": 1, "ter": 1}, "sentences": 80}',
+                   ""):
+        run = tmp_path / "run"
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.copytree(trained_run, run)
+        (run / "eval_test.json").write_text(report, encoding="utf-8")
+        loaded = load_run(run)
+        assert loaded.status == "failed" and "eval_test.json" in loaded.reason, loaded.reason
+    assert compare_main([str(run), "--out", str(tmp_path / "out"), "--heatmaps", "0"]) == 1
+    assert "no run could be compared" in capsys.readouterr().err
+
+
+def test_plot_titles_are_plain_text(tmp_path) -> None:
+    from nmt.plots import attention_heatmap
+
+    path = tmp_path / "h.png"
+    attention_heatmap(torch.full((3, 3), 1 / 3).numpy(), ["Preis:", "$x^{2$", "$_$"], ["a", "$", "b"], path,
+                      title="Preis: $x^{2$ oder $_$ mehr.")
+    assert imread(path).shape[2] in (3, 4)
+
+
+def test_suite_names_and_budgets_that_could_delete_or_escape_are_refused() -> None:
+    spec = importlib.util.spec_from_file_location("compare_suite", REPO / "scripts" / "compare_suite.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    for name in ("..", "../", "/tmp", "sample/..", "", "nope"):
+        with pytest.raises(ValueError, match="not a suite"):
+            suite.suite_configs(name)
+    for budget in ("0m", "0.0h", "0", "-3m", "12x"):
+        with pytest.raises(ValueError, match="use minutes"):
+            suite.budget_overrides(budget)

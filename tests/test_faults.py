@@ -97,7 +97,7 @@ def test_folder_as_output_and_missing_input(trained_run, source, tmp_path, capsy
     fails_cleanly(train_main, [str(cfg)], capsys, tmp_path, "run folder")
     fails_cleanly(compare_main, [str(trained_run), "--out", str(source)], capsys, tmp_path, "--out")
     fails_cleanly(compare_main, [str(trained_run), "--resamples", "0"], capsys, tmp_path,
-                  "--resamples: got '0', allowed: an integer >= 1", 2)
+                  "--resamples: got '0', allowed: an integer >= 100", 2)
 
 
 # ------------------------------------------------------------------ values of the right type that make no sense
