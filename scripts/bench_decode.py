@@ -23,8 +23,8 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from nmt.cli import _device, command
-from nmt.config import decode_with
+from nmt.cli import Parser, _device, command, number
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, Range, decode_with
 from nmt.evaluate import split_pair
 from nmt.flops import command_line, device_tag, peak_rss_mb, write_result
 from nmt.translator import Translator, load_translator
@@ -33,21 +33,24 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_decode.py", description=__doc__.splitlines()[0])
+    parser = Parser(prog="bench_decode.py", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="run folder or checkpoint file")
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
-    parser.add_argument("--limit", type=int, default=200,
+    parser.add_argument("--limit", type=number(NON_NEGATIVE, integer=True), default=200,
                         help="sentences decoded one at a time (default 200; 0: all)")
-    parser.add_argument("--batched-limit", type=int, default=0, help="sentences decoded in batches (0: all)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size of the beam-search runs (default 5)")
-    parser.add_argument("--length-penalty", type=float, default=None,
+    parser.add_argument("--batched-limit", type=number(NON_NEGATIVE, integer=True), default=0,
+                        help="sentences decoded in batches (0: all)")
+    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5,
+                        help="beam size of the beam-search runs (default 5)")
+    parser.add_argument("--length-penalty", type=number(NON_NEGATIVE), default=None,
                         help="GNMT length penalty of every engine (default: the one stored with the run)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads of every engine (default: torch's choice)")
-    parser.add_argument("--export", nargs="*", default=[], metavar="QUANTIZATION",
+    parser.add_argument("--threads", type=number(Range(0.0, 1024.0), integer=True), default=0,
+                        help="CPU threads of every engine (default: torch's choice)")
+    parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
-    parser.add_argument("--repeats", type=int, default=1,
+    parser.add_argument("--repeats", type=number(AT_LEAST_ONE, integer=True), default=1,
                         help="batched passes per engine and search; the median time is kept (default 1)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
     return parser.parse_args(argv)
@@ -94,7 +97,6 @@ def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    wants_export = "--export" in argv
     if args.threads:
         torch.set_num_threads(args.threads)
     device = _device(args.device)
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
               "split": args.split, "device": device_tag(device), "precision": args.precision,
               "threads": torch.get_num_threads(), "batch_tokens": budget,
               "length_penalty": pytorch.decode.length_penalty, "repeats": args.repeats, "searches": results}
-    if wants_export:
+    if args.export is not None:  # given, with or without quantizations
         engines: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:
             for engine, translator in _engines(args, device, pytorch, Path(folder)).items():

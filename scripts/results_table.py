@@ -5,9 +5,9 @@ Usage: python scripts/results_table.py [--results results/multi30k] [--readme RE
 Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
 which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
 command and the hardware it was trained on. The config of the same name in configs/ says whether the row
-belongs to the full-length table or to the fixed-budget one (train.max_minutes set). Each row also gives the
-`nmt-evaluate` command that reproduces its scores from the run folder: every decoding setting the report
-records as used is spelled out as a flag, whatever the checkpoint holds. The README block
+belongs to the full-length table or to a fixed-budget one (train.max_minutes set: one table per budget).
+Each row also gives the `nmt-evaluate` command that reproduces its scores from the run folder: every decoding
+setting the report records as used is spelled out as a flag, whatever the checkpoint holds. The README block
 between <!-- results:start --> and <!-- results:end --> is rewritten; --check only reports whether it is
 current.
 """
@@ -18,10 +18,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from markdown_block import write_or_check
+from report_files import blamed, finite, read_json
 
-from nmt.config import ConfigError, load_config
+from nmt.cli import command
+from nmt.config import load_config
+from nmt.fileio import FileError, describe_os_error
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -43,70 +47,98 @@ def evaluate_command(name: str, report: dict) -> str:
     return " ".join(["nmt-evaluate", f"runs/{name}", *flags])
 
 
+def _records(metrics: Path) -> list[dict[str, Any]]:
+    """The records of a metrics log, each an object with an integer step; anything else names the line."""
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise FileError(describe_os_error(err)) from None
+    except ValueError:
+        raise FileError(f"{metrics}: not UTF-8 text") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise FileError(f"{metrics}: line {number} is not a JSON record (cut off?)") from None
+        if not isinstance(record, dict) or type(record.get("step")) is not int:
+            raise FileError(f"{metrics}: line {number} is not a record with an integer step")
+        records.append(record)
+    if not records:
+        raise FileError(f"{metrics}: no records")
+    return records
+
+
 def _progress(metrics: Path) -> tuple[str, int, float]:
     """(epochs, updates, minutes) of the whole run, from its log; the validation closing epoch 1 gives the
     updates per epoch."""
-    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not records:
-        raise ValueError(f"{metrics} is empty")
+    records = _records(metrics)
     last = records[-1]
     per_epoch = next((r["step"] for r in records if r.get("type") == "valid" and r.get("epoch") == 1), 0)
     epochs = f"{last['step'] / per_epoch:.1f}" if per_epoch else "–"
-    return epochs, last["step"], last["elapsed"] / 60
+    with blamed(metrics):
+        return epochs, last["step"], finite(last.get("elapsed"), "the last record's elapsed") / 60
 
 
-def _row(folder: Path) -> tuple[bool, float, str]:
-    """(is it a fixed-budget run, its BLEU, its Markdown row) for one results folder."""
-    report = json.loads((folder / "eval_test.json").read_text(encoding="utf-8"))
-    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    config = ROOT / "configs" / f"{folder.name}.yaml"
-    budget = load_config(config).train.max_minutes > 0
-    s, d = report["scores"], report["decode"]
-    params = report["parameters"] if "parameters" in report else report["train"]["parameters"]  # older reports
+def _row(folder: Path) -> tuple[float, float, str]:
+    """(the run's train.max_minutes (0: no time budget), its BLEU, its Markdown row) for one results folder."""
+    report_file, run_file = folder / "eval_test.json", folder / "run.json"
+    report, run = read_json(report_file), read_json(run_file)
+    minutes_budget = load_config(ROOT / "configs" / f"{folder.name}.yaml").train.max_minutes
     epochs, steps, minutes = _progress(folder / "metrics.jsonl")
-    cells = [f"`{folder.name}`", f"{params / 1e6:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min",
-             run["hardware"], f"{d['beam']} / {d['length_penalty']}",
-             f"{s['bleu']:.2f}", f"{s['bleu_lc']:.2f}", f"{s['chrf']:.2f}", f"{s['ter']:.2f}", f"`{run['command']}`",
-             f"`{evaluate_command(folder.name, report)}`"]
-    return budget, s["bleu"], "| " + " | ".join(cells) + " |"
+    with blamed(report_file):
+        s, d = report["scores"], report["decode"]
+        params = report["parameters"] if "parameters" in report else report["train"]["parameters"]  # older reports
+        bleu, bleu_lc, chrf, ter = (finite(s[key], f"scores.{key}") for key in ("bleu", "bleu_lc", "chrf", "ter"))
+        beam, penalty = (finite(d[key], f"decode.{key}") for key in ("beam", "length_penalty"))
+        reproduce = evaluate_command(folder.name, report)
+        size = finite(params, "parameters") / 1e6
+    with blamed(run_file):
+        hardware, trained_by = run["hardware"], run["command"]
+    cells = [f"`{folder.name}`", f"{size:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min", hardware,
+             f"{beam} / {penalty}", f"{bleu:.2f}", f"{bleu_lc:.2f}", f"{chrf:.2f}", f"{ter:.2f}", f"`{trained_by}`",
+             f"`{reproduce}`"]
+    return minutes_budget, bleu, "| " + " | ".join(cells) + " |"
 
 
-def _ranked(rows: list[tuple[float, str]]) -> list[str]:
-    return [row for _, row in sorted(rows, key=lambda r: -r[0])]
+def _title(minutes: float) -> str:
+    """The line above the table of the runs with this train.max_minutes (0: the full-length runs)."""
+    if not minutes:
+        return "**Full-length runs** (the final model averages the best epoch checkpoints):"
+    return (f"**Fixed budget: {minutes:g} minute{'' if minutes == 1 else 's'} of training on 2 CPU cores** "
+            "(wall clock of the trainer, validations included):")
 
 
 def tables(results: Path) -> str:
-    """The generated Markdown: full-length runs first, then the fixed-budget runs, each by BLEU."""
-    full: list[tuple[float, str]] = []
-    budget: list[tuple[float, str]] = []
-    for folder in sorted(p for p in results.iterdir() if (p / "eval_test.json").exists()):
-        try:
-            is_budget, bleu, row = _row(folder)
-        except KeyError as err:
-            raise ValueError(f"{folder}: a report has no field {err}") from None
-        (budget if is_budget else full).append((bleu, row))
+    """The generated Markdown: full-length runs first, then one table per time budget, each by BLEU."""
+    try:
+        folders = sorted(p for p in results.iterdir() if (p / "eval_test.json").exists())
+    except OSError as err:
+        raise FileError(f"--results {describe_os_error(err)}") from None
+    if not folders:
+        raise FileError(f"--results {results}: no <config>/eval_test.json report in the folder")
+    groups: dict[float, list[tuple[float, str]]] = {}
+    for folder in folders:
+        minutes, bleu, row = _row(folder)
+        groups.setdefault(minutes, []).append((bleu, row))
     parts = []
-    if full:
-        parts += ["**Full-length runs** (the final model averages the best epoch checkpoints):", "",
-                  *HEADER, *_ranked(full), ""]
-    if budget:
-        parts += ["**Fixed budget: 20 minutes of training on 2 CPU cores** (wall clock of the trainer, validations "
-                  "included):", "", *HEADER, *_ranked(budget), ""]
-    return "\n".join(parts) + "\n" if parts else "No results yet.\n"
+    for minutes in sorted(groups):
+        ranked = [row for _, row in sorted(groups[minutes], key=lambda r: -r[0])]
+        parts += [_title(minutes), "", *HEADER, *ranked, ""]
+    return "\n".join(parts) + "\n"
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="results_table.py", description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="reports folder")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="README whose block is rewritten")
     parser.add_argument("--check", action="store_true", help="exit 1 if the README block is not current")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        body = tables(args.results)
-    except (OSError, ValueError, ConfigError) as err:
-        print(f"results_table.py: {err}", file=sys.stderr)
-        return 1
-    return write_or_check(args.readme, START, END, body, args.check, "results tables", "results_table.py")
+    return write_or_check(args.readme, START, END, tables(args.results), args.check, "results tables",
+                          "results_table.py")
 
 
 if __name__ == "__main__":

@@ -214,19 +214,32 @@ def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp
     assert "engines" not in result
 
 
-def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path):
+@pytest.mark.parametrize(("export", "engines"), [
+    (["--export", "float32", "int8"], ["pytorch fp32", "ctranslate2 float32", "ctranslate2 int8"]),
+    (["--export=int8"], ["pytorch fp32", "ctranslate2 int8"]),
+])
+def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path, export, engines):
     pytest.importorskip("ctranslate2")
     _, run = tiny_run
     args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
-            "--export", "float32", "int8", "--out-dir", str(tmp_path)]
+            *export, "--out-dir", str(tmp_path)]
     assert scripts["bench_decode"].main(args) == 0
     result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
-    assert list(result["engines"]) == ["pytorch fp32", "ctranslate2 float32", "ctranslate2 int8"]
+    assert list(result["engines"]) == engines
     for searches in result["engines"].values():
         assert set(searches) == {"greedy", "beam2"}
         assert all(m["sentences"] == 4 and m["sentences_per_s"] > 0 and m["bleu"] >= 0 for m in searches.values())
     text = scripts["bench_all"].tables(tmp_path)
     assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
+
+
+@pytest.mark.parametrize("flag", [["--repeats", "0"], ["--threads", "-1"], ["--limit", "-5"],
+                                  ["--batched-limit", "-1"], ["--beam", "0"], ["--length-penalty", "nan"]])
+def test_bench_decode_refuses_flags_out_of_range(scripts, capsys, flag):
+    """Refused while parsing, in one line naming the flag, before any model is loaded."""
+    assert scripts["bench_decode"].main(["no/such/run", *flag]) == 2
+    err = capsys.readouterr().err
+    assert flag[0] in err and "allowed" in err and len(err.strip().splitlines()) == 1
 
 
 def test_attention_methods_agree_where_they_should(scripts):
@@ -305,3 +318,185 @@ def test_comparison_table_matches_the_committed_report(scripts, tmp_path, capsys
     shutil.copyfile(committed / "suite.json", changed / "suite.json")
     assert table.main(["--report", str(changed), "--check"]) == 1
     assert "stale" in capsys.readouterr().err
+
+
+def _committed_report(folder: Path) -> Path:
+    """A copy of the two files of reports/multi30k that compare_table.py reads."""
+    folder.mkdir()
+    for name in ("compare.json", "suite.json"):
+        shutil.copyfile(REPO / "reports" / "multi30k" / name, folder / name)
+    return folder
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _readme(folder: Path, name: str) -> Path:
+    readme = folder / "README.md"
+    readme.write_text(f"# x\n<!-- {name}:start -->\nold\n<!-- {name}:end -->\n", encoding="utf-8")
+    return readme
+
+
+def _fail_every_run(data: dict) -> None:
+    """What nmt-compare writes when no run is usable: no significance and no diagnostics."""
+    for row in data["runs"]:
+        row.update(status="failed", reason="no eval_test.json")
+    for key in ("significance", "diagnostics", "diagnostics_sentences"):
+        del data[key]
+    data["baselines"] = {}
+
+
+def test_comparison_table_shows_figures_a_report_lacks_as_dashes(scripts, tmp_path):
+    """nmt-compare writes null speeds (a run shorter than log_every) and leaves out significance when no run
+    is usable; both are tables, not crashes."""
+    table, report = scripts["compare_table"], _committed_report(tmp_path / "report")
+    _edit(report / "compare.json", lambda d: d["runs"][0].update(train_tgt_tok_s=None, decode_sentences_per_s=None))
+    readme = _readme(tmp_path, "compare")
+    assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
+    assert "| rnn/none | 2.05 | 5.33 | 1.68–2.40 | 0.001* | 0.001* | 241 | – | – |" in readme.read_text()
+    _edit(report / "compare.json", _fail_every_run)
+    assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "| rnn/none | failed: no eval_test.json |" in text and "paired bootstrap" not in text
+
+
+@pytest.mark.parametrize(("budget", "words"), [
+    ("12m", "SUITE=multi30k BUDGET=12m`: each variant trained from scratch for the same wall-clock budget (12m) on"),
+    ("1.5h", "BUDGET=1.5h`: each variant trained from scratch for the same wall-clock budget (1.5h) on"),
+    ("20", "BUDGET=20`: each variant trained from scratch for the same number of updates (20) on"),
+    (None, "SUITE=multi30k`: each variant trained from scratch until its config's own stopping rule on"),
+])
+def test_comparison_table_words_the_budget_suite_json_records(scripts, tmp_path, budget, words):
+    report = _committed_report(tmp_path / "report")
+    _edit(report / "suite.json", lambda d: d.update(budget=budget))
+    text = scripts["compare_table"].table(report)
+    assert words in text and "None" not in text
+
+
+@pytest.mark.parametrize(("damage", "named"), [
+    (lambda r: (r / "compare.json").write_text("[]"), "compare.json"),
+    (lambda r: (r / "compare.json").unlink(), "compare.json"),
+    (lambda r: (r / "suite.json").unlink(), "suite.json"),
+    (lambda r: (r / "suite.json").write_text('{"budget": "12m"'), "suite.json"),
+    (lambda r: _edit(r / "suite.json", lambda d: d.pop("machine")), "suite.json"),
+    (lambda r: _edit(r / "suite.json", lambda d: d.update(budget="soon")), "suite.json"),
+    (lambda r: _edit(r / "compare.json", lambda d: d["runs"][0].pop("status")), "compare.json"),
+], ids=["list", "no-compare", "no-suite", "cut-suite", "no-machine", "odd-budget", "no-status"])
+def test_comparison_table_names_the_file_at_fault(scripts, tmp_path, capsys, damage, named):
+    report = _committed_report(tmp_path / "report")
+    damage(report)
+    readme = _readme(tmp_path, "compare")
+    assert scripts["compare_table"].main(["--report", str(report), "--readme", str(readme)]) == 1
+    err = capsys.readouterr().err
+    assert f"{report / named}:" in err and len(err.strip().splitlines()) == 1 and "unexpected" not in err
+    assert "old" in readme.read_text()
+
+
+@pytest.mark.parametrize("script", ["compare_table", "results_table"])
+def test_table_scripts_name_an_unusable_readme(scripts, tmp_path, capsys, script):
+    main = scripts[script].main
+    assert main(["--check", "--readme", str(tmp_path / "missing.md")]) == 1
+    assert str(tmp_path / "missing.md") in capsys.readouterr().err
+    for flags in (["--check"], []):
+        assert main([*flags, "--readme", str(tmp_path)]) == 1
+        err = capsys.readouterr().err
+        assert str(tmp_path) in err and "folder" in err and len(err.strip().splitlines()) == 1
+
+
+BUDGET_RUN = "multi30k_transformer_20min"
+
+
+def _committed_results(folder: Path, names: tuple[str, ...] = (BUDGET_RUN,)) -> Path:
+    """A copy of some of results/multi30k."""
+    for name in names:
+        shutil.copytree(REPO / "results" / "multi30k" / name, folder / name)
+    return folder
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _cut_metrics(run: Path) -> None:
+    metrics = run / "metrics.jsonl"
+    metrics.write_text(metrics.read_text()[:300])
+
+
+@pytest.mark.parametrize(("damage", "named", "says"), [
+    (lambda run: _edit(run / "eval_test.json", lambda d: d["scores"].update(bleu=None)), "eval_test.json",
+     "scores.bleu is null"),
+    (lambda run: (run / "eval_test.json").write_text((run / "eval_test.json").read_text().replace(
+        '"chrf": 57.71', '"chrf": NaN')), "eval_test.json", "scores.chrf is NaN"),
+    (lambda run: (run / "eval_test.json").write_text("[1]"), "eval_test.json", "not an object"),
+    (lambda run: _edit(run / "run.json", lambda d: d.pop("hardware")), "run.json", "no field 'hardware'"),
+    (_cut_metrics, "metrics.jsonl", "line 2"),
+    (lambda run: _append(run / "metrics.jsonl", '{"type": "train", "elapsed": 3.0}\n'), "metrics.jsonl", "step"),
+], ids=["null", "nan", "list", "no-hardware", "cut-metrics", "no-step"])
+def test_results_table_names_the_file_at_fault(scripts, tmp_path, capsys, damage, named, says):
+    results = _committed_results(tmp_path / "results")
+    damage(results / BUDGET_RUN)
+    readme = _readme(tmp_path, "results")
+    assert scripts["results_table"].main(["--results", str(results), "--readme", str(readme)]) == 1
+    err = capsys.readouterr().err
+    assert f"{results / BUDGET_RUN / named}:" in err and says in err and len(err.strip().splitlines()) == 1
+    assert "old" in readme.read_text()
+
+
+def test_results_table_refuses_a_folder_without_reports(scripts, tmp_path, capsys):
+    readme = _readme(tmp_path, "results")
+    for results in (tmp_path / "empty", tmp_path / "missing"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        assert scripts["results_table"].main(["--results", str(results), "--readme", str(readme)]) == 1
+        assert str(results) in capsys.readouterr().err and "old" in readme.read_text()
+
+
+def test_results_table_titles_each_budget_from_the_configs(scripts, tmp_path, monkeypatch):
+    """The fixed-budget title gives the train.max_minutes of the configs, one table per budget."""
+    tables = scripts["results_table"]
+    results = _committed_results(tmp_path / "results", (BUDGET_RUN, "multi30k_gru_none_20min", "multi30k_transformer"))
+    (tmp_path / "configs").mkdir()
+    for name in ("multi30k_transformer", "multi30k_gru_none_20min", BUDGET_RUN):
+        text = (REPO / "configs" / f"{name}.yaml").read_text()
+        (tmp_path / "configs" / f"{name}.yaml").write_text(text.replace("max_minutes: 20", "max_minutes: 45")
+                                                           if name == BUDGET_RUN else text)
+    monkeypatch.setattr(tables, "ROOT", tmp_path)
+    text = tables.tables(results)
+    full, twenty, forty_five = (text.index(title) for title in ("**Full-length runs**", "**Fixed budget: 20 minutes",
+                                                                 "**Fixed budget: 45 minutes"))
+    assert full < twenty < text.index("`multi30k_gru_none_20min`") < forty_five < text.index(f"`{BUDGET_RUN}`")
+
+
+def _committed_bench(folder: Path) -> Path:
+    folder.mkdir()
+    shutil.copyfile(REPO / "benchmarks" / "results" / "train_multi30k_transformer_cpu.json",
+                    folder / "train_multi30k_transformer_cpu.json")
+    return folder
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    (lambda path: path.write_text(path.read_text()[:100]), "not valid JSON"),
+    (lambda path: _edit(path, lambda d: d.pop("machine")), "no field 'machine'"),
+    (lambda path: _edit(path, lambda d: d.update(steps_per_s=None)), "train_multi30k_transformer_cpu.json"),
+], ids=["cut", "no-machine", "null"])
+def test_bench_tables_name_the_results_file_at_fault(scripts, tmp_path, capsys, damage, says):
+    results = _committed_bench(tmp_path / "results")
+    damage(results / "train_multi30k_transformer_cpu.json")
+    readme = _readme(tmp_path, "bench")
+    assert scripts["bench_all"].main(["--report-only", "--results", str(results), "--readme", str(readme)]) == 1
+    err = capsys.readouterr().err
+    assert f"{results / 'train_multi30k_transformer_cpu.json'}:" in err and says in err
+    assert "unexpected" not in err and "old" in readme.read_text()
+
+
+def test_bench_tables_refuse_a_missing_folder_or_readme_markers(scripts, tmp_path, capsys):
+    bench, readme = scripts["bench_all"], _readme(tmp_path, "bench")
+    assert bench.main(["--report-only", "--results", str(tmp_path / "missing"), "--readme", str(readme)]) == 1
+    assert str(tmp_path / "missing") in capsys.readouterr().err and "old" in readme.read_text()
+    results, plain = _committed_bench(tmp_path / "results"), tmp_path / "plain.md"
+    plain.write_text("# no markers\n")
+    assert bench.main(["--report-only", "--results", str(results), "--readme", str(plain)]) == 1
+    assert f"{plain}: the markers" in capsys.readouterr().err and plain.read_text() == "# no markers\n"
