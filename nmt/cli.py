@@ -208,23 +208,35 @@ def train_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-evaluate", action="store_true", help="skip the final test-set evaluation")
     args = parser.parse_args(argv)
     cfg = load(args.config, args.overrides)
-    _check_data_paths(cfg)
-    _check_run_paths(cfg)
     command_line = _command_line("nmt-train", argv)
     from nmt.distributed import all_true, current, init_distributed
 
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     place = current(device)
-    with contextlib.ExitStack() as held:  # torchrun: rank 0 holds the run folder's lock for every rank
-        owner, refused = "", None
-        if place.main:
-            try:
+    # Under torchrun every rank checks, then all agree: a rank that stopped here while the others trained
+    # would pair its next collective with theirs. Rank 0 holds the run folder's lock for every rank.
+    with contextlib.ExitStack() as held:
+        owner, problem = "", None
+        try:
+            _check_data_paths(cfg)
+            _check_run_paths(cfg)
+            _check_fresh_start(cfg, args.restart)
+            if place.main:
                 owner = held.enter_context(run_lock(cfg.run_dir))
-            except RunLockError as err:
-                refused = err
-        if not all_true(place, refused is None):  # every rank learns it at once, none waits on rank 0
-            raise refused or RunLockError(f"{cfg.run_dir}: rank 0 could not lock the run folder (see its error)")
+        except USER_ERRORS as err:
+            problem = err
+        if not all_true(place, problem is None):
+            raise problem or RunLockError(f"{cfg.run_dir}: another process of this torchrun job could not start "
+                                          "the run (see its error line)")
         return _train(cfg, args, owner, command_line, device)
+
+
+def _check_fresh_start(cfg: Config, restart: bool) -> None:
+    """A folder with checkpoints but no last.pt to resume from is emptied only when --restart asks for it."""
+    folder = cfg.run_dir / "checkpoints"
+    if not restart and not (folder / "last.pt").exists() and any(folder.glob("*.pt")):
+        raise CheckpointError(f"{folder}: holds checkpoints of an earlier run but no last.pt to resume from; "
+                              "give --restart to delete them and start over, or choose another name")
 
 
 def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_line: str,
@@ -246,9 +258,6 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     last = cfg.run_dir / "checkpoints" / "last.pt"
-    if not args.restart and not last.exists() and any(last.parent.glob("*.pt")):
-        raise CheckpointError(f"{last.parent}: holds checkpoints of an earlier run but no last.pt to resume from; "
-                              "give --restart to delete them and start over, or choose another name")
     # Rank 0 builds the data cache and tokenizer first; the others then read them (and meet its error, if any).
     if trainer_rank:
         barrier(place)

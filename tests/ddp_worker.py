@@ -66,6 +66,7 @@ def main(folder: Path) -> None:
         except Exception as err:  # noqa: BLE001 - recorded for the test to report
             current["error"] = f"{type(err).__name__}: {err}"
         results[name] = dict(current)
+        print(f"ddp_worker rank {rank}: {name} -> {results[name]}", file=sys.stderr, flush=True)  # a hang's trail
 
     for k in range(BUDGET_RUNS):  # rank 1, then rank 0 (whose clock decides), then rank 1, ... runs slow
         slowed["rank"] = 1 - k % 2
@@ -106,6 +107,7 @@ def main(folder: Path) -> None:
     run("straight", _config(folder, "straight", max_steps=80, eval_every=10, batch_tokens=400))
     run("ddp", _config(folder, "ddp", {"dropout": 0.0}, max_steps=6, eval_every=6, log_every=1, eps=1e-6))
     (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
+    dist.barrier()  # no rank tears the group down while the other still uses it
     dist.destroy_process_group()
 
 

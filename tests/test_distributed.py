@@ -33,8 +33,13 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 def scenarios(tmp_path_factory) -> tuple[Path, list[dict]]:
     """The worker's folder and each rank's results."""
     folder = tmp_path_factory.mktemp("ddp")
-    result = subprocess.run([*TORCHRUN, str(REPO / "tests" / "ddp_worker.py"), str(folder)], env=ENV,
-                            capture_output=True, text=True, timeout=400)
+    try:
+        result = subprocess.run([*TORCHRUN, str(REPO / "tests" / "ddp_worker.py"), str(folder)], env=ENV,
+                                capture_output=True, text=True, timeout=400)
+    except subprocess.TimeoutExpired as err:  # the worker's trail says which rank was in which scenario
+        trail = (err.stderr or b"").decode(errors="replace") if isinstance(err.stderr, bytes) else err.stderr or ""
+        pytest.fail("the torchrun scenarios hung:\n" + "\n".join(
+            line for line in trail.splitlines() if "ddp_worker rank" in line or "error:" in line)[-3000:])
     assert result.returncode == 0, result.stderr[-3000:]
     return folder, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
 
@@ -169,4 +174,4 @@ def test_a_locked_run_folder_stops_every_rank_at_once(tmp_path):
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and time.monotonic() - start < 60
     err = result.stderr
-    assert "another nmt-train is training" in err and "rank 0 could not lock the run folder" in err, err[-2000:]
+    assert "another nmt-train is training" in err and "another process of this torchrun job" in err, err[-2000:]
