@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmt.fileio import atomic_output
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -32,7 +34,8 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
         raw[section] = {**raw.get(section, {}), **values} if isinstance(values, dict) else values
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with atomic_output(path) as handle:  # torchrun ranks write the same config at once: none may read it half-written
+        handle.write(yaml.safe_dump(raw))
     return path
 
 
