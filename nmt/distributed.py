@@ -3,8 +3,9 @@
 Under torchrun every rank must take the same branch at every collective, or the ranks wait on each other
 forever. So no rank decides to skip or stop from its own state: each update ends with one all-reduce of a
 `Control` vector (tokens, loss, non-finite ranks, stop requests and signals, early-stopping verdict, exhausted
-data),
-and every rank reads its decisions from the same summed vector.
+data, gradient norm), and every rank reads its decisions from the same summed vector. The update's figures
+join that vector where they were computed (on the GPU), so reading it back is the update's one wait for the
+device.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def init_distributed(device_name: str) -> torch.device | None:
     return torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
 
 
+def joined() -> bool:
+    """Whether this process has joined a process group."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group at the end of a run (NCCL frees its communicators; nothing is left to time out)."""
+    if joined():
+        dist.destroy_process_group()
+
+
 def current(device: torch.device) -> Dist:
     """This process's place in the joined process group, or a single process."""
     if not (dist.is_available() and dist.is_initialized()):
@@ -84,21 +96,33 @@ def gather_objects(d: Dist, obj: Any) -> list[Any]:
 
 @dataclass
 class Control:
-    """One update's facts that decide what every rank does next; `agree` sums them over the ranks."""
+    """One update's facts that decide what every rank does next; `agree` sums them over the ranks.
+
+    A field may be a 0-d tensor still on the device (the loss, the gradient norm): `agree` gathers it there.
+    """
 
     tokens: float = 0.0  # target tokens of the update
-    loss: float = 0.0  # summed label-smoothed loss
-    nll: float = 0.0  # summed negative log-likelihood
-    nonfinite: float = 0.0  # ranks whose loss or gradient was not finite: every rank skips the update
+    loss: float | torch.Tensor = 0.0  # summed label-smoothed loss
+    nll: float | torch.Tensor = 0.0  # summed negative log-likelihood
+    nonfinite: float | torch.Tensor = 0.0  # ranks whose loss or gradient was not finite: every rank skips the update
     stop: float = 0.0  # ranks asking to stop after this update (rank 0's clock for the time budget)
     interrupt: float = 0.0  # ranks that received SIGINT/SIGTERM: stop after this update, save without validating
     early_stop: float = 0.0  # rank 0's early-stopping verdict from the last validation: drop this update, stop
     exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
+    grad_norm: float | torch.Tensor = 0.0  # rank 0's gradient norm; the others add 0 (DDP gave all the same gradients)
 
     def agree(self, d: Dist) -> Control:
-        """The sum over ranks, computed in one all-reduce on the process group's device."""
-        if not d.group:
-            return Control(*astuple(self))
-        vector = torch.tensor(astuple(self), dtype=torch.float64, device=d.comm_device)  # (8,)
-        dist.all_reduce(vector)
+        """The sum over ranks: one all-reduce on the process group's device, then one read back to the host."""
+        values = astuple(self)
+        measured = [v for v in values if isinstance(v, torch.Tensor)]
+        if not d.group and not measured:
+            return Control(*values)
+        device = d.comm_device if d.group else measured[0].device
+        host = torch.tensor([0.0 if isinstance(v, torch.Tensor) else float(v) for v in values],
+                            dtype=torch.float64)  # (9,)
+        moved = (host.pin_memory() if device.type == "cuda" else host).to(device, non_blocking=True)
+        vector = torch.stack([v.to(device, torch.float64) if isinstance(v, torch.Tensor) else moved[i]
+                              for i, v in enumerate(values)])  # (9,)
+        if d.group:
+            dist.all_reduce(vector)
         return Control(*vector.tolist())

@@ -6,6 +6,8 @@ tensor of a translation model, so the loss is one autograd function that walks t
 small enough to stay in cache: each block's exponentials give its log-sum-exp and, when a gradient is
 wanted, its softmax - target, written straight into the gradient buffer. The backward pass then only scales
 that buffer; the composite of log_softmax, gather and select would read and write the full size many times.
+Off the CPU (a GPU has no such cache, and a Python loop of small kernels only adds launches) all rows are one
+block, and nothing reads a value back to the host: the token count stays a tensor.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         grad = torch.empty(count, vocab, dtype=dtype, device=logits.device) if want_grad else None  # (N, V)
         lse = torch.empty(count, dtype=dtype, device=logits.device)  # (N,)
         total = torch.empty(count, dtype=dtype, device=logits.device)  # (N,) sum of the logits of a row
+        if logits.device.type != "cpu":
+            rows = max(count, 1)  # one pass over all rows
         for start in range(0, count, rows):
             block = logits[start:start + rows].to(dtype)  # (R, V)
             top = block.amax(-1, keepdim=True)  # (R, 1)
@@ -65,19 +69,21 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll: torch.Tensor):
         (grad,) = ctx.saved_tensors  # (N, V), the gradient of the summed loss
-        if not torch.equal(grad_loss, torch.ones_like(grad_loss)):  # the trainer's backward leaves it at 1
+        # The trainer's backward leaves grad_loss at 1 on the CPU, where checking saves a pass; elsewhere the
+        # check would wait for the device, so the scaling is always done.
+        if grad.device.type != "cpu" or not torch.equal(grad_loss, torch.ones_like(grad_loss)):
             grad = grad * grad_loss
         return grad.to(ctx.input_dtype), None, None, None, None
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
-                        rows: int = ROWS) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Summed smoothed loss, summed NLL (no gradient) and the number of real target tokens.
+                        rows: int = ROWS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed smoothed loss, summed NLL (no gradient) and the number of real target tokens (a 0-d tensor).
 
     Callers divide by the token count to normalise per target token; `rows` is the block size of the pass
-    over the logits (it changes the speed, not the result).
+    over the logits on the CPU (it changes the speed, not the result).
     """
     flat_logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
     loss, nll = _SmoothedCrossEntropy.apply(flat_logits, flat_target, float(epsilon), pad_id, rows)
-    return loss, nll, int((flat_target != pad_id).sum())
+    return loss, nll, (flat_target != pad_id).sum()

@@ -76,7 +76,8 @@ def _no_decay(name: str, param: nn.Parameter) -> bool:
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """Adam/AdamW with parameter groups: no decay on biases, norms and embeddings, optional lr multipliers.
 
-    Each group carries `lr_scale`; the trainer sets lr = schedule(step) * lr_scale every update.
+    Each group carries `lr_scale`; the trainer sets lr = schedule(step) * lr_scale every update. On CUDA the
+    fused implementation: one kernel for all parameters, and with a GradScaler no wait for its inf check.
     """
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
     for name, param in model.named_parameters():
@@ -92,7 +93,8 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
                     for (scale, decay), ps in sorted(groups.items())]
     # Adam's weight_decay is L2 added to the gradient; AdamW's is decoupled from it.
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return cls(param_groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
+    fused = all(p.is_cuda for group in param_groups for p in group["params"]) or None  # None: torch's default
+    return cls(param_groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, base_lr: float) -> None:

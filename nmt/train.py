@@ -20,6 +20,7 @@ from tqdm import tqdm
 from nmt.checkpoint import Bundle, CheckpointError, RunCheckpoints, TrainingState, load_for_resume
 from nmt.config import Config, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
+from nmt.data.batching import stream_batches
 from nmt.distributed import Control, current, gather_objects
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
@@ -70,6 +71,9 @@ class Trainer:
         self.vocab = data.tokenizer.vocab
         if device.type == "cpu" and keep_freed_memory():  # the step's large buffers are reused, not re-faulted
             log.debug("glibc keeps freed memory for reuse")
+        if device.type == "cuda":
+            torch.set_float32_matmul_precision("high" if tcfg.tf32 else "highest")
+            torch.backends.cudnn.allow_tf32 = tcfg.tf32
         seed_everything(tcfg.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, self.vocab).to(device)
         seed_everything(rank_seed(tcfg.seed, self.rank))  # dropout noise of this rank's own
@@ -88,13 +92,13 @@ class Trainer:
                                          num_replicas=self.world, rank=self.rank)
         self.progress = Progress()
         self.checkpoints = RunCheckpoints(cfg.run_dir / "checkpoints", tcfg.keep_best)
-        self.metrics = MetricsLog(cfg.run_dir, self.dist.main)
+        self.metrics = MetricsLog(cfg.run_dir, self.dist.main, tcfg.tensorboard)
         self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
         self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
 
     def bundle(self, training: bool = True, rngs: list[dict] | None = None) -> Bundle:
         """The run as a checkpoint bundle, with the resumable training state (and `rngs`, every rank's RNG)."""
-        rngs = rngs or [rng_state()]
+        rngs = rngs or [rng_state(self.device)]
         state = TrainingState(self.optimizer.state_dict(), self.scaler.state_dict(), self.plateau.state_dict(),
                               self.sampler.state_dict(), rngs[0], rngs) if training else None
         return Bundle.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
@@ -117,18 +121,16 @@ class Trainer:
         if self.dist.main:
             self.checkpoints.tidy(self.progress.best)
         try:
-            set_rng_state(state.rng_for(self.rank, self.world))
+            set_rng_state(state.rng_for(self.rank, self.world), self.device)
         except CheckpointError as err:
             raise CheckpointError(f"{path}: {err}") from None
         self.metrics.truncate(self.progress.step)
         log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
 
     def batches(self) -> Iterator[Batch]:
-        """This rank's training batches until the epoch limit; the sampler's state says where the run is."""
-        train = self.data.splits["train"]
-        while not self._out_of_epochs():
-            for indices in self.sampler:
-                yield collate([(train.src[i], train.tgt[i]) for i in indices], self.vocab.pad_id).to(self.device)
+        """This rank's training batches on the device until the epoch limit (see `stream_batches`)."""
+        return stream_batches(self.data.splits["train"], self.sampler, self.vocab.pad_id, self.device,
+                              self.cfg.train.max_epochs)
 
     def batch_groups(self) -> Iterator[list[Batch]]:
         """Groups of train.accumulate batches, one group per update."""
@@ -158,20 +160,19 @@ class Trainer:
         for i, batch in enumerate(group):
             sync = i == len(group) - 1 or not self.dist.group
             with (nullcontext() if sync else self.net.no_sync()), autocast(self.device, tcfg.precision):
-                keep = batch.tgt_out != self.vocab.pad_id  # (B, T): no output layer on padding
-                logits = self.net(batch.src, batch.src_mask, batch.tgt_in, keep)  # (N, V)
-                loss, nll, _ = label_smoothed_loss(logits, batch.tgt_out[keep], tcfg.label_smoothing,
-                                                   self.vocab.pad_id)
+                logits, target = self._forward(batch)  # (N, V), (N,)
+                loss, nll, _ = label_smoothed_loss(logits, target, tcfg.label_smoothing, self.vocab.pad_id)
             self.scaler.scale(loss * guess).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().float(), nll_sum + nll.detach().float()
         self.scaler.unscale_(self.optimizer)
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm(grads).item()
-        loss_value = loss_sum.item()
-        ctl = Control(tokens=sum(b.n_tgt_tokens for b in group), loss=loss_value, nll=nll_sum.item(),
-                      nonfinite=not (math.isfinite(loss_value) and math.isfinite(norm)), stop=self._wants_stop(),
-                      interrupt=bool(stop_signal()), early_stop=self.early_stop,
-                      exhausted=self._out_of_epochs()).agree(self.dist)
+        norm = torch.nn.utils.get_total_norm(grads)  # (), on the device: read with the control vector
+        finite = torch.isfinite(loss_sum) & torch.isfinite(norm)
+        ctl = Control(tokens=sum(b.n_tgt_tokens for b in group), loss=loss_sum, nll=nll_sum,
+                      nonfinite=~finite, stop=self._wants_stop(), interrupt=bool(stop_signal()),
+                      early_stop=self.early_stop, exhausted=self._out_of_epochs(),
+                      grad_norm=norm if self.dist.main else 0.0).agree(self.dist)
+        norm = ctl.grad_norm
         stop = bool(ctl.stop or ctl.interrupt or ctl.early_stop or ctl.exhausted)
         stats = {"loss": ctl.loss / ctl.tokens, "nll": ctl.nll / ctl.tokens, "tokens": ctl.tokens}
         if ctl.nonfinite or ctl.early_stop:
@@ -189,6 +190,17 @@ class Trainer:
         self.scaler.update()
         return StepResult(True, stop, False, bool(ctl.interrupt), stats | {"lr": lr, "grad_norm": grad_norm})
 
+    def _forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits of the batch's real target positions (N, V) and their targets (N,).
+
+        On the CPU a mask selects them; elsewhere the host's flat indices do, as a mask's count waits for the device.
+        """
+        if self.device.type == "cpu":
+            keep = batch.tgt_out != self.vocab.pad_id  # (B, T): no output layer on padding
+            return self.net(batch.src, batch.src_mask, batch.tgt_in, keep), batch.tgt_out[keep]
+        logits = self.net(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_positions, batch.src_lengths)
+        return logits, batch.tgt_out.flatten().index_select(0, batch.tgt_positions)
+
     def record_validation(self, result: dict[str, float]) -> bool:
         """Keep best checkpoints, update plateau and patience; returns True when early stopping fires."""
         tcfg, prog = self.cfg.train, self.progress
@@ -200,7 +212,7 @@ class Trainer:
 
     def _checkpoint(self, validate: bool = True) -> None:
         """Every rank: gather the RNG states; rank 0 validates (if asked) and writes last.pt."""
-        rngs = gather_objects(self.dist, rng_state())
+        rngs = gather_objects(self.dist, rng_state(self.device))
         if not self.dist.main:
             return
         if validate:
@@ -290,18 +302,17 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
     """
     split, pad_id = data.splits["val"], data.tokenizer.vocab.pad_id
     model.eval()
-    total = nll_sum = 0.0
+    total, nll_sum = 0, torch.zeros((), dtype=torch.float64, device=device)
     fits = pairs_within(split, model.max_positions)  # (P,) the pairs the loss is computed on
     sampler = TokenBatchSampler(split.src_lens[fits], split.tgt_lens[fits], cfg.train.batch_tokens, shuffle=False)
     with torch.inference_mode(), autocast(device, cfg.train.precision):
         for indices in sampler:
             batch = collate([(split.src[fits[i]], split.tgt[fits[i]]) for i in indices], pad_id).to(device)
-            keep = batch.tgt_out != pad_id  # (B, T)
-            logits = model(batch.src, batch.src_mask, batch.tgt_in, keep)  # (N, V)
-            _, nll, n = label_smoothed_loss(logits, batch.tgt_out[keep], 0.0, pad_id)
-            nll_sum += nll.item()
-            total += n
-    loss = nll_sum / max(total, 1)
+            logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_positions, batch.src_lengths)  # (N, V)
+            target = batch.tgt_out.flatten().index_select(0, batch.tgt_positions)  # (N,)
+            nll_sum += label_smoothed_loss(logits, target, 0.0, pad_id)[1].double()
+            total += batch.n_tgt_tokens
+    loss = nll_sum.item() / max(total, 1)  # one wait for the device
     result = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
     if cfg.train.eval_bleu:
         greedy = replace(cfg.decode, beam=1, n_best=1)

@@ -25,25 +25,39 @@ def rank_seed(seed: int, rank: int, step: int = 0) -> int:
     return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
 
 
-def rng_state() -> dict[str, Any]:
-    """Every global RNG state, as plain CPU data a weights-only checkpoint can hold."""
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """Every global RNG state, as plain CPU data a weights-only checkpoint can hold.
+
+    On a CUDA `device`, its generator too: that device's only (a rank touches no other GPU, and a CPU run
+    no CUDA function at all).
+    """
     np_state = np.random.get_state()
     state = {"python": random.getstate(), "torch": torch.get_rng_state(),
              "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]]}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what `rng_state` returned, from CPU copies (a checkpoint mapped to a GPU holds GPU tensors)."""
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
+    """Restore what `rng_state` returned, from CPU copies (a checkpoint mapped to a GPU holds GPU tensors).
+
+    The CUDA generator is restored on a CUDA `device` only. A file of an older version holds every GPU's state
+    as a list: the entry of this device's index is taken.
+    """
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"].cpu())
     name, keys, *rest = state["numpy"]
     np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), *rest))
-    if "cuda" in state and torch.cuda.is_available():
-        for index, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state.cpu(), index)
+    saved = state.get("cuda")
+    if device is None or device.type != "cuda" or saved is None:
+        return
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if isinstance(saved, (list, tuple)):
+        if not saved:
+            return
+        saved = saved[min(index, len(saved) - 1)]
+    torch.cuda.set_rng_state(saved.cpu(), index)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -57,8 +71,10 @@ def resolve_device(name: str) -> torch.device:
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
     """One mixed-precision context for fp32, bf16 and fp16 on any device."""
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
-    return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
+    if precision == "fp32":  # no context at all: a device without autocast (meta, in the tests) trains in fp32
+        return contextlib.nullcontext()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return torch.autocast(device.type, dtype=dtype)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)

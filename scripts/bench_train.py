@@ -5,7 +5,8 @@ Usage: python scripts/bench_train.py CONFIG --seconds N [--warmup-steps K] [--se
 Builds the trainer on the config's data (prepared and cached as nmt-prepare does), runs K warm-up updates,
 then trains for N seconds and writes benchmarks/results/train_<config name>_<device>.json. MFU is the model's
 analytic FLOPs per second (nmt.flops, 3 x forward per update) over the peak of a large square matmul that
-this script measures on the same device, in the training precision, after training.
+this script measures on the same device, in the training precision, after training. On CUDA one update after
+the warm-up runs under torch.cuda.set_sync_debug_mode: `host_syncs_per_update` counts its waits for the GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -44,6 +47,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def host_syncs(update: Callable[[], object], device: torch.device) -> int | None:
+    """The host's waits for the GPU in one `update`, as torch.cuda.set_sync_debug_mode reports them (None off CUDA)."""
+    if device.type != "cuda":
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            update()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 @command
@@ -79,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         _sync(device)
         stage(f"warm-up update {done} done")  # a run cut off in warm-up still shows the time per update
+    syncs = host_syncs(update, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     steps = src_tokens = tgt_tokens = padded = 0
@@ -113,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "train", "config": cfg.name, "config_file": args.config, "arch": cfg.model.arch,
         "device": device_tag(device), "precision": precision, "threads": torch.get_num_threads(),
         "batch_tokens": cfg.train.batch_tokens, "accumulate": cfg.train.accumulate,
-        "parameters": trainer.n_params, "warmup_steps": args.warmup_steps,
+        "parameters": trainer.n_params, "warmup_steps": args.warmup_steps, "host_syncs_per_update": syncs,
+        "tf32": cfg.train.tf32 if device.type == "cuda" else None,
         "seconds": round(seconds, 3), "steps": steps, "steps_per_s": round(steps / seconds, 3),
         "tgt_tokens_per_s": round(tgt_tokens / seconds, 1), "src_tokens_per_s": round(src_tokens / seconds, 1),
         "padding_share": round(1.0 - (src_tokens + tgt_tokens) / padded, 4),

@@ -1,40 +1,48 @@
-"""One-command GPU self-check: tests on CUDA, training in three precisions with MFU, kill and resume, NCCL, BLEU.
+"""One-command GPU self-check in under 8 minutes: preflight, training in three precisions with MFU and host syncs,
+kill -9 and resume, NCCL torchrun, nmt-evaluate on CUDA against the CPU, the device-aware tests.
 
-Usage: python scripts/gpu_check.py [--minutes 7.5] [--train-seconds 15] [--skip-tests]   (or: make gpu-check)
-       python scripts/gpu_check.py --dry-run-cpu   (the same plumbing on the CPU, small model, no figures)
+Usage: python scripts/gpu_check.py [--minutes 7.5] [--train-seconds 8] [--skip-tests]   (or: make gpu-check)
+       python scripts/gpu_check.py --dry-run-cpu   (the same plumbing on the CPU with small models, < 3 minutes)
 
-On a machine without CUDA it prints one line and exits 0. With CUDA it runs, one after the other, each in its
-own process with a time limit drawn from the overall budget:
-  train_*    scripts/bench_train.py in fp32, bf16 and fp16 (GradScaler) on a larger Transformer over the
-             embedded sample repeated (large batches): target tokens/s and MFU against the matmul peak it
-             measures itself
-  resume     a run killed with SIGKILL and resumed, against an uninterrupted one (weights compared)
-  torchrun_* torchrun with the NCCL backend: 1 process, and 2 when there are 2 GPUs (time budget, so the
-             control vector's all-reduce and DDP run on CUDA tensors)
-  evaluate   nmt-evaluate of one checkpoint on CUDA and on the CPU: sentences/s and the BLEU difference
-  tests      the test suite with NMT_TEST_DEVICE=cuda (device-aware tests train on the GPU)
-The test suite runs last, with what is left of the budget: the H200 run of 2026-11-30 spent 3 of its 7.5
-minutes on it first and then timed out in training. It writes benchmarks/results/gpu_check_<device>.json and
-.md, and copies both to $OUT when that is set.
+On a machine without CUDA (and no --dry-run-cpu) it prints one line and exits 0. Otherwise it runs the checks
+of `plan` one after the other, each in a process group of its own (`--child NAME`) with its own time cap; a
+check past its cap is killed with its whole process tree (torchrun's workers, which start sessions of their
+own, included). This process never touches CUDA itself, and the data caches are built by CPU-only processes
+before any check does:
+  preflight  device, driver, CUDA/cuDNN/NCCL and torch versions, a first CUDA kernel
+  prepare    the data caches of every later check (nmt-prepare with CUDA hidden)
+  train_*    scripts/bench_train.py in fp32 (train.tf32), bf16 and fp16 (GradScaler) on a d_model 1024, 6+6
+             layer Transformer with 32k-token batches over the sample repeated: target tokens/s, MFU against
+             the matmul peak it measures, and the host syncs of one update (torch.cuda.set_sync_debug_mode)
+  resume     a run killed with SIGKILL after its first last.pt and resumed, against an uninterrupted one
+  torchrun_* torchrun with NCCL on max_steps: 1 process, and 2 when there are two GPUs
+  evaluate   nmt-evaluate (greedy) of one checkpoint on CUDA and on the CPU: >= 95 % identical sentences and
+             BLEU within 0.5
+  tests      the device-aware test files with NMT_TEST_DEVICE=cuda, in parallel, each with a timeout
+After every check the whole report so far is rewritten atomically to benchmarks/results/gpu_check_<device>.json
+(and .md), and copied to $OUT when that is set, so a run cut off from outside still leaves what it finished.
 Exit status 0 when every check passed, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import datetime
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -42,212 +50,502 @@ BASE = REPO / "configs" / "sample_transformer.yaml"
 SAMPLE = REPO / "data" / "sample"
 LARGE = ["model.d_model=1024", "model.ffn_dim=4096", "model.heads=16", "model.encoder_layers=6",
          "model.decoder_layers=6", "train.batch_tokens=32768"]
-SMALL = ["train.batch_tokens=1024"]
+SMALL = ["model.d_model=32", "model.ffn_dim=64", "model.heads=2", "model.encoder_layers=1",
+         "model.decoder_layers=1"]  # every run of the dry run: its figures mean nothing, its plumbing is the point
 REPEAT = 40  # copies of the sample's training pairs in the throughput corpus
+MARK = "GPU_CHECK_RESULT "  # the line on which a child reports its result
+GPU_BUDGET, DRY_BUDGET = 450.0, 178.0  # seconds: under 8 minutes on a GPU, under 3 on the CPU
+# Each check's cap, in seconds, on a GPU and in the dry run; `plan` keeps their sum within the budget.
+CAPS = {"preflight": (20, 10), "prepare": (45, 15), "train_fp32": (50, 20), "train_bf16": (50, 20),
+        "train_fp16": (50, 20), "resume": (70, 35), "torchrun_1": (45, 25), "torchrun_2": (45, 25),
+        "evaluate": (45, 12), "tests": (75, 16)}
+GPU_TESTS = ["tests/test_train.py", "tests/test_training_parts.py", "tests/test_models.py", "tests/test_decode.py",
+             "tests/test_translator.py", "tests/test_checkpoint.py"]
+DRY_TESTS = ["tests/test_training_parts.py::test_label_smoothing_zero_is_cross_entropy",
+             "tests/test_gpu_path.py::test_prefetch_keeps_order_passes_errors_on_and_stops_when_dropped"]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=7.5, help="overall budget (default 7.5)")
-    parser.add_argument("--train-seconds", type=float, default=15.0, help="timed seconds per precision")
-    parser.add_argument("--skip-tests", action="store_true", help="leave out the test suite")
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help=f"overall budget (default {GPU_BUDGET / 60} on a GPU, {DRY_BUDGET / 60:.1f} dry)")
+    parser.add_argument("--train-seconds", type=float, default=0.0, help="timed seconds per precision (default 8, "
+                                                                        "dry 1)")
+    parser.add_argument("--skip-tests", action="store_true", help="leave out the test files")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON and summary go")
     parser.add_argument("--dry-run-cpu", action="store_true",
-                        help="run the checks' plumbing on the CPU with a small model (figures meaningless)")
+                        help="run the checks' plumbing on the CPU with small models (figures meaningless)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # run one check in this process (internal)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--gpus", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--cap", type=float, default=60.0, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-class Checker:
-    """Runs the checks in subprocesses within one deadline and keeps their results."""
+def plan(gpus: int, dry: bool, budget: float, skip_tests: bool = False) -> list[tuple[str, float]]:
+    """The checks to run, in order, with their caps; the caps add up to at most `budget`."""
+    names = ["preflight", "prepare", "train_fp32", "train_bf16", "train_fp16", "resume", "torchrun_1",
+             *(["torchrun_2"] if gpus >= 2 else []), "evaluate", *([] if skip_tests else ["tests"])]
+    caps = [(name, float(CAPS[name][1 if dry else 0])) for name in names]
+    total = sum(cap for _, cap in caps)
+    if total > budget:  # a second GPU's torchrun (or a smaller budget) shortens every cap alike
+        caps = [(name, cap * budget / total) for name, cap in caps]
+    return caps
 
-    def __init__(self, minutes: float, work: Path, device: str) -> None:
-        self.deadline = time.monotonic() + 60 * minutes
-        self.work, self.device = work, device
-        self.dry = device == "cpu"  # a dry run: small everything
+
+# ------------------------------------------------------------------------------------ process groups
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (from /proc), children first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL `proc`'s process group and every descendant (also those in sessions of their own)."""
+    tree = descendants(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (a check child then ends its own tree)."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def _end_tree_on_sigterm() -> None:
+    """A check child ends its whole tree when terminated (also by its parent's death), then itself."""
+    def end(_signum: int, _frame: object) -> None:
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, end)
+
+
+def run_group(args: list[str], limit: float, logs: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`args` in a new session (its own process group), killed with its whole tree after `limit` seconds.
+
+    Output goes to files (`logs`.out/.err), never to pipes a surviving grandchild could hold open. Returns the
+    exit status (None when timed out), the seconds taken and the output's tails.
+    """
+    logs.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+        try:
+            status: int | None = proc.wait(timeout=max(1.0, limit))
+        except subprocess.TimeoutExpired:
+            status = None
+        kill_tree(proc)  # also after a normal exit: nothing it started may outlive it
+    return {"returncode": status, "seconds": round(time.monotonic() - start, 1),
+            "stdout": Path(f"{logs}.out").read_text(errors="replace"),
+            "stderr": Path(f"{logs}.err").read_text(errors="replace")}
+
+
+# ------------------------------------------------------------------------------------ the report
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `path` through a temporary file renamed into place (a reader sees the old or the new file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, path)
+
+
+def summary(record: dict[str, Any]) -> str:
+    """A short Markdown report."""
+    state = ("all passed" if record["ok"] else "SOME FAILED") if record.get("finished", True) else "UNFINISHED"
+    lines = [f"# GPU check on {record['machine'].get('gpu', 'the CPU (dry run)')}", "",
+             f"{record['date']}, torch {record['machine']['torch']}, CUDA {record['machine'].get('cuda')}, "
+             f"{record['seconds']:.0f} s in all: {state}", "",
+             "| check | result | figures |", "|---|---|---|"]
+    for name, result in record["checks"].items():
+        figures = ", ".join(f"{k} {v}" for k, v in result.items()
+                            if k not in ("ok", "stderr_tail", "stdout_tail", "files"))
+        lines.append(f"| {name} | {'ok' if result['ok'] else 'FAILED'} | {figures} |")
+    return "\n".join(lines) + "\n"
+
+
+class Runner:
+    """Runs the planned checks as child processes within one deadline; the report is saved after each."""
+
+    def __init__(self, budget: float, work: Path, device: str, out_dir: Path, command: str,
+                 child_args: tuple[str, ...] = ()) -> None:
+        self.start = time.monotonic()
+        self.deadline = self.start + budget
+        self.work, self.device, self.out_dir, self.child_args = work, device, out_dir, child_args
         self.env = {**os.environ, "PYTHONPATH": str(REPO), "NMT_TEST_DEVICE": device, "PYTHONUNBUFFERED": "1"}
-        self.results: dict[str, dict[str, Any]] = {}
+        self.tag = "cpu_dry_run" if device == "cpu" else "cuda"
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self.record: dict[str, Any] = {
+            "benchmark": "gpu_check", "date": now,
+            "command": command, "machine": {"torch": _torch_version(), "python": platform.python_version()},
+            "budget_s": budget, "finished": False, "ok": False, "seconds": 0.0, "checks": {}}
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def run(self, args: list[str], limit: float, **kwargs: Any) -> subprocess.CompletedProcess:
-        """A command in the repository, killed after `limit` seconds (or at the deadline)."""
-        timeout = max(1.0, min(limit, self.left()))
-        return subprocess.run(args, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout,
-                              **kwargs)
+    def paths(self) -> list[Path]:
+        base = [self.out_dir / f"gpu_check_{self.tag}.json"]
+        return base + ([Path(os.environ["OUT"]) / base[0].name] if os.environ.get("OUT") else [])
 
-    def check(self, name: str, func: Callable[[], dict[str, Any]], need: float) -> None:
-        """Run one check, recording its figures, whether it passed and how long it took."""
-        if self.left() < need:
-            self.results[name] = {"ok": False, "error": f"skipped: {self.left():.0f} s left, needs ~{need:.0f} s"}
-            print(f"{name}: skipped (out of time)", flush=True)
-            return
-        start = time.monotonic()
-        try:
-            result = func()
-        except subprocess.TimeoutExpired as err:  # the output so far says which stage was still running
-            result = {"ok": False, "error": f"timed out after {err.timeout:.0f} s",
-                      **{f"{name}_tail": _text(value)[-2000:] for name, value in
-                         (("stdout", err.stdout), ("stderr", err.stderr)) if value}}
-        except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
-            detail = getattr(err, "stderr", None) or ""
-            result = {"ok": False, "error": f"{type(err).__name__}: {err}", "stderr_tail": detail[-2000:]}
-        result["seconds"] = round(time.monotonic() - start, 1)
-        self.results[name] = result
+    def save(self) -> None:
+        """The report so far, rewritten atomically (JSON and Markdown; also into $OUT when it is set)."""
+        self.record["seconds"] = round(time.monotonic() - self.start, 1)
+        self.record["ok"] = bool(self.record["checks"]) and all(r["ok"] for r in self.record["checks"].values())
+        text = json.dumps(self.record, indent=2) + "\n"
+        for path in self.paths():
+            write_atomic(path, text)
+            write_atomic(path.with_suffix(".md"), summary(self.record))
+
+    def run(self, name: str, cap: float, command: list[str] | None = None) -> dict[str, Any]:
+        """One check in its own process group, capped at `cap` seconds (less when the deadline is nearer)."""
+        limit = min(cap, self.left())
+        if limit < 1.0:
+            result: dict[str, Any] = {"ok": False, "error": f"skipped: {self.left():.0f} s left of the budget"}
+        else:
+            command = command or [sys.executable, str(Path(__file__).resolve()), "--child", name, "--work",
+                                  str(self.work), "--gpus", str(self.record.get("gpus", 1)), "--cap", str(limit),
+                                  *self.child_args]
+            try:
+                result = _result_of(run_group(command, limit, self.work / "logs" / name, self.env), limit)
+            except Exception as err:  # noqa: BLE001 -- recorded; the other checks still run
+                result = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        result["cap_s"] = round(cap, 1)
+        self.record["checks"][name] = result
+        if name == "preflight" and result["ok"]:
+            self._adopt_preflight(result)
+        self.save()
         print(f"{name}: {'ok' if result['ok'] else 'FAILED'} {json.dumps(result)[:300]}", flush=True)
+        return result
+
+    def _adopt_preflight(self, result: dict[str, Any]) -> None:
+        """The device's name gives the report its file name; its versions go into `machine`."""
+        machine = result.get("machine", {})
+        self.record["machine"].update(machine)
+        self.record["gpus"] = result.get("gpus", 1)
+        if self.device != "cpu" and machine.get("gpu"):
+            old = self.paths()
+            self.tag = "".join(c if c.isalnum() else "_" for c in machine["gpu"].lower()).strip("_")
+            for path in old:
+                for stale in (path, path.with_suffix(".md")):
+                    stale.unlink(missing_ok=True)
+
+    def finish(self) -> None:
+        self.record["finished"] = True
+        self.save()
 
 
-def _text(output: bytes | str) -> str:
-    """A subprocess's captured output as text (a timeout hands it over as bytes)."""
-    return output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+def _result_of(proc: dict[str, Any], limit: float) -> dict[str, Any]:
+    """A check's result from its child's output: the marked line, or why there is none."""
+    lines = [line for line in proc["stdout"].splitlines() if line.startswith(MARK)]
+    if proc["returncode"] is None:
+        result = {"ok": False, "error": f"timed out after {limit:.0f} s (its process tree killed)"}
+        if lines:
+            result["partial"] = json.loads(lines[-1][len(MARK):])
+    elif lines:
+        result = json.loads(lines[-1][len(MARK):])
+    else:
+        result = {"ok": False, "error": f"exit status {proc['returncode']} without a result"}
+    if not result["ok"]:
+        output = [line for line in proc["stdout"].splitlines() if not line.startswith(MARK)]
+        result["stdout_tail"] = "\n".join(output)[-2000:]
+        result["stderr_tail"] = proc["stderr"][-2000:]
+    result["seconds"] = proc["seconds"]
+    return result
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+# ------------------------------------------------------------------------------------ the checks (children)
+
+
+@dataclass
+class Context:
+    """What a check child knows: its work folder (shared by all checks), device, GPU count, timings."""
+
+    work: Path
+    device: str
+    gpus: int
+    train_seconds: float
+    cap: float  # this check's time cap
+
+    @property
+    def dry(self) -> bool:
+        return self.device == "cpu"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(REPO), "NMT_TEST_DEVICE": self.device, **extra}
+
+    def call(self, args: list[str], limit: float, name: str, **env: str) -> dict[str, Any]:
+        """A command of this check, in a group of its own, killed with its tree after `limit` seconds."""
+        return run_group(args, limit, self.work / "logs" / name, self.env(**env))
 
 
 def nmt(*args: str) -> list[str]:
     return [sys.executable, "-m", "nmt", *args]
 
 
-def _run_config(checker: Checker, name: str, *extra: str) -> list[str]:
-    """Overrides that put a run of the sample config in the check's own folder, on CUDA."""
-    return ["--set", f"name={name}", "--set", f"run_root={checker.work / 'runs'}",
-            "--set", f"data.cache_dir={checker.work / 'cache'}", "--set", f"train.device={checker.device}",
-            *[item for value in extra for item in ("--set", value)]]
+def _run_config(ctx: Context, name: str, *extra: str) -> list[str]:
+    """Overrides that put a run of the sample config in the work folder, on the check's device."""
+    values = [f"name={name}", f"run_root={ctx.work / 'runs'}", f"data.cache_dir={ctx.work / 'cache'}",
+              f"train.device={ctx.device}", "decode.length_penalty=1.0", *(SMALL if ctx.dry else []), *extra]
+    return [item for value in values for item in ("--set", value)]
 
 
-def check_tests(checker: Checker) -> dict[str, Any]:
-    proc = checker.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], limit=240)
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    return {"ok": proc.returncode == 0, "summary": summary,
-            **({} if proc.returncode == 0 else {"stdout_tail": proc.stdout[-3000:]})}
-
-
-def _repeated_sample(folder: Path, repeat: int) -> list[str]:
-    """Overrides for a files dataset: the sample's training pairs `repeat` times (large batches), its validation."""
+def _repeated_sample(ctx: Context) -> list[str]:
+    """Overrides for a files dataset: the sample's training pairs repeated (large batches), its validation."""
+    folder = ctx.work / "repeated"
     folder.mkdir(parents=True, exist_ok=True)
     for side in ("de", "en"):
-        (folder / f"train.{side}").write_text((SAMPLE / f"train.{side}").read_text(encoding="utf-8") * repeat,
-                                              encoding="utf-8")
+        text = (SAMPLE / f"train.{side}").read_text(encoding="utf-8") * (1 if ctx.dry else REPEAT)
+        (folder / f"train.{side}").write_text(text, encoding="utf-8")
     return ["data.dataset=files", f"data.train_src={folder / 'train.de'}", f"data.train_tgt={folder / 'train.en'}",
             f"data.val_src={SAMPLE / 'val.de'}", f"data.val_tgt={SAMPLE / 'val.en'}"]
 
 
-def check_train(checker: Checker, precision: str, seconds: float, model: list[str]) -> dict[str, Any]:
-    out = checker.work / f"bench_{precision}"
-    data = _repeated_sample(checker.work / "repeated", 1 if checker.dry else REPEAT)
-    args = [sys.executable, "scripts/bench_train.py", str(BASE), "--seconds", str(seconds), "--warmup-steps", "5",
-            "--out-dir", str(out), "--peak-seconds", "2", *(["--matmul-size", "128"] if checker.dry else []),
-            *_run_config(checker, f"gpu_{precision}", *data, *model, f"train.precision={precision}")]
-    checker.run(args, limit=seconds + 120, check=True)
+def _must(proc: dict[str, Any], what: str) -> None:
+    if proc["returncode"] != 0:
+        status = "timed out" if proc["returncode"] is None else f"exit status {proc['returncode']}"
+        raise RuntimeError(f"{what}: {status}; {proc['stderr'][-1500:]}")
+
+
+def check_preflight(ctx: Context) -> dict[str, Any]:
+    import torch
+
+    machine: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
+                               "cpu_count": os.cpu_count()}
+    if ctx.dry:
+        return {"ok": True, "machine": machine, "gpus": 0}
+    machine.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
+                   cudnn=torch.backends.cudnn.version(), capability=list(torch.cuda.get_device_capability(0)),
+                   nccl=".".join(map(str, torch.cuda.nccl.version())),
+                   memory_gb=round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1))
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        query = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=10)
+        machine["driver"] = query.stdout.strip().splitlines()[0] if query.stdout.strip() else None
+    ones = torch.ones(1024, 1024, device="cuda")
+    ok = float((ones @ ones)[0, 0]) == 1024.0  # a first kernel runs and gives the right answer
+    return {"ok": ok, "machine": machine, "gpus": torch.cuda.device_count()}
+
+
+def check_prepare(ctx: Context) -> dict[str, Any]:
+    """Both data caches, by CPU-only processes (CUDA hidden), at once."""
+    jobs = {"throughput": _run_config(ctx, "prepare_large", *_repeated_sample(ctx)),
+            "sample": _run_config(ctx, "prepare_sample")}
+    procs = {}
+    for name, overrides in jobs.items():
+        log = ctx.work / "logs" / f"prepare_{name}"
+        procs[name] = (subprocess.Popen(nmt("prepare", str(BASE), *overrides), cwd=REPO,
+                                        env=ctx.env(CUDA_VISIBLE_DEVICES=""), stdout=open(f"{log}.out", "w"),
+                                        stderr=open(f"{log}.err", "w")), log)
+    failed = {name: Path(f"{log}.err").read_text()[-1500:] for name, (proc, log) in procs.items() if proc.wait()}
+    return {"ok": not failed, "caches": sorted(p.name for p in (ctx.work / "cache").iterdir()),
+            **({"errors": failed} if failed else {})}
+
+
+def check_train(ctx: Context, precision: str) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bench_train
+
+    out = ctx.work / f"bench_{precision}"
+    args = [str(BASE), "--seconds", str(ctx.train_seconds), "--warmup-steps", "2" if ctx.dry else "3",
+            "--out-dir", str(out),
+            "--peak-seconds", "0.3" if ctx.dry else "2", *(["--matmul-size", "128"] if ctx.dry else []),
+            *_run_config(ctx, f"gpu_{precision}", *_repeated_sample(ctx), *([] if ctx.dry else LARGE),
+                         f"train.precision={precision}")]
+    if bench_train.main(args) != 0:
+        raise RuntimeError("bench_train.py failed (see stderr)")
     report = json.loads(next(out.glob("*.json")).read_text())
     keys = ("tgt_tokens_per_s", "steps_per_s", "mfu", "matmul_peak_tflops", "model_tflops_per_s", "peak_gpu_mb",
-            "parameters", "batch_tokens")
-    return {"ok": report["steps"] > 0, **{k: report[k] for k in keys}}
+            "parameters", "batch_tokens", "host_syncs_per_update", "tf32")
+    syncs = report["host_syncs_per_update"]
+    return {"ok": report["steps"] > 0 and (syncs is None or syncs <= 1), **{k: report.get(k) for k in keys}}
 
 
-def check_resume(checker: Checker) -> dict[str, Any]:
+def check_resume(ctx: Context) -> dict[str, Any]:
     from nmt.checkpoint import load_bundle
 
-    n = 40 if checker.dry else 400
-    steps = [f"train.max_steps={n}", f"train.eval_every={n // 4}", f"train.log_every={n // 4}"]
-    checker.run(nmt("train", str(BASE), "--no-evaluate", *_run_config(checker, "straight", *steps)), 120, check=True)
-    command = nmt("train", str(BASE), "--no-evaluate", *_run_config(checker, "killed", *steps))
-    proc = subprocess.Popen(command, cwd=REPO, env=checker.env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    last = checker.work / "runs" / "killed" / "checkpoints" / "last.pt"
-    limit = time.monotonic() + min(120.0, checker.left())
-    while not last.exists() and proc.poll() is None and time.monotonic() < limit:
+    n = 20 if ctx.dry else 200
+    steps = [f"train.max_steps={n}", f"train.eval_every={n // 4}", f"train.log_every={n // 4}",
+             *(["train.eval_bleu=false"] if ctx.dry else [])]
+    straight = nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "straight", *steps))
+    command = nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "killed", *steps))
+    logs = ctx.work / "logs"
+    first = subprocess.Popen(straight, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+                             stderr=open(logs / "resume_straight.err", "w"))
+    victim = subprocess.Popen(command, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+                              stderr=open(logs / "resume_killed.err", "w"))
+    last = ctx.work / "runs" / "killed" / "checkpoints" / "last.pt"
+    while not last.exists() and victim.poll() is None:
         time.sleep(0.01)
-    killed = proc.poll() is None
-    if killed:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    checker.run(command, 120, check=True)
-    a, b = load_bundle(checker.work / "runs" / "straight" / "checkpoints" / "last.pt"), load_bundle(last)
+    killed = victim.poll() is None
+    victim.kill()  # SIGKILL, as a lost machine
+    victim.wait()
+    _must(ctx.call(command, 120, "resume_again"), "the resumed run")
+    if first.wait():
+        raise RuntimeError(f"the uninterrupted run: exit status {first.returncode}")
+    a, b = load_bundle(ctx.work / "runs" / "straight" / "checkpoints" / "last.pt"), load_bundle(last)
     diff = max(float((a.model[k].float() - b.model[k].float()).abs().max()) for k in a.model)
-    steps_equal = a.progress["step"] == b.progress["step"] == n
-    return {"ok": killed and steps_equal, "killed_mid_run": killed, "both_reached_step": steps_equal,
-            "bitwise_equal": diff == 0.0, "max_abs_weight_diff": diff,
-            "note": "CUDA kernels may be non-deterministic, so bitwise equality is reported, not required"}
+    reached = a.progress["step"] == b.progress["step"] == n
+    return {"ok": killed and reached and (diff == 0.0 or not ctx.dry), "killed_mid_run": killed,
+            "both_reached_step": reached, "bitwise_equal": diff == 0.0, "max_abs_weight_diff": diff,
+            "note": "bitwise on the CPU; on CUDA atomics in some backward kernels make it close, not bitwise"}
 
 
-def check_torchrun(checker: Checker, processes: int) -> dict[str, Any]:
-    name = f"torchrun_{processes}"
+def check_torchrun(ctx: Context, processes: int) -> dict[str, Any]:
+    name, steps = f"torchrun_{processes}", 10 if ctx.dry else 40
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
             "-m", "nmt", "train", str(BASE), "--no-evaluate",
-            *_run_config(checker, name, "train.max_steps=0", "train.max_minutes=0.25", "train.eval_every=50")]
-    proc = checker.run(args, limit=150)
-    log = (checker.work / "runs" / name / "train.log")
+            *_run_config(ctx, name, f"train.max_steps={steps}", f"train.eval_every={steps}", "train.eval_bleu=false")]
+    proc = ctx.call(args, 120, name)
+    log = ctx.work / "runs" / name / "train.log"
     text = log.read_text() if log.exists() else ""
-    ok = proc.returncode == 0 and "training stopped" in proc.stderr + text
-    return {"ok": ok, "returncode": proc.returncode, "processes": processes,
-            "backend": "nccl" if checker.device == "cuda" else "gloo",
-            **({} if ok else {"stderr_tail": proc.stderr[-3000:]})}
+    ok = proc["returncode"] == 0 and f"training stopped at step {steps}" in text
+    return {"ok": ok, "processes": processes, "steps": steps, "backend": "gloo" if ctx.dry else "nccl",
+            **({} if ok else {"stderr_tail": proc["stderr"][-3000:]})}
 
 
-def check_evaluate(checker: Checker) -> dict[str, Any]:
-    run = checker.work / "runs" / "straight"
-    if not run.exists():
-        checker.run(nmt("train", str(BASE), "--no-evaluate", *_run_config(checker, "straight", "train.max_steps=40")),
-                    120, check=True)
-    reports = {}
-    for name, device in (("cuda", checker.device), ("cpu", "cpu")):  # a dry run compares the CPU with itself
-        out = checker.work / f"eval_{name}.json"
-        checker.run(nmt("evaluate", str(run), "--device", device, "--output", str(out)), 120, check=True)
-        reports[name] = json.loads(out.read_text())
-    cuda, cpu = reports["cuda"], reports["cpu"]
-    diff = abs(cuda["scores"]["bleu"] - cpu["scores"]["bleu"])
-    return {"ok": diff <= 0.1, "bleu_cuda": cuda["scores"]["bleu"], "bleu_cpu": cpu["scores"]["bleu"],
-            "bleu_difference": round(diff, 2), "sentences_per_s_cuda": cuda["sentences_per_s"],
-            "sentences_per_s_cpu": cpu["sentences_per_s"], "sentences": cuda["sentences"],
-            "beam": cuda["decode"]["beam"]}
+def check_evaluate(ctx: Context) -> dict[str, Any]:
+    run = ctx.work / "runs" / "straight"
+    if not (run / "checkpoints" / "best.pt").exists():  # the resume check did not leave its run
+        _must(ctx.call(nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "straight", "train.max_steps=40",
+                                                                              "train.eval_every=40")), 120,
+                       "evaluate_train"), "training the model to evaluate")
+    procs = {}
+    for name, device in (("gpu", ctx.device), ("cpu", "cpu")):  # a dry run compares the CPU with itself
+        out = ctx.work / f"eval_{name}.json"
+        args = nmt("evaluate", str(run), "--device", device, "--beam", "1", "--output", str(out))
+        procs[name] = (subprocess.Popen(args, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+                                        stderr=open(ctx.work / "logs" / f"evaluate_{name}.err", "w")), out)
+    for name, (proc, _) in procs.items():
+        if proc.wait():
+            raise RuntimeError(f"nmt-evaluate on {name}: exit status {proc.returncode}")
+    reports = {name: json.loads(out.read_text()) for name, (_, out) in procs.items()}
+    hyps = {name: out.with_suffix(".hyp.txt").read_text(encoding="utf-8").splitlines()
+            for name, (_, out) in procs.items()}
+    same = sum(a == b for a, b in zip(hyps["gpu"], hyps["cpu"])) / max(len(hyps["cpu"]), 1)
+    gpu, cpu = reports["gpu"]["scores"]["bleu"], reports["cpu"]["scores"]["bleu"]
+    ok = len(hyps["gpu"]) == len(hyps["cpu"]) and same >= 0.95 and abs(gpu - cpu) <= 0.5
+    return {"ok": ok, "identical_share": round(same, 3), "bleu_gpu": gpu, "bleu_cpu": cpu,
+            "bleu_difference": round(abs(gpu - cpu), 2), "sentences": len(hyps["cpu"]),
+            "sentences_per_s_gpu": reports["gpu"].get("sentences_per_s"),
+            "sentences_per_s_cpu": reports["cpu"].get("sentences_per_s")}
 
 
-def summary(record: dict[str, Any]) -> str:
-    """A short Markdown report."""
-    lines = [f"# GPU check on {record['machine'].get('gpu', 'the CPU (dry run)')}", "",
-             f"{record['date']}, torch {record['machine']['torch']}, CUDA {record['machine'].get('cuda')}, "
-             f"{record['seconds']:.0f} s in all: {'all passed' if record['ok'] else 'SOME FAILED'}", "",
-             "| check | result | figures |", "|---|---|---|"]
-    for name, result in record["checks"].items():
-        figures = ", ".join(f"{k} {v}" for k, v in result.items() if k not in ("ok", "stderr_tail", "stdout_tail"))
-        lines.append(f"| {name} | {'ok' if result['ok'] else 'FAILED'} | {figures} |")
-    return "\n".join(lines) + "\n"
+def check_tests(ctx: Context) -> dict[str, Any]:
+    """The device-aware test files at once, each in its own group with a timeout (the cap less a margin)."""
+    selections = DRY_TESTS if ctx.dry else GPU_TESTS
+    limit = ctx.cap - 5  # the margin collects the results
+    procs = {}
+    for i, selection in enumerate(selections):
+        log = ctx.work / "logs" / f"tests_{i}"
+        procs[selection] = (subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                              selection], cwd=REPO, env=ctx.env(), stdout=open(f"{log}.out", "w"),
+                                             stderr=subprocess.STDOUT, start_new_session=True), log)
+    files, end = {}, time.monotonic() + limit
+    for selection, (proc, log) in procs.items():
+        try:
+            proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        timed_out = proc.poll() is None
+        kill_tree(proc)
+        lines = Path(f"{log}.out").read_text(errors="replace").strip().splitlines()
+        files[selection] = {"ok": proc.returncode == 0 and not timed_out,
+                            "summary": "timed out" if timed_out else (lines[-1] if lines else "")}
+    return {"ok": all(f["ok"] for f in files.values()), "files": files,
+            "failed": [s for s, f in files.items() if not f["ok"]]}
+
+
+CHECKS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "preflight": check_preflight, "prepare": check_prepare,
+    **{f"train_{p}": (lambda ctx, p=p: check_train(ctx, p)) for p in ("fp32", "bf16", "fp16")},
+    "resume": check_resume, **{f"torchrun_{n}": (lambda ctx, n=n: check_torchrun(ctx, n)) for n in (1, 2)},
+    "evaluate": check_evaluate, "tests": check_tests}
+
+
+def child(name: str, ctx: Context) -> int:
+    """Run one check in this process and print its result on the marked line; an exception is its result."""
+    _end_tree_on_sigterm()
+    try:
+        result = CHECKS[name](ctx)
+    except Exception as err:  # noqa: BLE001 -- any failure of a check is its result, not the end of the run
+        result = {"ok": False, "error": f"{type(err).__name__}: {' '.join(str(err).split())[:1500]}",
+                  "traceback": traceback.format_exc()[-2000:]}
+    print(MARK + json.dumps(result), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------------------ main
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if not torch.cuda.is_available() and not args.dry_run_cpu:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    dry = args.dry_run_cpu
+    seconds = args.train_seconds or (1.0 if dry else 8.0)
+    if args.child:
+        return child(args.child, Context(args.work, "cpu" if dry else "cuda", args.gpus, seconds, args.cap))
+    import torch
+
+    if not torch.cuda.is_available() and not dry:  # is_available creates no CUDA context
         print(f"gpu-check: no CUDA device on this machine (torch {torch.__version__}); nothing to check")
         return 0
-    from nmt.flops import command_line, device_tag, write_result
-
-    device = torch.device("cpu") if args.dry_run_cpu else torch.device("cuda", 0)
+    budget = 60 * args.minutes if args.minutes else (DRY_BUDGET if dry else GPU_BUDGET)
     work = Path(tempfile.mkdtemp(prefix="nmt_gpu_check_"))
-    checker = Checker(args.minutes, work, device.type)
-    start = time.monotonic()
-    model = SMALL if args.dry_run_cpu else LARGE
-    for precision in ("fp32", "bf16", "fp16"):
-        checker.check(f"train_{precision}", lambda p=precision: check_train(checker, p, args.train_seconds, model),
-                      need=args.train_seconds + 30)
-    checker.check("resume", lambda: check_resume(checker), need=45)
-    gpus = 1 if args.dry_run_cpu else torch.cuda.device_count()
-    for processes in sorted({1, min(2, gpus)}):
-        checker.check(f"torchrun_{processes}", lambda n=processes: check_torchrun(checker, n), need=40)
-    checker.check("evaluate", lambda: check_evaluate(checker), need=30)
-    if not args.skip_tests:  # last: the suite already passes on the CPU, the checks above exist only here
-        checker.check("tests", lambda: check_tests(checker), need=60)
-    ok = all(r["ok"] for r in checker.results.values())
-    tag = device_tag(device) + ("_dry_run" if args.dry_run_cpu else "")
-    path = args.out_dir / f"gpu_check_{tag}.json"
-    record = write_result(path, device, command_line(__file__, argv or sys.argv[1:]),
-                          {"benchmark": "gpu_check", "ok": ok, "seconds": round(time.monotonic() - start, 1),
-                           "gpus": gpus, "checks": checker.results})
-    (args.out_dir / f"gpu_check_{tag}.md").write_text(summary(record), encoding="utf-8")
-    if os.environ.get("OUT"):
-        for suffix in (".json", ".md"):
-            shutil.copy(args.out_dir / f"gpu_check_{tag}{suffix}", Path(os.environ["OUT"]))
+    runner = Runner(budget, work, "cpu" if dry else "cuda", args.out_dir,
+                    " ".join(["python", "scripts/gpu_check.py", *argv]),
+                    ("--train-seconds", str(seconds), *(["--dry-run-cpu"] if dry else [])))
+    checks = plan(1 if dry else torch.cuda.device_count(), dry, budget, args.skip_tests)
+    for name, cap in checks:
+        if name != "torchrun_2" or runner.record.get("gpus", 1) >= 2:
+            runner.run(name, cap)
+    runner.finish()
     shutil.rmtree(work, ignore_errors=True)
-    print(summary(record))
-    return 0 if ok else 1
+    print(summary(runner.record))
+    return 0 if runner.record["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""scripts/gpu_check.py on the CPU: the one-line exit without CUDA, and its checker's plumbing."""
+"""scripts/gpu_check.py on the CPU: the one-line exit without CUDA, its plan, process groups, report and checks."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +25,18 @@ def gpu_check() -> Iterator[ModuleType]:
         yield importlib.import_module("gpu_check")
 
 
+def _runner(gpu_check, tmp_path: Path, budget: float = 60.0):
+    return gpu_check.Runner(budget, tmp_path / "work", "cpu", tmp_path / "out", "python scripts/gpu_check.py")
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its parent does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the one-line exit is for machines without CUDA")
 def test_without_cuda_it_says_so_in_one_line_and_exits_0(tmp_path):
     proc = subprocess.run([sys.executable, "scripts/gpu_check.py", "--out-dir", str(tmp_path)], cwd=REPO,
@@ -32,42 +46,92 @@ def test_without_cuda_it_says_so_in_one_line_and_exits_0(tmp_path):
     assert proc.stderr == "" and not any(tmp_path.iterdir())  # no report of a check that did not run
 
 
-def test_a_check_past_its_limit_keeps_the_output_it_had_printed(gpu_check, tmp_path):
-    checker = gpu_check.Checker(1.0, tmp_path, "cpu")
-    script = "import sys, time; print('stage one', flush=True); print('on stderr', file=sys.stderr, flush=True); " \
-             "time.sleep(60)"
-    checker.check("slow", lambda: checker.run([sys.executable, "-c", script], limit=3), need=0)
-    result = checker.results["slow"]
-    assert not result["ok"] and result["error"] == "timed out after 3 s" and result["seconds"] < 30
+@pytest.mark.parametrize("dry", [False, True])
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_every_check_s_cap_fits_in_the_budget(gpu_check, dry, gpus):
+    budget = gpu_check.DRY_BUDGET if dry else gpu_check.GPU_BUDGET
+    checks = gpu_check.plan(gpus, dry, budget)
+    names = [name for name, _ in checks]
+    assert sum(cap for _, cap in checks) <= budget + 1e-6 and budget < (180 if dry else 480)
+    assert names[:2] == ["preflight", "prepare"]  # the caches are built before any check uses CUDA
+    assert set(names) == set(gpu_check.CHECKS) - ({"torchrun_2"} if gpus < 2 else set())
+    assert all(cap >= 8 for _, cap in checks)
+
+
+def test_a_timed_out_check_leaves_no_process_and_keeps_its_output(gpu_check, tmp_path):
+    """Its whole tree is killed: a child in its group and one in a session of its own (as torchrun's workers)."""
+    pids = tmp_path / "pids"
+    script = ("import subprocess, sys, time\n"
+              "sleeper = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+              "a = subprocess.Popen(sleeper)\n"
+              "b = subprocess.Popen(sleeper, start_new_session=True)\n"
+              f"open({str(pids)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')\n"
+              "print('stage one', flush=True); print('on stderr', file=sys.stderr, flush=True)\n"
+              "time.sleep(120)\n")
+    runner = _runner(gpu_check, tmp_path)
+    result = runner.run("slow", 4, [sys.executable, "-c", script])
+    assert not result["ok"] and result["error"].startswith("timed out after 4 s") and result["seconds"] < 30
     assert "stage one" in result["stdout_tail"] and "on stderr" in result["stderr_tail"]
+    children = [int(pid) for pid in pids.read_text().split()]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in children)
 
 
-def test_failed_and_skipped_checks_are_recorded_and_summarised(gpu_check, tmp_path):
-    checker = gpu_check.Checker(1.0, tmp_path, "cpu")
-    checker.check("fails", lambda: checker.run([sys.executable, "-c", "raise SystemExit(3)"], 10, check=True), 0)
-    checker.check("passes", lambda: {"ok": True, "figure": 1.5}, need=0)
-    checker.check("needs_more", lambda: {"ok": True}, need=3600)
-    results = checker.results
-    assert not results["fails"]["ok"] and "CalledProcessError" in results["fails"]["error"]
-    assert results["passes"] == {"ok": True, "figure": 1.5, "seconds": results["passes"]["seconds"]}
-    assert not results["needs_more"]["ok"] and results["needs_more"]["error"].startswith("skipped")
-    record = {"machine": {"torch": torch.__version__}, "date": "today", "seconds": 1.0, "ok": False,
-              "checks": results}
-    text = gpu_check.summary(record)
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| check")]
-    assert [row.split(" | ")[0][2:] for row in rows] == ["fails", "passes", "needs_more"]
-    assert "SOME FAILED" in text and "figure 1.5" in text
+def test_the_report_holds_each_check_as_soon_as_it_ends(gpu_check, tmp_path, monkeypatch):
+    out = tmp_path / "outbox"
+    out.mkdir()
+    monkeypatch.setenv("OUT", str(out))
+    runner = _runner(gpu_check, tmp_path)
+    report = "import json, sys; print('GPU_CHECK_RESULT ' + json.dumps({'ok': True, 'figure': 1.5}))"
+    runner.run("first", 30, [sys.executable, "-c", report])
+    for folder in (tmp_path / "out", out):
+        saved = json.loads((folder / "gpu_check_cpu_dry_run.json").read_text())
+        assert saved["finished"] is False and saved["checks"]["first"]["figure"] == 1.5
+        assert "UNFINISHED" in (folder / "gpu_check_cpu_dry_run.md").read_text()
+    runner.run("second", 30, [sys.executable, "-c", report])
+    runner.finish()
+    saved = json.loads((out / "gpu_check_cpu_dry_run.json").read_text())
+    assert saved["finished"] and saved["ok"] and list(saved["checks"]) == ["first", "second"]
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check_cpu_dry_run.json", "gpu_check_cpu_dry_run.md"]
 
 
-def test_a_training_check_reads_the_figures_bench_train_writes(gpu_check, tmp_path):
+def test_an_unexpected_exception_is_recorded_and_the_rest_still_run(gpu_check, tmp_path, monkeypatch, capsys):
+    def broken(_ctx):
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    monkeypatch.setitem(gpu_check.CHECKS, "evaluate", broken)
+    ctx = gpu_check.Context(tmp_path, "cpu", 0, 1.0, 10.0)
+    assert gpu_check.child("evaluate", ctx) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    result = json.loads(line[len(gpu_check.MARK):])
+    assert not result["ok"] and result["error"].startswith("TypeError") and "broken" in result["traceback"]
+    runner = _runner(gpu_check, tmp_path)
+    runner.run("crashes", 30, [sys.executable, "-c", "raise StopIteration"])
+    runner.run("after", 30, [sys.executable, "-c", "print('GPU_CHECK_RESULT {\"ok\": true}')"])
+    checks = runner.record["checks"]
+    assert not checks["crashes"]["ok"] and "StopIteration" in checks["crashes"]["stderr_tail"]
+    assert checks["after"]["ok"] and not runner.record["ok"]
+    summary = gpu_check.summary(runner.record)
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and not line.startswith("| check")]
+    assert [row.split(" | ")[0][2:] for row in rows] == ["crashes", "after"]
+
+
+def test_a_check_out_of_budget_is_skipped_and_said(gpu_check, tmp_path):
+    runner = _runner(gpu_check, tmp_path, budget=0.5)
+    result = runner.run("late", 60, [sys.executable, "-c", "print('never')"])
+    assert not result["ok"] and result["error"].startswith("skipped")
+
+
+def test_a_training_check_reads_the_figures_bench_train_writes(gpu_check, tmp_path, monkeypatch):
     """The dry run of one training check: bench_train's report has every key the GPU check reads."""
-    checker = gpu_check.Checker(5.0, tmp_path, "cpu")
-    checker.env["PYTHONPATH"] = str(REPO)
-    model = ["model.d_model=16", "model.ffn_dim=32", "model.heads=2", "model.encoder_layers=1",
-             "model.decoder_layers=1", "tokenizer.vocab_size=300", "train.batch_tokens=256"]
-    checker.check("train_fp32", lambda: gpu_check.check_train(checker, "fp32", 0.5, model), need=0)
-    result = checker.results["train_fp32"]
+    monkeypatch.setattr(gpu_check, "SMALL", ["model.d_model=16", "model.ffn_dim=32", "model.heads=2",
+                                             "model.encoder_layers=1", "model.decoder_layers=1",
+                                             "tokenizer.vocab_size=300", "train.batch_tokens=256"])
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = gpu_check.check_train(gpu_check.Context(tmp_path, "cpu", 0, 0.5, 60.0), "fp32")
     assert result["ok"], json.dumps(result)[:2000]
     assert result["tgt_tokens_per_s"] > 0 and 0 < result["mfu"] and result["parameters"] > 0
-    assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"}
-    assert (Path(tmp_path) / "bench_fp32").is_dir()
+    assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"} and result["host_syncs_per_update"] is None
+    assert (tmp_path / "bench_fp32").is_dir() and os.environ["PYTHONPATH"] == str(REPO)

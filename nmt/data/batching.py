@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Iterator, Sequence
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -162,10 +166,20 @@ class Batch:
     tgt_out: torch.Tensor  # (B, T) long, padding after EOS
     n_src_tokens: int
     n_tgt_tokens: int
+    src_lengths: torch.Tensor  # (B,) long, always on the CPU: what packing a GRU's input needs on the host
+    tgt_positions: torch.Tensor  # (N,) long, flat indices into B * T of the real (non-padding) target tokens
 
-    def to(self, device: torch.device | str) -> Batch:
-        return dataclasses.replace(self, src=self.src.to(device), src_mask=self.src_mask.to(device),
-                                   tgt_in=self.tgt_in.to(device), tgt_out=self.tgt_out.to(device))
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The tensors on `device` (but `src_lengths`); non_blocking copies from pinned memory do not wait."""
+        return dataclasses.replace(self, **{name: getattr(self, name).to(device, non_blocking=non_blocking)
+                                            for name in _DEVICE_FIELDS})
+
+    def pin_memory(self) -> Batch:
+        """The tensors in page-locked memory, so that a copy to the GPU runs while the GPU computes."""
+        return dataclasses.replace(self, **{name: getattr(self, name).pin_memory() for name in _DEVICE_FIELDS})
+
+
+_DEVICE_FIELDS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_positions")
 
 
 def collate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], pad_id: int = PAD_ID) -> Batch:
@@ -179,9 +193,56 @@ def collate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], pad_id: int = PAD_ID
         src[row, :len(s)], src[row, len(s)] = s, EOS_ID
         tgt_in[row, 0], tgt_in[row, 1:len(t) + 1] = BOS_ID, t
         tgt_out[row, :len(t)], tgt_out[row, len(t)] = t, EOS_ID
-    src_mask = torch.arange(src.shape[1])[None, :] < torch.from_numpy(src_lens)[:, None]  # (B, S)
+    lengths = torch.from_numpy(src_lens)  # (B,)
+    src_mask = torch.arange(src.shape[1])[None, :] < lengths[:, None]  # (B, S)
+    positions = np.flatnonzero(np.arange(tgt_out.shape[1])[None, :] < tgt_lens[:, None])  # (N,)
     return Batch(torch.from_numpy(src), src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out),
-                 int(src_lens.sum()), int(tgt_lens.sum()))
+                 int(src_lens.sum()), int(tgt_lens.sum()), lengths, torch.from_numpy(positions))
+
+
+T = TypeVar("T")
+
+
+def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """`items`, produced up to `depth` ahead by a background thread (an error there is raised here).
+
+    The thread stops when the consumer closes the iterator or drops it.
+    """
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    closed = threading.Event()
+    end = object()
+
+    def offer(entry: tuple) -> bool:
+        """Put `entry` in the queue unless the consumer has gone; False when it has."""
+        while not closed.is_set():
+            try:
+                ready.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not offer((item, None)):
+                    return
+            offer((end, None))
+        except BaseException as err:  # handed to the consumer, which raises it in its own thread
+            offer((end, err))
+
+    worker = threading.Thread(target=produce, name="nmt-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, err = ready.get()
+            if err is not None:
+                raise err
+            if item is end:
+                return
+            yield item
+    finally:
+        closed.set()
 
 
 def make_loader(split: Split, batch_tokens: int, shuffle: bool, seed: int, num_replicas: int = 1,
@@ -190,3 +251,41 @@ def make_loader(split: Split, batch_tokens: int, shuffle: bool, seed: int, num_r
     sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, batch_tokens, shuffle, seed, num_replicas, rank)
     loader = DataLoader(split, batch_sampler=sampler, collate_fn=partial(collate, pad_id=PAD_ID), num_workers=0)
     return loader, sampler
+
+
+def _until(sampler: TokenBatchSampler, max_epochs: int) -> Iterator[list[int]]:
+    """The batches `sampler` hands out until `max_epochs` epochs are complete (0: no end)."""
+    while not 0 < max_epochs <= sampler.epoch:
+        yield from sampler
+
+
+def stream_batches(split: Split, sampler: TokenBatchSampler, pad_id: int, device: torch.device,
+                   max_epochs: int = 0) -> Iterator[Batch]:
+    """The batches of `sampler` over `split` on `device`; the sampler's state says where the stream is.
+
+    On the CPU each is built when asked for. Elsewhere a background thread reads and pads them ahead (from a
+    copy of the sampler: `sampler` itself follows what is handed out, so a checkpoint resumes at the right
+    batch) into pinned memory, and each is copied to the device one batch early without waiting, so the device
+    never waits for data.
+    """
+    def build(indices: list[int]) -> Batch:
+        return collate([(split.src[i], split.tgt[i]) for i in indices], pad_id)
+
+    if device.type == "cpu":
+        for indices in _until(sampler, max_epochs):
+            yield build(indices)
+        return
+    pin = device.type == "cuda"
+    ahead = prefetch(build(indices).pin_memory() if pin else build(indices)
+                     for indices in _until(copy.copy(sampler), max_epochs))
+    follow = _until(sampler, max_epochs)
+    staged = None
+    for batch in ahead:
+        moved = batch.to(device, non_blocking=True)
+        if staged is not None:
+            next(follow)
+            yield staged
+        staged = moved
+    if staged is not None:
+        next(follow)
+        yield staged

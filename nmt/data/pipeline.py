@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -162,17 +163,26 @@ def _pool(workers: int) -> Iterator[Executor | None]:
     """A pool of `workers` processes for one pass (None: work in this process), shut down at the end.
 
     fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would).
+    But not once CUDA (or NCCL, which needs it) is initialised: a forked child of a process with CUDA's threads
+    can deadlock, so such a process (nmt-train under torchrun on GPUs) spawns its workers.
     Each pass has its own pool so that no worker is alive while sentencepiece trains (the largest allocation).
     """
     if workers <= 1:
         yield None
         return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    forkable = "fork" in multiprocessing.get_all_start_methods() and not _cuda_initialized()
+    method = "fork" if forkable else "spawn"
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
     try:
         yield pool
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+def _cuda_initialized() -> bool:
+    """Whether this process has initialised CUDA (without importing torch when nothing has)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
 
 
 def _ordered(pool: Executor | None, fn: Callable, tasks: Iterable[tuple], window: int) -> Iterator[Any]:

@@ -27,6 +27,19 @@ def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
     return value
 
 
+def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """Rows of `x` (B, T, ...) at `keep`: a bool mask (B, T), or flat indices (N,) into B * T; None: all of `x`.
+
+    Indices computed on the host select without a device-to-host synchronisation, which a mask needs for its
+    count on a GPU.
+    """
+    if keep is None:
+        return x
+    if keep.dtype == torch.bool:
+        return x[keep]  # (N, ...)
+    return x.flatten(0, 1).index_select(0, keep)  # (N, ...)
+
+
 class Seq2Seq(nn.Module):
     """Base class of encoder-decoder models.
 
@@ -40,10 +53,11 @@ class Seq2Seq(nn.Module):
     max_positions: int | None = None  # the longest sequence (BOS or EOS included) it reads; None: any length
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
-                keep: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher-forced logits, (B, T, V); with `keep` (B, T) bool, only those positions' logits, (N, V).
+                keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits, (B, T, V); with `keep` only those positions' logits, (N, V).
 
-        `keep` lets training skip the output layer, the model's largest, on padding positions.
+        `keep` (see `select_positions`) lets training skip the output layer, the model's largest, on padding
+        positions. `src_lengths` (B,), on the CPU, saves a model that needs the lengths on the host a copy back.
         """
         raise NotImplementedError
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
 from nmt.models.attention import RNN_ATTENTION
-from nmt.models.base import Seq2Seq, State
+from nmt.models.base import Seq2Seq, State, select_positions
 from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
@@ -27,14 +27,36 @@ class GRUEncoder(nn.Module):
                           dropout=dropout if layers > 1 else 0.0)
         self.dropout = Dropout(dropout)
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """States (B, S, H), zero on padding, and the final states of every layer and direction (B, L * H)."""
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor,
+                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """States (B, S, H), zero on padding, and the final states of every layer and direction (B, L * H).
+
+        `lengths` (B,) on the CPU, when the caller has them: then nothing is copied back from the device.
+        """
         x = self.dropout(self.embed(src))  # (B, S, E)
-        lengths = src_mask.sum(1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, final = self.rnn(packed)  # final: (2L, B, H/2), in the batch's original order
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
+        if lengths is not None and x.device.type != "cpu":
+            out, final = self.run_sorted(x, lengths)
+        else:
+            lengths = src_mask.sum(1).cpu() if lengths is None else lengths
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            out, final = self.rnn(packed)  # final: (2L, B, H/2), in the batch's original order
+            out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
         return self.dropout(out), final.transpose(0, 1).reshape(src.size(0), -1)
+
+    def run_sorted(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The GRU over embedded `x` (B, S, E) of host `lengths` (B,) -> states (B, S, H), finals (2L, B, H/2).
+
+        Sorted on the host, the orders copied without waiting: torch's own unsorted packing copies them to the
+        device and back, each a wait for the device.
+        """
+        lengths, order = torch.sort(lengths.long(), descending=True, stable=True)  # (B,), (B,)
+        moves = torch.stack([order, torch.argsort(order)])  # (2, B): into sorted order and back
+        moves = (moves.pin_memory() if x.device.type == "cuda" else moves).to(x.device, non_blocking=True)
+        packed = pack_padded_sequence(x.index_select(0, moves[0]), lengths, batch_first=True)
+        out, final = self.rnn(packed)  # final: (2L, B, H/2), sorted
+        out, _ = pad_packed_sequence(PackedSequence(out.data, out.batch_sizes), batch_first=True,
+                                     total_length=x.size(1))  # (B, S, H), sorted
+        return out.index_select(0, moves[1]), final.index_select(1, moves[1])
 
 
 class RNNSeq2Seq(Seq2Seq):
@@ -69,8 +91,8 @@ class RNNSeq2Seq(Seq2Seq):
         if cfg.tie_embeddings and emb == hidden:
             self.output.weight = self.tgt_embed.weight
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
-        memory, final = self.encoder(src, src_mask)
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor, src_lengths: torch.Tensor | None = None) -> State:
+        memory, final = self.encoder(src, src_mask, src_lengths)
         return {"memory": memory, "final": final}  # (B, S, H), (B, L_enc * H)
 
     def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
@@ -107,10 +129,10 @@ class RNNSeq2Seq(Seq2Seq):
         return torch.cat(vectors, 1), weights[:, -1], {**state, "hidden": hidden.transpose(0, 1), "feed": feed}
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
-                keep: torch.Tensor | None = None) -> torch.Tensor:
-        state = self.init_state(self.encode(src, src_mask), src_mask)
+                keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
+        state = self.init_state(self.encode(src, src_mask, src_lengths), src_mask)
         vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)  # (B, T, H)
-        return self.output(vectors if keep is None else vectors[keep])  # (B, T, V) or (N, V)
+        return self.output(select_positions(vectors, keep))  # (B, T, V) or (N, V)
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         vectors, weights, state = self._decode(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)

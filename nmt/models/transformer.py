@@ -10,7 +10,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
-from nmt.models.base import Seq2Seq, State
+from nmt.models.base import Seq2Seq, State, select_positions
 from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ class Transformer(Seq2Seq):
         return {"memory": self.encoder_norm(x)}  # (B, S, d)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
-                keep: torch.Tensor | None = None) -> torch.Tensor:
+                keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
         memory = self.encode(src, src_mask)["memory"]
         length = tgt_in.size(1)
         x = self.tgt_embed(tgt_in, torch.arange(length, device=tgt_in.device))  # (B, T, d)
@@ -225,7 +225,7 @@ class Transformer(Seq2Seq):
         memory_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.decoder_layers:
             x = layer(x, memory, self_mask, memory_mask)
-        return self.output(self.decoder_norm(x if keep is None else x[keep]))  # (B, T, V) or (N, V)
+        return self.output(self.decoder_norm(select_positions(x, keep)))  # (B, T, V) or (N, V)
 
     def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
         states = memory["memory"]  # (B, S, d)
