@@ -6,11 +6,15 @@ active batch (`reorder_state` to the remaining rows), so a batch costs what its 
 
 Beam search keeps, per sentence, the `beam` best finished hypotheses by score = log_prob / lp, with the GNMT
 penalty lp = ((5 + length) / 6) ** alpha, where length counts the scored tokens (EOS included). Each step takes
-the best 2 * beam expansions of the sentence; the EOS ones among the first `beam` are finished, the best
-`beam` non-EOS ones continue. Stopping rule: a sentence is done when it holds `beam` finished hypotheses and the
-best active beam's score, normalised at its current length, is no better than the worst of them (exact for
-alpha <= 0, where extending a hypothesis never raises its score; the usual heuristic for alpha > 0, and it keeps
-beam 1 identical to greedy for every alpha), or when it reaches its maximum length.
+the best 2 * beam expansions of the sentence by summed log-probability; the EOS ones among the first `beam` are
+finished, the best `beam` non-EOS ones continue. A sentence is done at its maximum length, or by the stopping rule:
+- `finished` (the default, as in CTranslate2, fairseq and Hugging Face): once `beam` hypotheses have finished.
+  The search never looks at alpha, which only ranks the finished hypotheses.
+- `bound`: once it holds `beam` finished hypotheses and the best active beam's score, normalised at its current
+  length, is no better than the worst of them (exact for alpha <= 0, where extending a hypothesis never raises its
+  score; a heuristic for alpha > 0 that keeps searching while a longer hypothesis might still win, so at a large
+  alpha it goes on to long outputs, which it then prefers).
+Both keep beam 1 identical to greedy for every alpha.
 
 Every hypothesis carries the same score in both searches: its summed log-probability (EOS included) divided by
 that penalty, so beam 1 gives greedy's tokens and scores. An `Ensemble` of models is itself a `Seq2Seq`, so
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmt.config import DecodeConfig
+from nmt.config import STOP_RULES, DecodeConfig
 from nmt.models.base import Seq2Seq, State
 
 NEG_INF = float("-inf")
@@ -104,13 +108,16 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam: int, length_penalty: float,
                 max_len_a: float, max_len_b: float, n_best: int = 1,
-                return_attention: bool = False) -> list[list[Hypothesis]]:
-    """Batched beam search (B * beam rows); returns `n_best` hypotheses per sentence, best first.
+                return_attention: bool = False, stop: str = DecodeConfig.stop) -> list[list[Hypothesis]]:
+    """Batched beam search (B * beam rows) with the stopping rule `stop` ("finished" or "bound"); returns `n_best`
+    hypotheses per sentence, best first.
 
     Fewer come back only when the model gives fewer than `n_best` finite-probability candidates.
     """
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best ({n_best}) must be between 1 and beam ({beam})")
+    if stop not in STOP_RULES:
+        raise ValueError(f"stop must be one of {', '.join(STOP_RULES)}, not {stop!r}")
     k, eos = beam, model.eos_id
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
@@ -159,8 +166,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
                 if len(kept) == k:
                     worst[group] = kept[-1].score
         alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(k, dim=1)  # (n, K)
-        best_alive = alive_scores[:, 0] / gnmt_penalty(step + 1, length_penalty)  # (n,) at its current length
-        done = (worst >= best_alive) | (limit <= step)  # (n,)
+        if stop == "bound":
+            best_alive = alive_scores[:, 0] / gnmt_penalty(step + 1, length_penalty)  # (n,) at its current length
+            done = (worst >= best_alive) | (limit <= step)  # (n,)
+        else:
+            done = (worst > NEG_INF) | (limit <= step)  # (n,) k finished: worst is the k-th's (finite) score
         keep = (~done).nonzero().squeeze(1)  # (n',)
         rows = top_rows.gather(1, pick)[keep].view(-1)  # (n'*K,)
         prev = top_tokens.gather(1, pick)[keep].view(-1)  # (n'*K,)
@@ -174,13 +184,13 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
 
 def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
                  return_attention: bool = False) -> list[list[Hypothesis]]:
-    """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise."""
+    """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise; `auto` length penalties
+    decode at `cfg.alpha`."""
     if cfg.beam == 1:
-        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention,
-                             cfg.length_penalty)
+        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention, cfg.alpha)
         return [[h] for h in hyps]
-    return beam_search(model, src, src_mask, cfg.beam, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b,
-                       cfg.n_best, return_attention)
+    return beam_search(model, src, src_mask, cfg.beam, cfg.alpha, cfg.max_len_a, cfg.max_len_b, cfg.n_best,
+                       return_attention, cfg.stop)
 
 
 class Ensemble(Seq2Seq):

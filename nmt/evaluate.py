@@ -7,18 +7,22 @@ the report `nmt-train` wrote.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import sacrebleu
 import torch
 
-from nmt.config import ConfigError, to_dict
-from nmt.data import read_pair, resolve_files
+from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, ConfigError, config_from_dict, to_dict
+from nmt.data import read_pair, resolve_files, sha256_file
+from nmt.export import MANIFEST, is_export, store_decode
 from nmt.models import count_parameters
 from nmt.translator import TorchEngine, Translator
 from nmt.utils import atomic_output
@@ -118,3 +122,71 @@ def summary(report: dict[str, Any]) -> str:
         f"  speed    {report['sentences_per_s']:.1f} sentences/s, {report['tgt_tokens_per_s']:.0f} target tokens/s "
         f"(beam {report['decode']['beam']}, {report['engine']} {report['precision']})",
     ])
+
+
+TUNING_SUMMARY = ("split", "sentences", "beam", "stop", "searches", "seconds", "bleu_signature", "table", "best")
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write a JSON report atomically."""
+    with atomic_output(path) as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+
+
+def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUNED_PENALTIES) -> dict[str, Any]:
+    """Validation BLEU at each length penalty, and the best one (ties: the one nearest UNTUNED_PENALTY).
+
+    Reads the validation split and nothing else. Each penalty is a search of its own, with everything else as
+    `translator` decodes: under `stop: finished` the search itself does not depend on the penalty, but where more
+    than `beam` hypotheses end at once, which ones are kept does (in CTranslate2 by its own form of the penalty),
+    so one search ranked under each penalty could differ from decoding at it.
+    """
+    sources, refs = split_pair(translator, "val")
+    refs = [translator.normalize(r) for r in refs]
+    decode = translator.decode
+    start = time.perf_counter()
+    outputs = {alpha: translator.with_decode(dataclasses.replace(decode, n_best=1, length_penalty=alpha))
+               .translate(sources) for alpha in penalties}
+    seconds = time.perf_counter() - start
+    bleu = sacrebleu.metrics.BLEU()
+    table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}
+             for alpha, hyps in outputs.items()]
+    best = max(table, key=lambda row: (row["bleu"], -abs(row["length_penalty"] - UNTUNED_PENALTY)))
+    settings = translator.settings()
+    del settings["decode"]["length_penalty"]  # the table's penalties are the ones searched
+    return {"split": "val", "sentences": len(sources), "beam": decode.beam, "stop": decode.stop,
+            "searches": len(penalties), "seconds": round(seconds, 3), "bleu_signature": str(bleu.get_signature()),
+            "table": table, "best": best["length_penalty"], **settings}
+
+
+def store_length_penalty(model: str | Path, alpha: float) -> Path:
+    """Write `alpha` into the decoding settings of a checkpoint (a run folder's final one) or an export's
+    manifest, atomically; returns the file written."""
+    if is_export(model):
+        store_decode(model, {"length_penalty": alpha})
+        return Path(model) / MANIFEST
+    path = find_checkpoint(model)
+    payload = load_checkpoint(path)
+    payload["config"]["decode"]["length_penalty"] = alpha
+    config_from_dict(payload["config"])  # the checkpoint must load as before
+    save_checkpoint(payload, path)
+    return path
+
+
+def tune_and_store(translator: Translator, model: str | Path) -> dict[str, Any]:
+    """Tune the length penalty of `model` (one checkpoint, run folder or export) on the validation split with
+    `translator`, store the best in it; the tuning report, naming the file written and its new sha256."""
+    tuning = tune_length_penalty(translator)
+    stored = store_length_penalty(model, tuning["best"])
+    return tuning | {"stored_in": str(stored), "stored_sha256": sha256_file(stored)}
+
+
+def penalty_table(tuning: dict[str, Any]) -> str:
+    """The tuning table as Markdown, the chosen penalty in bold."""
+    lines = [f"| length penalty | {tuning['split']} BLEU (beam {tuning['beam']}, stop: {tuning['stop']}) |",
+             "|---:|---:|"]
+    for row in tuning["table"]:
+        mark = "**" if row["length_penalty"] == tuning["best"] else ""
+        lines.append(f"| {mark}{row['length_penalty']:g}{mark} | {mark}{row['bleu']:.2f}{mark} |")
+    return "\n".join(lines)

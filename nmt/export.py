@@ -11,11 +11,13 @@ sha256 of every file, checked each time the folder is loaded.
 size, n-best, batches of `batch_tokens / beam` source tokens (cut by CTranslate2, one batch per CPU thread at
 a time), the per-sentence length cap floor(a * source length + b) (the search runs to the longest cap; longer
 outputs are cut to their sentence's cap and rescored with EOS there) and the length penalty
-alpha, which CTranslate2 applies as log-probability / length ** alpha while ranking its beams (`nmt.decode`
-uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). CTranslate2 returns every finished
-hypothesis of its beam, and they are ranked again with the GNMT penalty, so the n-best list is chosen as
-`nmt.decode` chooses it among the candidates CTranslate2 found. ctranslate2 is an optional dependency
-(`pip install 'nmt[deploy]'`), imported only here and only when used.
+alpha, which CTranslate2 applies as log-probability / length ** alpha while ranking its finished hypotheses
+(`nmt.decode` uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). Its search is the one of
+`decode.stop: finished` (a sentence ends once `beam` hypotheses have ended; at alpha 0 CTranslate2 also waits for
+the best beam to end), so `stop: bound` is refused. CTranslate2 returns the `beam` finished hypotheses, and they
+are ranked again with the GNMT penalty, so the n-best list is chosen as `nmt.decode` chooses it among the same
+candidates. ctranslate2 is an optional dependency (`pip install 'nmt[deploy]'`), imported only here and only
+when used.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from nmt.checkpoint import Loaded, load_model
 from nmt.config import DecodeConfig, config_from_dict, to_dict
 from nmt.data import sha256_file
 from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
-from nmt.fileio import new_mode
+from nmt.fileio import atomic_output, new_mode
 from nmt.models.transformer import Transformer, sinusoidal_table
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE, Tokenizer
 from nmt.translator import Member, Translator
@@ -249,6 +251,7 @@ class CTranslate2Engine:
     """Search with CTranslate2 over source ids, under the settings `nmt.decode` uses."""
 
     name = "ctranslate2"
+    stops = ("finished",)
 
     def __init__(self, folder: Path, tokenizer: Tokenizer, quantization: str, device: torch.device,
                  max_positions: int) -> None:
@@ -283,16 +286,17 @@ class CTranslate2Engine:
         tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
         # CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own: batch_tokens / beam
         # source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens (int8 beam 5 on 2
-        # cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000)
+        # cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000). min_decoding_length 0: EOS may
+        # come first (an empty output), as in nmt.decode; CTranslate2's default of 1 searches other hypotheses.
         outputs = self.translator.translate_batch(
             tokens, max_batch_size=max(1, cfg.batch_tokens // cfg.beam), batch_type="tokens", beam_size=cfg.beam,
-            num_hypotheses=cfg.beam, length_penalty=cfg.length_penalty, max_decoding_length=max(limits) + 1,
-            max_input_length=0, return_scores=True, return_end_token=True)
+            num_hypotheses=cfg.beam, length_penalty=cfg.alpha, max_decoding_length=max(limits) + 1,
+            max_input_length=0, min_decoding_length=0, return_scores=True, return_end_token=True)
         cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
         for i, (limit, out) in enumerate(zip(limits, outputs, strict=True)):
             for rank, (pieces, score) in enumerate(zip(out.hypotheses, out.scores, strict=True)):
                 ids = [self.tgt_ids[p] for p in pieces if p != self.eos]
-                results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** cfg.length_penalty))
+                results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** cfg.alpha))
                 if len(ids) > limit:
                     cut.append((i, rank, pieces[:limit]))
         if cut:  # forced EOS at the cap, as nmt.decode does: score the cut outputs with their EOS
@@ -303,10 +307,20 @@ class CTranslate2Engine:
                 results[i][rank].log_prob = float(sum(result.log_probs))
         for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** alpha; rank as nmt.decode
             for hyp in hyps:
-                hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.length_penalty)
+                hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.alpha)
             unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cut ones can meet
             results[i] = sorted(unique.values(), key=lambda hyp: -hyp.score)[:cfg.n_best]
         return results
+
+
+def store_decode(folder: str | Path, changes: dict[str, Any]) -> None:
+    """Write decoding settings into an export's manifest (checked first), atomically; the model files stay."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    manifest["config"]["decode"].update(changes)
+    config_from_dict(manifest["config"])  # refuse settings the manifest could not load with
+    with atomic_output(folder / MANIFEST) as handle:
+        handle.write(json.dumps(manifest, indent=2) + "\n")
 
 
 def load_export(folder: str | Path, device: torch.device, precision: str = "fp32") -> Translator:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from nmt.checkpoint import CheckpointError, Loaded, load_model
-from nmt.config import Config, DecodeConfig, decode_with
+from nmt.config import STOP_RULES, Config, ConfigError, DecodeConfig, decode_with
 from nmt.data import collate, normalize, sha256_file
 from nmt.decode import Ensemble, Hypothesis, decode_batch
 from nmt.models.base import Seq2Seq
@@ -35,6 +35,7 @@ class Engine(Protocol):
     precision: str
     device: torch.device
     max_positions: int | None  # the longest sequence (BOS or EOS included) the model reads; None: any length
+    stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
                return_attention: bool = False) -> list[list[Hypothesis]]: ...
@@ -59,6 +60,7 @@ class TorchEngine:
     """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
 
     name = "pytorch"
+    stops = STOP_RULES
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
@@ -142,8 +144,10 @@ class Translator:
         return [self.detokenize(hyps[0]) if hyps else "" for hyps in self.search(lines, warn)]
 
     def settings(self) -> dict[str, Any]:
-        """Everything that decides the output, for reports: search settings, engine, precision, models."""
-        return {"decode": dataclasses.asdict(self.decode), "engine": self.engine.name,
+        """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
+        number even where it is `auto`), engine, precision, models."""
+        decode = dataclasses.asdict(self.decode) | {"length_penalty": self.decode.alpha}
+        return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
                 "members": [dataclasses.asdict(m) for m in self.members]}
 
@@ -192,4 +196,8 @@ def load_translator(paths: Sequence[str | Path], device: torch.device, precision
         translator = load_export(paths[0], device, precision)
     else:
         translator = from_loaded([load_model(p, device) for p in paths], device, precision)
-    return translator.with_decode(decode_with(translator.decode, changes or {}, label))
+    decode = decode_with(translator.decode, changes or {}, label)
+    if decode.beam > 1 and decode.stop not in translator.engine.stops:
+        raise ConfigError(f"{label('stop')} {decode.stop}: the {translator.engine.name} engine stops a sentence only "
+                          f"by {', '.join(translator.engine.stops)}; decode a checkpoint for this rule")
+    return translator.with_decode(decode)

@@ -8,7 +8,8 @@ benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and 
 tokens/s (EOS included) of the PyTorch model one sentence at a time and batched (decode.batch_tokens source
 tokens per batch), and, per engine (PyTorch at --precision, then the run exported to CTranslate2 at each
 --export quantization, into a temporary folder), batched sentences/s, target tokens/s and BLEU on the same
-sentences with the same threads. --limit caps the sentences of the slow one-at-a-time measurement.
+sentences with the same threads; the model is named by its checkpoint sha256 and training updates. --limit caps
+the sentences of the slow one-at-a-time measurement.
 """
 
 from __future__ import annotations
@@ -118,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run_name} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
               f"({single['tgt_tokens_per_s']:.0f} tok/s), batched {batched['sentences_per_s']:.1f} sent/s "
               f"({batched['tgt_tokens_per_s']:.0f} tok/s), speed-up x{results[name]['speedup']:.1f}")
-    result = {"benchmark": "decode", "run": run_name, "checkpoint": str(first), "arch": pytorch.cfg.model.arch,
-              "split": args.split, "device": device_tag(device), "precision": args.precision,
-              "threads": torch.get_num_threads(), "batch_tokens": budget,
-              "length_penalty": pytorch.decode.length_penalty, "repeats": args.repeats, "searches": results}
+    member = pytorch.members[0]
+    result = {"benchmark": "decode", "run": run_name, "checkpoint": str(first), "checkpoint_sha256": member.sha256,
+              "updates": member.steps, "arch": pytorch.cfg.model.arch, "split": args.split,
+              "device": device_tag(device), "precision": args.precision, "threads": torch.get_num_threads(),
+              "batch_tokens": budget, "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop,
+              "repeats": args.repeats, "searches": results}
     if args.export is not None:  # given, with or without quantizations
         engines: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:

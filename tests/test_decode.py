@@ -1,4 +1,5 @@
-"""Search invariants: hand-worked beam results, batch invariance, beam 1 == greedy, lengths, n-best."""
+"""Search invariants: hand-worked beam results under both stopping rules, batch invariance, beam 1 == greedy,
+lengths, n-best, ensembles."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search, max_lengths
+from nmt.decode import Ensemble, Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search, max_lengths
 from nmt.models.base import Seq2Seq, State
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -90,6 +91,15 @@ SCRIPT = {
     (A, A): {EOS_ID: 0.6, B: 0.4},
 }
 ONLY_EOS = {EOS_ID: 1.0}
+# Beam 2, alpha 2: EOS (.3) and A EOS (.33) finish by step 2, while A C (.27) goes on to A C D EOS (.231).
+LONG = {
+    (): {A: 0.6, EOS_ID: 0.3, B: 0.1},
+    (A,): {EOS_ID: 0.55, C: 0.45},
+    (B,): {EOS_ID: 1.0},
+    (A, C): {D: 0.9, EOS_ID: 0.1},
+    (A, C, D): {EOS_ID: 0.95, D: 0.05},
+}
+STOPS = ["finished", "bound"]
 # EOS is never among the best expansions, so every hypothesis runs until EOS is forced.
 NO_EOS = {A: 0.4, B: 0.3, C: 0.2, D: 0.0999, EOS_ID: 1e-4}
 
@@ -139,50 +149,63 @@ def test_length_penalty_reorders_the_n_best() -> None:
     assert [h.log_prob for h in nbest] == pytest.approx([math.log(0.24), math.log(0.26)], abs=1e-5)
 
 
-def test_beam_one_on_the_script_is_greedy() -> None:
+@pytest.mark.parametrize("stop", STOPS)
+def test_beam_one_on_the_script_is_greedy(stop: str) -> None:
     src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 1, 1.0, 2.0, 5)
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 1, 1.0, 2.0, 5, stop=stop)
     assert [h.tokens for h in nbest] == [[A, C]]
 
 
-def test_max_length_is_per_sentence_and_eos_is_forced() -> None:
-    src, mask = one_source([1, 4])  # limits floor(1.5 * 1 + 1) = 2 and floor(1.5 * 4 + 1) = 7
-    model = ScriptedModel({}, NO_EOS)
-    greedy = greedy_search(model, src, mask, 1.5, 1)
-    assert [h.tokens for h in greedy] == [[A] * 2, [A] * 7]
-    assert greedy[1].log_prob == pytest.approx(7 * math.log(0.4) + math.log(1e-4), abs=1e-4)
-    assert model.rows_per_step == [2, 2, 2, 1, 1, 1, 1, 1]  # the short sentence leaves the batch
-    for nbest, limit in zip(beam_search(model, src, mask, 2, 1.0, 1.5, 1, n_best=2), [2, 7], strict=True):
-        assert [len(h.tokens) for h in nbest] == [limit, limit]
-        assert nbest[0].tokens == [A] * limit and sorted(nbest[1].tokens) == [A] * (limit - 1) + [B]
+def test_finished_rule_stops_once_beam_hypotheses_have_ended() -> None:
+    # Step 1: A .6 and EOS .3 are the first two: EOS finishes ([], score log .3 / 1). Step 2: A EOS .33 and
+    # A C .27 are the first two: A EOS finishes (log .33 / (7/6)^2 = -0.81), the second: the sentence is done.
+    src, mask = one_source([3])
+    model = ScriptedModel(LONG, ONLY_EOS)
+    (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="finished")
+    assert [h.tokens for h in nbest] == [[A], []]
+    assert nbest[0].score == pytest.approx(math.log(0.33) / (7 / 6) ** 2, abs=1e-5)
+    assert model.rows_per_step == [2, 2]
 
 
-def test_batch_shrinks_as_sentences_finish() -> None:
-    src, mask = one_source([1, 4])
-    model = ScriptedModel({}, NO_EOS)
-    beam_search(model, src, mask, 3, 1.0, 1.5, 1)
-    assert model.rows_per_step == [6, 6, 6, 3, 3, 3, 3, 3]
+def test_bound_rule_keeps_searching_and_prefers_the_long_output() -> None:
+    # After step 2 the worst finished scores log .3 = -1.20, but A C, normalised at length 2, scores
+    # log .27 / (7/6)^2 = -0.96: it could still win. A C D EOS (.231) scores log .231 / (9/6)^2 = -0.65 and does;
+    # then A C D D (log .012 / (9/6)^2 = -1.96) cannot beat A EOS (-0.81): done after four steps.
+    src, mask = one_source([3])
+    model = ScriptedModel(LONG, ONLY_EOS)
+    (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="bound")
+    assert [h.tokens for h in nbest] == [[A, C, D], [A]]
+    assert nbest[0].log_prob == pytest.approx(math.log(0.6 * 0.45 * 0.9 * 0.95), abs=1e-5)
+    assert model.rows_per_step == [2, 2, 2, 2]
 
 
-@pytest.mark.parametrize("alpha", [0.0, 1.0])
-def test_beam_one_equals_greedy(alpha: float) -> None:
+@pytest.mark.parametrize("stop", STOPS)
+def test_both_rules_agree_without_penalty_on_the_script(stop: str) -> None:
+    src, mask = one_source([3])
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 0.0, 2.0, 5, n_best=2, stop=stop)
+    assert [h.tokens for h in nbest] == [[B], [A, C]]
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
+def test_beam_one_equals_greedy(alpha: float, stop: str) -> None:
     model = ToyGRU()
     src, mask = random_batch(16, seed=1)
     greedy = greedy_search(model, src, mask, 1.5, 3)
-    beam = beam_search(model, src, mask, 1, alpha, 1.5, 3)
+    beam = beam_search(model, src, mask, 1, alpha, 1.5, 3, stop=stop)
     assert [as_tuples([h]) for h in greedy] == [as_tuples(nbest) for nbest in beam]
     assert len({len(h.tokens) for h in greedy}) > 3  # the toy model ends sentences at varied lengths
 
 
-@pytest.mark.parametrize("search", ["greedy", "beam"])
+@pytest.mark.parametrize("search", ["greedy", "beam finished", "beam bound", "ensemble finished", "ensemble bound"])
 def test_same_result_alone_and_in_a_batch_of_64(search: str) -> None:
-    model = ToyGRU()
+    model = ToyGRU() if not search.startswith("ensemble") else Ensemble([ToyGRU(seed=0), ToyGRU(seed=1)])
     src, mask = random_batch(64, seed=2)
 
     def run(s: torch.Tensor, m: torch.Tensor) -> list[list[Hypothesis]]:
         if search == "greedy":
             return [[h] for h in greedy_search(model, s, m, 1.2, 2)]
-        return beam_search(model, s, m, 4, 1.0, 1.2, 2, n_best=2)
+        return beam_search(model, s, m, 4, 2.0, 1.2, 2, n_best=2, stop=search.split()[1])
 
     batched = run(src, mask)
     lengths = mask.sum(1)
@@ -214,6 +237,32 @@ def test_attention_rows_cover_tokens_and_real_source() -> None:
             assert h.attention is not None and h.attention.shape == (len(h.tokens) + 1, length)
             assert torch.allclose(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-5)
     assert greedy_search(model, src, mask, 1.5, 3)[0].attention is None
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_ensemble_beam_one_is_greedy_and_one_model_twice_is_the_model(stop: str) -> None:
+    src, mask = random_batch(16, seed=8)
+    pair = Ensemble([ToyGRU(seed=0), ToyGRU(seed=1)])
+    greedy = greedy_search(pair, src, mask, 1.5, 3)
+    assert [as_tuples([h]) for h in greedy] == [as_tuples(n) for n in beam_search(pair, src, mask, 1, 1.0, 1.5, 3,
+                                                                                    stop=stop)]
+    single = beam_search(ToyGRU(seed=0), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
+    twice = beam_search(Ensemble([ToyGRU(seed=0), ToyGRU(seed=0)]), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
+    assert [[h.tokens for h in n] for n in single] == [[h.tokens for h in n] for n in twice]
+
+
+def test_decode_batch_follows_the_config_and_auto_decodes_at_one() -> None:
+    model = ToyGRU()
+    src, mask = random_batch(6, seed=9)
+    auto = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty="auto", max_len_a=1.5, max_len_b=3))
+    one = beam_search(model, src, mask, 3, 1.0, 1.5, 3)
+    assert [as_tuples(n) for n in auto] == [as_tuples(n) for n in one]
+    bound = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty=2.0, stop="bound", max_len_a=1.5,
+                                                        max_len_b=3))
+    assert [as_tuples(n) for n in bound] == [as_tuples(n) for n in beam_search(model, src, mask, 3, 2.0, 1.5, 3,
+                                                                               stop="bound")]
+    with pytest.raises(ValueError, match="stop must be one of finished, bound"):
+        beam_search(model, src, mask, 3, 1.0, 1.5, 3, stop="early")
 
 
 def test_decode_batch_dispatches_on_beam() -> None:

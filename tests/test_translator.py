@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
 
-from nmt.checkpoint import load_model
+from nmt.checkpoint import load_bundle, load_model, save_bundle
 from nmt.cli import evaluate_main, train_main, translate_main
-from nmt.config import ConfigError, DecodeConfig, decode_with
-from nmt.data import read_pair, resolve_files
+from nmt.config import TUNED_PENALTIES, ConfigError, DecodeConfig, decode_with
+from nmt.data import read_pair, resolve_files, sha256_file
 from nmt.decode import Ensemble, gnmt_penalty
+from nmt.evaluate import score, split_pair, tune_length_penalty
 from nmt.translator import from_loaded, load_translator
 from tests.conftest import tiny_config
 
@@ -29,6 +31,8 @@ CPU = torch.device("cpu")
     ({"max_len_a": 1e18}, "decode.max_len_a: got 1e+18, allowed: a number in [0, 1000]"),
     ({"max_len_b": 10**20}, "decode.max_len_b: got 100000000000000000000, allowed: an integer in [0, 100000]"),
     ({"max_len_b": 10**400}, "decode.max_len_b: got 1000000000"),
+    ({"length_penalty": "best"}, "decode.length_penalty: got 'best', allowed: a finite number >= 0 or auto"),
+    ({"stop": "early"}, "decode.stop: 'early' is not one of finished, bound"),
 ])
 def test_impossible_decoding_settings_are_refused(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -141,7 +145,7 @@ def test_report_records_how_it_was_decoded(trained_run, tmp_path):
     report = json.loads(out.read_text())
     assert report["decode"] | {"batch_tokens": 0} == {"beam": 3, "length_penalty": 0.7, "max_len_a": 1.5,
                                                       "max_len_b": 7, "batch_tokens": 0, "n_best": 1,
-                                                      "max_source_tokens": 250}
+                                                      "max_source_tokens": 250, "stop": "finished"}
     assert report["engine"] == "pytorch" and report["precision"] == "fp32"
     assert report["command"].startswith("nmt-evaluate ") and "--length-penalty 0.7" in report["command"]
     (member,) = report["members"]
@@ -181,3 +185,65 @@ def test_decoding_never_passes_the_positions_a_transformer_has(tmp_path):
 def test_a_line_without_subwords_translates_to_an_empty_line(trained_run):
     translator = load_translator([trained_run], CPU)
     assert translator.translate(["\u200b\u200b", "", "Ein Hund."])[:2] == ["", ""]
+
+
+def test_auto_penalty_is_chosen_on_validation_at_the_end_of_training(trained_run):
+    """The shared run trains with decode.length_penalty auto (the default): its final checkpoint holds the best
+    penalty of the validation table, which is in length_penalty.json, eval_test.json and train.log."""
+    tuning = json.loads((trained_run / "length_penalty.json").read_text())
+    assert tuning["split"] == "val" and tuning["searches"] == 4 and tuning["stop"] == "finished"
+    assert [row["length_penalty"] for row in tuning["table"]] == list(TUNED_PENALTIES)
+    best = max(row["bleu"] for row in tuning["table"])
+    assert tuning["best"] in TUNED_PENALTIES and tuning["table"][TUNED_PENALTIES.index(tuning["best"])]["bleu"] == best
+    loaded = load_model(trained_run, CPU)
+    assert loaded.cfg.decode.length_penalty == tuning["best"]
+    assert tuning["stored_in"] == str(loaded.path) and tuning["stored_sha256"] == sha256_file(loaded.path)
+    report = json.loads((trained_run / "eval_test.json").read_text())
+    assert report["length_penalty_tuning"]["table"] == tuning["table"]
+    assert report["decode"]["length_penalty"] == tuning["best"]
+    assert report["checkpoint_sha256"] == sha256_file(loaded.path)
+    assert "| length penalty | val BLEU" in (trained_run / "train.log").read_text(encoding="utf-8")
+
+
+def test_the_tuning_table_scores_like_a_decode_at_each_penalty(trained_run):
+    translator = load_translator([trained_run], CPU)
+    tuning = tune_length_penalty(translator)
+    sources, refs = split_pair(translator, "val")
+    for row in tuning["table"]:
+        hyps = translator.with_decode(decode_with(translator.decode, {"length_penalty": row["length_penalty"]}))
+        assert score(hyps.translate(sources), [translator.normalize(r) for r in refs])["bleu"] == row["bleu"]
+
+
+def test_tuning_reads_only_the_validation_split_and_stores_its_choice(trained_run, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    files = resolve_files(load_model(run, CPU).cfg, log=lambda _msg: None)
+
+    def validation_only(src, tgt):
+        assert (src, tgt) == tuple(files["val"]), f"tuning read {src}"
+        return read_pair(src, tgt)
+
+    monkeypatch.setattr("nmt.evaluate.read_pair", validation_only)
+    for flags in (["--split", "test"], [], ["--split", "val", "--src", str(files["val"][0]), "--ref",
+                                            str(files["val"][1])]):
+        assert evaluate_main([str(run), "--tune-length-penalty", *flags]) == 1
+        err = capsys.readouterr().err
+        assert "--tune-length-penalty: the penalty is chosen on the validation split only" in err
+        assert err.count("\n") == 1
+    assert evaluate_main([str(run), "--split", "val", "--tune-length-penalty", "--length-penalty", "1"]) == 1
+    assert "leave out --length-penalty" in capsys.readouterr().err
+    checkpoint = run / "checkpoints" / "best.pt"
+    bundle = load_bundle(checkpoint)
+    bundle.config["decode"]["length_penalty"] = "auto"  # as the run's other checkpoints hold it
+    save_bundle(bundle, checkpoint)
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund.\n", encoding="utf-8")
+    assert translate_main(["-c", str(run), "-i", str(src), "-o", str(tmp_path / "out.en")]) == 0
+    assert "auto but was never tuned; decoding at 1.0" in capsys.readouterr().err
+    assert evaluate_main([str(run), "--split", "val", "--tune-length-penalty", "--beam", "3"]) == 0
+    out = capsys.readouterr().out
+    tuning = json.loads((run / "length_penalty.json").read_text())
+    assert tuning["beam"] == 3 and tuning["command"].endswith("--tune-length-penalty --beam 3")
+    assert f"length penalty {tuning['best']:g} stored in {checkpoint}" in out and "| length penalty |" in out
+    assert load_model(run, CPU).cfg.decode.length_penalty == tuning["best"]
+    assert load_bundle(checkpoint).progress == bundle.progress and tuning["stored_sha256"] == sha256_file(checkpoint)
