@@ -37,6 +37,17 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
 
 
+def row_classes(weights: torch.Tensor, thresholds: Thresholds | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which rows of (T, S) attention are over-focused and which near-uniform: two (T,) bool tensors."""
+    thresholds = thresholds or Thresholds()
+    cols = weights.shape[-1]
+    focused = weights.max(dim=-1).values > thresholds.focused  # (T,)
+    if cols < 2:  # one source position: a zero-entropy row is not near-uniform (log(1) = 0 would say it is)
+        return focused, torch.zeros_like(focused)
+    uniform = row_entropy(weights) > thresholds.uniform * math.log(cols)  # (T,)
+    return focused, uniform
+
+
 def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None,
                     per_row: bool = False) -> dict[str, Any]:
     """Summary of one sentence's cross-attention rows (T, S); with `per_row`, also each row's entropy and peak."""
@@ -45,14 +56,15 @@ def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None,
     entropy = row_entropy(weights)  # (T,)
     peak = weights.max(dim=-1).values  # (T,)
     max_entropy = torch.log(torch.tensor(float(cols), dtype=torch.float64)) if cols > 1 else torch.tensor(1.0)
+    focused, uniform = row_classes(weights, thresholds)  # (T,) each
     stats: dict[str, Any] = {
         "rows": rows,
         "source_len": cols,
         "mean_entropy": float(entropy.mean()),
         "mean_norm_entropy": float((entropy / max_entropy).mean()) if cols > 1 else 0.0,
         "mean_max_weight": float(peak.mean()),
-        "focused_share": float((peak > thresholds.focused).double().mean()),
-        "uniform_share": float((entropy > thresholds.uniform * max_entropy).double().mean()) if cols > 1 else 0.0,
+        "focused_share": float(focused.double().mean()),
+        "uniform_share": float(uniform.double().mean()),
     }
     if per_row:
         stats["row_entropy"] = [round(float(e), 4) for e in entropy]

@@ -8,16 +8,30 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nmt.config import ConfigError
 from nmt.fileio import atomic_output
+
+INSTALL_TENSORBOARD = "pip install tensorboard (or make install, which installs the serve extra)"
+
+
+def check_tensorboard(wanted: bool) -> None:
+    """Fail before training starts when `train.tensorboard` asks for a package that is not installed."""
+    if not wanted:
+        return
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401 - the import is the check
+    except ImportError:
+        raise ConfigError(f"train.tensorboard: true needs the tensorboard package; {INSTALL_TENSORBOARD}") from None
 
 
 class MetricsLog:
     """Appends one JSON line per record; `truncate` drops lines after a resumed checkpoint's step."""
 
-    def __init__(self, run_dir: Path, enabled: bool) -> None:
+    def __init__(self, run_dir: Path, enabled: bool, tensorboard: bool = False) -> None:
+        check_tensorboard(tensorboard)
         self.path = run_dir / "metrics.jsonl"
         self.tb_dir = run_dir / "tensorboard"
-        self.enabled = enabled
+        self.enabled, self.tensorboard = enabled, tensorboard
         self.tb = None
         self.window = [time.monotonic(), 0.0, 0.0]  # since the last train entry: start, target and source tokens
 
@@ -41,13 +55,11 @@ class MetricsLog:
             handle.writelines(kept)
 
     def open(self) -> None:
-        """Start TensorBoard event files too, when tensorboard is installed."""
-        if not self.enabled:
+        """Start TensorBoard event files too, when `train.tensorboard` asks for them."""
+        if not self.enabled or not self.tensorboard:
             return
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return
+        from torch.utils.tensorboard import SummaryWriter
+
         self.tb = SummaryWriter(str(self.tb_dir))
 
     def record(self, entry: dict[str, Any]) -> None:

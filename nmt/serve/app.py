@@ -1,0 +1,240 @@
+"""The FastAPI application: POST /translate, POST /attention, GET /health and the explorer page at GET /.
+
+Every error is a 4xx or 5xx answer with one line of JSON, {"error": "..."}; no request can stop the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from nmt.config import ConfigError, DecodeConfig, decode_with
+from nmt.diagnostics import Thresholds
+from nmt.serve.attention import explain
+from nmt.serve.batcher import Batcher
+from nmt.translator import Translator
+
+T = TypeVar("T")
+SETTINGS = ("beam", "n_best", "length_penalty")  # what a request may change, each checked like its CLI flag
+INTEGER_SETTINGS = ("beam", "n_best")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; larger requests get 413, a full queue 503."""
+
+    max_sentences: int = 64
+    max_chars: int = 20_000  # all sentences of a request together
+    max_beam: int = 16
+    max_queue: int = 1024  # requests waiting for the decoder
+
+    @property
+    def max_body_bytes(self) -> int:
+        return 8 * self.max_chars + 4096  # room for JSON escapes (\u00e4 is 6 bytes) and the settings
+
+
+class ApiError(Exception):
+    """An answer with a status code and a one-line message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, " ".join(message.split())
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready."""
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
+
+
+async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
+    """The request body as a JSON object, read up to the size limit."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise ApiError(413, f"request body of {declared} bytes exceeds {limits.max_body_bytes}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limits.max_body_bytes:
+            raise ApiError(413, f"request body exceeds {limits.max_body_bytes} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as err:
+        raise ApiError(400, f"the body is not valid JSON ({type(err).__name__}: {str(err)[:120]})") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def check_fields(body: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError(400, f"unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
+    if "src" not in body:
+        raise ApiError(400, "missing field 'src'")
+
+
+def settings(body: dict[str, Any], base: DecodeConfig, keys: tuple[str, ...], limits: Limits) -> DecodeConfig:
+    """`base` with the request's settings applied, checked as nmt-translate checks its flags."""
+    changes = {}
+    for key in keys:
+        value = body.get(key)
+        if value is None:
+            continue
+        integer = key in INTEGER_SETTINGS
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            kind = "an integer" if integer else "a number"
+            raise ApiError(400, f"{key} must be {kind}, got {json.dumps(value)[:40]}")
+        changes[key] = value
+    if changes.get("beam", 0) > limits.max_beam:
+        raise ApiError(422, f"beam: got {changes['beam']}, this server allows at most {limits.max_beam} (--max-beam)")
+    try:
+        return decode_with(base, changes, label=lambda key: key)
+    except ConfigError as err:
+        raise ApiError(422, str(err)) from None
+
+
+def check_text(lines: list[Any], limits: Limits) -> None:
+    if not all(isinstance(line, str) for line in lines):
+        raise ApiError(400, "src must hold strings only")
+    for line in lines:
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, "src holds a lone surrogate (\\ud800-\\udfff): not text") from None
+    if len(lines) > limits.max_sentences:
+        raise ApiError(413, f"{len(lines)} sentences; at most {limits.max_sentences} per request")
+    chars = sum(len(line) for line in lines)
+    if chars > limits.max_chars:
+        raise ApiError(413, f"{chars} characters; at most {limits.max_chars} per request")
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone (the body has been read, so only a disconnect can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """The result of `work`, or ClientGone, cancelling the work, when the client disconnects first."""
+    task, watcher = asyncio.ensure_future(work), asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()  # cancels the batcher's future: the worker skips it
+        raise ClientGone
+    try:
+        return task.result()
+    except torch.OutOfMemoryError:
+        raise ApiError(503, "out of memory while decoding; send fewer or shorter sentences") from None
+    except Exception as err:  # noqa: BLE001 - one line for the client; the server goes on
+        raise ApiError(500, f"decoding failed: {type(err).__name__}: {str(err)[:200]}") from None
+
+
+def _health(translator: Translator, limits: Limits) -> dict[str, Any]:
+    members = translator.members
+    name = translator.cfg.name if translator.cfg is not None else Path(members[0].path).name
+    return {"status": "ok", "name": name, "sha256": [m.sha256 for m in members] if len(members) > 1
+            else members[0].sha256, "arch": translator.cfg.model.arch if translator.cfg else None,
+            "attention": translator.engine.name == "pytorch", "settings": translator.settings(),
+            "limits": asdict(limits)}
+
+
+def create_app(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,
+               wait_ms: float = 5.0) -> FastAPI:
+    """The service around `translator`; its Batcher (app.state.batcher) lives as long as the application."""
+    limits, thresholds = limits or Limits(), thresholds or Thresholds()
+    page = (resources.files("nmt.serve") / "static" / "index.html").read_text(encoding="utf-8")
+    health = _health(translator, limits)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.batcher = Batcher(translator, wait_ms)
+        yield
+        await asyncio.to_thread(app.state.batcher.close)  # uvicorn has let the requests in flight finish
+
+    app = FastAPI(title="nmt-serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, err: ApiError) -> JSONResponse:
+        return _error(err.status, err.message)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, err: HTTPException) -> JSONResponse:
+        return _error(err.status_code, str(err.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(400, str(err))
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(_request: Request, _err: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it
+
+    def batcher(request: Request) -> Batcher:
+        queued: Batcher = request.app.state.batcher
+        if queued.queue.qsize() >= limits.max_queue:
+            raise ApiError(503, f"{limits.max_queue} requests are waiting already; try again shortly")
+        return queued
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.get("/health")
+    async def get_health() -> dict[str, Any]:
+        return health
+
+    @app.post("/translate")
+    async def translate(request: Request) -> dict[str, Any]:
+        body = await read_json(request, limits)
+        check_fields(body, ("src", *SETTINGS))
+        lines = body["src"]
+        if not isinstance(lines, list):
+            raise ApiError(400, f"src must be a list of strings, got {type(lines).__name__}")
+        check_text(lines, limits)
+        decode = settings(body, translator.decode, SETTINGS, limits)
+        results = await unless_gone(request, batcher(request).translate(lines, decode)) if lines else []
+        out: dict[str, Any] = {
+            "translations": [translator.detokenize(hyps[0]) if hyps else "" for hyps in results],
+            "scores": [round(hyps[0].score, 4) if hyps else None for hyps in results],
+            "settings": {key: getattr(decode, key) for key in SETTINGS}}
+        if decode.n_best > 1:
+            out["n_best"] = [[{"text": translator.detokenize(h), "score": round(h.score, 4)} for h in hyps]
+                             for hyps in results]
+        return out
+
+    @app.post("/attention")
+    async def attention(request: Request) -> dict[str, Any]:
+        body = await read_json(request, limits)
+        check_fields(body, ("src", "beam", "length_penalty"))
+        if not isinstance(body["src"], str):
+            raise ApiError(400, f"src must be one sentence (a string), got {type(body['src']).__name__}")
+        check_text([body["src"]], limits)
+        if translator.engine.name != "pytorch":
+            raise ApiError(400, "an exported model gives no attention weights; serve a checkpoint or run folder "
+                                "for /attention")
+        decode = settings(body, replace(translator.decode, n_best=1), ("beam", "length_penalty"), limits)
+        call = functools.partial(explain, translator.with_decode(decode), body["src"], thresholds)
+        result = await unless_gone(request, batcher(request).run(call))
+        return {**result, "thresholds": asdict(thresholds),
+                "settings": {"beam": decode.beam, "length_penalty": decode.length_penalty}}
+
+    return app

@@ -1,0 +1,133 @@
+"""Dynamic batching: requests arriving within a few milliseconds are decoded together by one worker thread.
+
+The event loop only queues work and awaits futures; tokenization, search and attention all run on the worker,
+which is also the only thread that touches the model. A request whose client went away before its batch
+started is dropped without being decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nmt.config import DecodeConfig
+from nmt.decode import Hypothesis
+from nmt.translator import Translator
+
+
+@dataclass
+class Job:
+    """Lines to translate with `decode`, or (with `call`) one function to run alone on the worker."""
+
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    lines: Sequence[str] = ()
+    decode: DecodeConfig | None = None
+    call: Callable[[], Any] | None = None
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled: the client disconnected
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class Batcher:
+    """A queue and one decoding thread. `batches` counts the searches run (one per group of equal settings)."""
+
+    def __init__(self, translator: Translator, wait_ms: float = 5.0, budget: int | None = None) -> None:
+        self.translator = translator
+        self.wait = wait_ms / 1000.0
+        self.budget = budget or translator.decode.batch_tokens
+        self.batches = 0
+        self.queue: queue.Queue[Job | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="nmt-serve-decoder", daemon=True)
+        self.thread.start()
+
+    async def translate(self, lines: Sequence[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The n-best lists of `lines`, decoded in a batch with whatever other requests arrive meanwhile."""
+        loop = asyncio.get_running_loop()
+        job = Job(loop.create_future(), loop, lines, decode)
+        self.queue.put(job)
+        return await job.future
+
+    async def run(self, call: Callable[[], Any]) -> Any:
+        """Run `call` on the worker thread, between batches (for work that needs the model to itself)."""
+        loop = asyncio.get_running_loop()
+        job = Job(loop.create_future(), loop, call=call)
+        self.queue.put(job)
+        return await job.future
+
+    def close(self) -> None:
+        """Finish the queued work, then stop the worker."""
+        self.queue.put(None)
+        self.thread.join()
+
+    def _run(self) -> None:
+        pending: list[Job | None] = []  # what ended the last batch: a lone call, or the stop
+        while True:
+            job = pending.pop() if pending else self.queue.get()
+            if job is None:
+                return
+            if job.call is not None:
+                self._call(job)
+                continue
+            jobs = [job]
+            try:
+                self._collect(jobs, pending)
+                self._decode(jobs)
+            except Exception as err:  # noqa: BLE001 - fail these requests, keep serving
+                for failed in jobs:
+                    failed.loop.call_soon_threadsafe(_settle, failed.future, None, err)
+
+    def _tokens(self, job: Job) -> int:
+        return sum(len(ids) + 1 for ids in self.translator.encode(job.lines))  # + EOS
+
+    def _collect(self, jobs: list[Job], pending: list[Job | None]) -> None:
+        """Add the translation jobs arriving within the wait to `jobs`, up to the token budget."""
+        tokens, deadline = self._tokens(jobs[0]), time.monotonic() + self.wait
+        while tokens < self.budget and (left := deadline - time.monotonic()) > 0:
+            try:
+                extra = self.queue.get(timeout=left)
+            except queue.Empty:
+                return
+            if extra is None or extra.call is not None:
+                pending.append(extra)  # runs after this batch
+                return
+            jobs.append(extra)
+            tokens += self._tokens(extra)
+
+    def _call(self, job: Job) -> None:
+        if job.future.cancelled():
+            return
+        try:
+            result, error = job.call(), None
+        except Exception as err:  # noqa: BLE001 - a failing request must not stop the worker
+            result, error = None, err
+        job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+
+    def _decode(self, jobs: list[Job]) -> None:
+        """One search per group of jobs with equal settings; each job gets its own slice of the results."""
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            if not job.future.cancelled():
+                groups.setdefault(dataclasses.astuple(job.decode), []).append(job)
+        for group in groups.values():
+            decode = group[0].decode
+            lines = [line for job in group for line in job.lines]
+            results = self.translator.with_decode(decode).search(lines)
+            self.batches += 1
+            start = 0
+            for job in group:
+                part = results[start:start + len(job.lines)]
+                start += len(job.lines)
+                job.loop.call_soon_threadsafe(_settle, job.future, part, None)

@@ -1,0 +1,151 @@
+"""Throughput and latency of nmt-serve: N one-sentence requests from C concurrent clients over the loopback.
+
+Usage: python scripts/bench_serve.py RUN [--clients 1 8 32] [--requests 256] [--seconds 60] [--split test]
+       [--batch-wait-ms 5] [--beam B]
+
+Starts `nmt-serve -c RUN` on a free loopback port in its own process, sends each level's requests (one test
+sentence each, cycled) from C clients at once, each waiting for its answer before sending the next, and
+writes benchmarks/results/serve_<run name>_<device>.json: per level sentences/s and p50/p95 latency, with
+the model's sha256 and training updates, the date, the command and the machine. A level stops after
+--requests requests or --seconds seconds, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.cli import Parser, command, number
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, ConfigError
+from nmt.evaluate import split_pair
+from nmt.flops import command_line, write_result
+from nmt.translator import load_translator
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+START_SECONDS = 120.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = Parser(prog="bench_serve.py", description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="run folder, checkpoint file or export folder")
+    parser.add_argument("--clients", type=number(AT_LEAST_ONE, integer=True), nargs="+", default=[1, 8, 32],
+                        help="concurrent clients of each level (default 1 8 32)")
+    parser.add_argument("--requests", type=number(AT_LEAST_ONE, integer=True), default=256,
+                        help="requests per level, one sentence each (default 256)")
+    parser.add_argument("--seconds", type=number(AT_LEAST_ONE), default=60.0,
+                        help="time limit of each level (default 60)")
+    parser.add_argument("--split", default="test", help="split whose sources are sent (default: test)")
+    parser.add_argument("--batch-wait-ms", type=number(NON_NEGATIVE), default=5.0,
+                        help="nmt-serve's batch window (default 5)")
+    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=None,
+                        help="beam size (default: the one stored with the model)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    return parser.parse_args(argv)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+    """nmt-serve in its own process, once it answers /health."""
+    import httpx
+
+    port = _free_port()
+    flags = ["--batch-wait-ms", str(args.batch_wait_ms)] + (["--beam", str(args.beam)] if args.beam else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, "-m", "nmt.serve.command", "-c", args.run, "--port", str(port),
+                                *flags], env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise ConfigError(f"nmt-serve did not come up within {START_SECONDS:.0f} s (see its error above)")
+
+
+async def _level(url: str, sentences: list[str], clients: int, requests: int, seconds: float) -> dict[str, Any]:
+    """Send up to `requests` requests from `clients` clients for at most `seconds`."""
+    import httpx
+
+    latencies: list[float] = []
+    sent = 0
+    deadline = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as http:
+
+        async def client() -> None:
+            nonlocal sent
+            while sent < requests and time.monotonic() < deadline:
+                sentence = sentences[sent % len(sentences)]
+                sent += 1
+                start = time.perf_counter()
+                answer = await http.post("/translate", json={"src": [sentence]})
+                answer.raise_for_status()
+                latencies.append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        wall = time.perf_counter() - start
+    ordered = sorted(latencies)
+    return {"clients": clients, "requests": len(latencies), "seconds": round(wall, 3),
+            "sentences_per_s": round(len(latencies) / wall, 2),
+            "p50_ms": round(1000 * statistics.median(ordered), 1),
+            "p95_ms": round(1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1)}
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    translator = load_translator([args.run], torch.device("cpu"))
+    sentences = [line for line in split_pair(translator, args.split)[0] if line.strip()]
+    member = translator.members[0]
+    first = Path(member.path)
+    run_name = first.parent.parent.name if first.parent.name == "checkpoints" else translator.cfg.name
+    del translator  # the server loads its own copy
+    process, url = _start(args)
+    try:
+        asyncio.run(_level(url, sentences, 1, min(4, args.requests), args.seconds))  # warm-up
+        levels = []
+        for clients in args.clients:
+            levels.append(asyncio.run(_level(url, sentences, clients, args.requests, args.seconds)))
+            level = levels[-1]
+            print(f"{clients:3d} clients: {level['sentences_per_s']:.1f} sentences/s, p50 {level['p50_ms']:.0f} ms, "
+                  f"p95 {level['p95_ms']:.0f} ms ({level['requests']} requests)")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    base = levels[0]["sentences_per_s"]
+    result = {"benchmark": "serve", "run": run_name, "checkpoint": member.path, "sha256": member.sha256,
+              "updates": member.steps, "arch": member.arch, "device": "cpu", "split": args.split,
+              "batch_wait_ms": args.batch_wait_ms, "beam": args.beam, "levels": levels,
+              "speedup": {str(level["clients"]): round(level["sentences_per_s"] / base, 2) for level in levels},
+              "server": shlex.join(["nmt-serve", "-c", args.run, "--batch-wait-ms", str(args.batch_wait_ms)])}
+    out = args.out_dir / f"serve_{run_name}_cpu.json"
+    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    print(f"-> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
