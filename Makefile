@@ -12,15 +12,16 @@ SUITE ?= sample
 BUDGET ?=
 SET ?=
 BENCH_ARGS ?=
+MODEL ?= runs/sample_transformer
 
 STAMP := $(VENV)/.installed
 
-.PHONY: install data train test lint demo compare bench gpu-check docs results clean
+.PHONY: install data train test check lint demo compare bench gpu-check docs results clean serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e ".[dev,deploy]"
+	$(BIN)/pip install --quiet -e ".[dev,deploy,serve]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,8 +32,15 @@ data: $(STAMP)
 train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
 
+# The tests, then `make check`: CI's `make test` runs both.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	$(BIN)/python scripts/check.py
+
+# Every committed figure against its evidence: generated blocks regenerated, translations re-scored against the
+# Multi30k test references (NMT_DATA_MIRROR, ../shared/data/multi30k or the download), one bootstrap redone.
+check: $(STAMP)
+	$(BIN)/python scripts/check.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check nmt tests scripts
@@ -44,6 +52,10 @@ results: $(STAMP)
 	$(BIN)/python scripts/results_table.py
 	$(BIN)/python scripts/compare_table.py
 
+# The translation service and attention explorer on http://127.0.0.1:8000 (docs/serve.md).
+serve: $(STAMP)
+	$(BIN)/nmt-serve -c $(MODEL)
+
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
@@ -53,8 +65,10 @@ compare: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_all.py $(BENCH_ARGS)
 
-# On a CUDA machine: tests, training precisions with MFU, kill and resume, NCCL, BLEU on CUDA (< 8 minutes);
-# elsewhere one line and exit 0. Reports: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
+# On a CUDA machine (< 8 minutes, see docs/gpu.md): preflight, data caches on the CPU, training precisions with
+# MFU and host syncs, kill and resume, NCCL, greedy BLEU on CUDA against the CPU, device-aware tests; elsewhere
+# one line and exit 0 (`scripts/gpu_check.py --dry-run-cpu` runs the same plumbing on the CPU). Reports, rewritten
+# after every check: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
 # Uses the venv when there is one, else the python at hand (a GPU machine with torch but no venv).
 gpu-check:
 	PYTHONPATH=. $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/gpu_check.py

@@ -19,8 +19,12 @@ import torch
 from nmt.checkpoint import CheckpointError, average_checkpoints, load_bundle, save_bundle
 from nmt.config import (
     AT_LEAST_ONE,
+    AUTO,
     FILES_KEYS,
     NON_NEGATIVE,
+    STOP_RULES,
+    TUNED_PENALTIES,
+    UNTUNED_PENALTY,
     Config,
     ConfigError,
     Range,
@@ -32,6 +36,7 @@ from nmt.export import MANIFEST, ExportError, export_files, is_export
 from nmt.fileio import FileError, check_input, check_output, describe_os_error
 from nmt.models import check_model_config
 from nmt.runlock import RunLockError, run_lock
+from nmt.runlog import check_tensorboard
 from nmt.signals import Interrupted, exit_status, graceful_stop, signal_name, stop_signal, terminate_cleanly
 from nmt.tokenizer import TokenizerError
 from nmt.train import TrainingError
@@ -155,7 +160,7 @@ def _device(name: str) -> torch.device:
         raise ConfigError(str(err)) from None
 
 
-RUN_OUTPUTS = ("config.yaml", "train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en",
+RUN_OUTPUTS = ("config.yaml", "train.log", "metrics.jsonl", "eval_test.json", "test.hyp.en", "length_penalty.json",
                "tokenizer/spm.model", "tokenizer/src.model", "tokenizer/tgt.model", "checkpoints/last.pt",
                "checkpoints/best.pt", "checkpoints/averaged.pt")
 
@@ -205,12 +210,15 @@ def train_main(argv: list[str] | None = None) -> int:
     parser = _config_parser("nmt-train", train_main.__doc__)
     parser.add_argument("--restart", action="store_true",
                         help="start over, deleting the run's earlier checkpoints and metrics")
-    parser.add_argument("--no-evaluate", action="store_true", help="skip the final test-set evaluation")
+    parser.add_argument("--no-evaluate", action="store_true",
+                        help="skip the final test-set evaluation (decode.length_penalty auto is still tuned on the "
+                             "validation split)")
     args = parser.parse_args(argv)
     cfg = load(args.config, args.overrides)
     command_line = _command_line("nmt-train", argv)
-    from nmt.distributed import all_true, current, init_distributed
+    from nmt.distributed import all_true, current, init_distributed, joined, shutdown_distributed
 
+    own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
     device = init_distributed(cfg.train.device) or _device(cfg.train.device)
     place = current(device)
     # Under torchrun every rank checks, then all agree: a rank that stopped here while the others trained
@@ -220,6 +228,7 @@ def train_main(argv: list[str] | None = None) -> int:
         try:
             _check_data_paths(cfg)
             _check_run_paths(cfg)
+            check_tensorboard(cfg.train.tensorboard)
             _check_fresh_start(cfg, args.restart)
             if place.main:
                 owner = held.enter_context(run_lock(cfg.run_dir))
@@ -228,7 +237,10 @@ def train_main(argv: list[str] | None = None) -> int:
         if not all_true(place, problem is None):
             raise problem or RunLockError(f"{cfg.run_dir}: another process of this torchrun job could not start "
                                           "the run (see its error line)")
-        return _train(cfg, args, owner, command_line, device)
+        status = _train(cfg, args, owner, command_line, device)
+    if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
+        shutdown_distributed()
+    return status
 
 
 def _check_fresh_start(cfg: Config, restart: bool) -> None:
@@ -244,7 +256,15 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     """The body of nmt-train, run while the run folder is locked."""
     from nmt.checkpoint import load_model
     from nmt.distributed import barrier, current
-    from nmt.evaluate import evaluate, split_pair, write_report
+    from nmt.evaluate import (
+        TUNING_SUMMARY,
+        evaluate,
+        penalty_table,
+        split_pair,
+        tune_and_store,
+        write_json,
+        write_report,
+    )
     from nmt.evaluate import summary as eval_summary
     from nmt.train import Trainer
     from nmt.translator import from_loaded
@@ -287,13 +307,23 @@ def _train(cfg: Config, args: argparse.Namespace, previous_owner: str, command_l
     if trainer_rank != 0:
         return 0
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
-    if args.no_evaluate or "test" not in data.splits:
+    tune, test = cfg.decode.length_penalty == AUTO, not args.no_evaluate and "test" in data.splits
+    if not (tune or test):
         return 0
     final = trainer.checkpoints.final(progress.best, cfg.train.average_last)  # best.pt, or the best k averaged
+    tuning = None
+    if tune:  # the penalty is chosen on the validation split and stored in the final checkpoint
+        tuning = tune_and_store(from_loaded([load_model(final, device)], device, cfg.train.precision), final)
+        write_json(tuning, cfg.run_dir / "length_penalty.json")
+        log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
+    if not test:
+        return 0
     translator = from_loaded([load_model(final, device)], device, cfg.train.precision)
     report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command_line)
     report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
                        "parameters": trainer.n_params}
+    if tuning is not None:
+        report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
     write_report(report, hyps, cfg.run_dir / "eval_test.json", cfg.run_dir / "test.hyp.en")
     print(eval_summary(report))
     return 0
@@ -312,7 +342,7 @@ def _check_validation_lengths(split: Split, max_positions: int | None, rank: int
                     "BLEU translates them truncated", len(split) - fits, len(split), max_positions)
 
 
-DECODE_FLAGS = ("beam", "length_penalty", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")
+DECODE_FLAGS = ("beam", "length_penalty", "stop", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")
 
 
 def _flag(key: str) -> str:
@@ -320,12 +350,18 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _decode_args(parser: argparse.ArgumentParser) -> None:
+def add_decode_args(parser: argparse.ArgumentParser) -> None:
     """The decoding flags. Their values are checked by DecodeConfig, with the model's stored settings, so a
     config key and its flag obey one rule."""
     group = parser.add_argument_group("decoding (default: the settings stored with the model)")
     group.add_argument("--beam", type=int, help="beam size (1: greedy search)")
-    group.add_argument("--length-penalty", type=float, help="GNMT length penalty alpha")
+    group.add_argument("--length-penalty", type=float,
+                       help=f"GNMT length penalty alpha (a model whose stored value is still auto decodes at "
+                            f"{UNTUNED_PENALTY})")
+    group.add_argument("--stop", choices=STOP_RULES,
+                       help="beam search ends a sentence once beam hypotheses have finished (finished), or only "
+                            "when no unfinished one could still beat them under the penalty (bound: searches longer, "
+                            "favours long outputs at a large penalty)")
     group.add_argument("--max-len-a", type=float, help="outputs stop at a * source length + b subwords")
     group.add_argument("--max-len-b", type=int, help="outputs stop at a * source length + b subwords")
     group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
@@ -337,12 +373,17 @@ def _decode_args(parser: argparse.ArgumentParser) -> None:
                             "the quantization it was exported with")
 
 
-def _translator(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
+def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
     """The translator for the models on the command line, with the decoding flags applied and checked."""
     from nmt.translator import load_translator
 
     changes = {key: getattr(args, key) for key in DECODE_FLAGS} | extra
-    return load_translator(paths, _device(args.device), args.precision, changes, _flag)
+    translator = load_translator(paths, _device(args.device), args.precision, changes, _flag)
+    if translator.decode.length_penalty == AUTO and not getattr(args, "tune_length_penalty", False):
+        print(f"warning: {paths[0]}: its length penalty is auto but was never tuned; decoding at {UNTUNED_PENALTY} "
+              f"(choose one with nmt-evaluate {paths[0]} --split val --tune-length-penalty, or give --length-penalty)",
+              file=sys.stderr)
+    return translator
 
 
 def _command_line(prog: str, argv: list[str] | None) -> str:
@@ -357,8 +398,13 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
     parser.add_argument("--src", help="source file to translate instead of a split")
     parser.add_argument("--ref", help="reference file for --src")
-    parser.add_argument("--output", help="report path (default: <run>/eval_<split>.json); hypotheses go beside it")
-    _decode_args(parser)
+    parser.add_argument("--output", help="report path (default: <run>/eval_<split>.json, with --tune-length-penalty "
+                                         "<run>/length_penalty.json); hypotheses go beside it")
+    parser.add_argument("--tune-length-penalty", action="store_true",
+                        help=f"with --split val: score the model at length penalties "
+                             f"{', '.join(map(str, TUNED_PENALTIES))} and store the best in its checkpoint (a run "
+                             "folder: its final one) or export manifest")
+    add_decode_args(parser)
     return parser
 
 
@@ -376,12 +422,16 @@ def evaluate_main(argv: list[str] | None = None) -> int:
         parser.error("give at least one model (run folder, checkpoint file or export folder)")
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
+    if args.tune_length_penalty:
+        _check_tuning(args, paths)
     inputs = [item for path in paths for item in _checkpoint_inputs(path)]
     if args.src:
         inputs += [("--src", check_input("--src", args.src)), ("--ref", check_input("--ref", args.ref))]
     if args.output:
         check_output("--output", args.output, inputs)
-    translator = _translator(paths, args, n_best=1)
+    translator = translator_from_args(paths, args, n_best=1)
+    if args.tune_length_penalty:
+        return _tune(translator, paths[0], args.output, inputs, _command_line("nmt-evaluate", argv))
     if args.src:  # named apart from the splits, so that the run's own split reports stay as training wrote them
         name = f"file_{Path(args.src).stem}"
         sources, refs = read_pair(Path(args.src), Path(args.ref))
@@ -398,6 +448,34 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     write_report(report, hyps, out, hyp_path)
     print(eval_summary(report))
     print(f"report: {out}")
+    return 0
+
+
+def _check_tuning(args: argparse.Namespace, paths: list[str]) -> None:
+    """--tune-length-penalty chooses on the validation split, for one model, and chooses the penalty itself."""
+    if args.split != "val" or args.src:
+        raise ConfigError("--tune-length-penalty: the penalty is chosen on the validation split only; give "
+                          "--split val (and no --src/--ref)")
+    if len(paths) > 1:
+        raise ConfigError("--tune-length-penalty: give one model (an ensemble takes its penalty from "
+                          "--length-penalty)")
+    if args.length_penalty is not None:
+        raise ConfigError("--tune-length-penalty: it chooses the length penalty; leave out --length-penalty")
+
+
+def _tune(translator: Translator, model: str, output: str | None, inputs: list[tuple[str, Path]],
+          command_line: str) -> int:
+    """nmt-evaluate --tune-length-penalty: validation BLEU at each penalty, the best stored with the model."""
+    from nmt.evaluate import penalty_table, tune_and_store, write_json
+
+    given = Path(model)
+    folder = given if given.is_dir() else given.parent.parent if given.parent.name == "checkpoints" else given.parent
+    out = Path(output) if output else folder / "length_penalty.json"
+    check_output("report", out, inputs)
+    tuning = tune_and_store(translator, model)
+    write_json(tuning | {"command": command_line}, out)
+    print(penalty_table(tuning))
+    print(f"length penalty {tuning['best']:g} stored in {tuning['stored_in']}; report: {out}")
     return 0
 
 
@@ -453,7 +531,7 @@ def translate_main(argv: list[str] | None = None) -> int:
                         help="--attention-stats: flag a sentence with more over-focused rows than this share")
     parser.add_argument("--max-uniform-share", type=number(UNIT), default=0.5,
                         help="--attention-stats: flag a sentence with more near-uniform rows than this share")
-    _decode_args(parser)
+    add_decode_args(parser)
     args = parser.parse_args(argv)
     inputs = [item for path in args.checkpoint for item in _checkpoint_inputs(path)]
     if args.input:
@@ -469,7 +547,7 @@ def translate_main(argv: list[str] | None = None) -> int:
         raise DataError("<stdin>: standard input is closed; give -i/--input FILE")
     if not args.output and sys.stdout is None:
         raise FileError("<stdout>: standard output is closed; give -o/--output FILE")
-    translator = _translator(args.checkpoint, args, n_best=args.n_best)
+    translator = translator_from_args(args.checkpoint, args, n_best=args.n_best)
     wants_attention = args.attention_stats or args.attention_plots
     if wants_attention and translator.engine.name != "pytorch":
         raise ExportError(f"{args.checkpoint[0]}: an exported model gives no attention weights; "

@@ -165,6 +165,17 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str],
     return out, {key: str(signatures[column]) for key, column in zip(metrics, columns)}
 
 
+def p_text(p_value: float | None, resamples: int) -> str:
+    """A p-value as the report shows it: at the floor of the bootstrap (nothing below 1/(n+1) can come out of n
+    resamples) it reads "≤ 1/n", since the test cannot say how much smaller it is; * marks p < 0.05."""
+    if p_value is None:
+        return "baseline"
+    star = "*" if p_value < 0.05 else ""
+    if p_value <= round(1 / (resamples + 1), 4):
+        return f"≤ {1 / resamples:g}{star}"
+    return f"{p_value:.3f}{star}"
+
+
 FAMILY_BASELINE = {"rnn": "rnn/additive", "transformer": "transformer/full"}  # default baseline of each family
 
 
@@ -305,15 +316,16 @@ def markdown(data: dict[str, Any]) -> str:
     if sig:
         lines += ["", "## Significance against the baseline of each family", "",
                   f"{sig['test']}, {sig['resamples']} resamples; mean and 95% confidence interval of the resampled "
-                  "scores; p-value of the difference to the run's baseline (* p < 0.05).", "",
+                  "scores; p-value of the difference to the run's baseline (* p < 0.05; "
+                  f"≤ {1 / sig['resamples']:g}: the smallest p-value {sig['resamples']} resamples can give).", "",
                   "| run | baseline | BLEU | BLEU 95% CI | p (BLEU) | chrF | chrF 95% CI | p (chrF) |",
                   "|---|---|---:|---:|---:|---:|---:|---:|"]
         for name, result in sig["runs"].items():
             cells = [result["baseline"]]
             for key in ("bleu", "chrf"):
                 m = result[key]
-                p = "baseline" if m["p_value"] is None else f"{m['p_value']:.4f}{'*' if m['p_value'] < 0.05 else ''}"
-                cells += [f"{m['score']:.2f}", f"{m['ci95'][0]:.2f}–{m['ci95'][1]:.2f}", p]
+                cells += [f"{m['score']:.2f}", f"{m['ci95'][0]:.2f}–{m['ci95'][1]:.2f}",
+                          p_text(m["p_value"], sig["resamples"])]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines += [""] + [f"- {key}: `{value}`" for key, value in sig["signatures"].items()]
     if data.get("diagnostics"):

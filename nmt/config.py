@@ -220,8 +220,13 @@ class TrainConfig(_Section):
     min_lr: float = _opt(1e-5, "plateau: lowest rate.", bounds=NON_NEGATIVE)
     label_smoothing: float = _opt(0.1, "Label smoothing epsilon.", bounds=FRACTION)
     precision: str = _opt("fp32", "Arithmetic precision.", ("fp32", "bf16", "fp16"))
+    tf32: bool = _opt(True, "On CUDA, let fp32 matrix products and convolutions use TF32 tensor cores (Ampere and "
+                            "newer; inputs rounded to a 10-bit mantissa, sums in fp32): several times faster "
+                            "in fp32 precision. No effect on the CPU or on bf16/fp16 products.")
     compile: bool = _opt(False, "Wrap the model in torch.compile.")
     log_every: int = _opt(50, "Updates between metrics.jsonl log lines.", bounds=AT_LEAST_ONE)
+    tensorboard: bool = _opt(False, "Also write the metrics.jsonl figures as TensorBoard scalars under "
+                                    "<run>/tensorboard (needs the tensorboard package).")
     eval_every: int = _opt(1000, "Updates between validations (0: once per epoch).", bounds=NON_NEGATIVE)
     eval_bleu: bool = _opt(True, "Compute greedy validation BLEU at each validation.")
     early_stop_metric: str = _opt("bleu", "Validation metric for early stopping and best checkpoints.",
@@ -233,6 +238,12 @@ class TrainConfig(_Section):
                              bounds=NON_NEGATIVE)
 
 
+AUTO = "auto"  # decode.length_penalty chosen on the validation split
+TUNED_PENALTIES = (0.6, 1.0, 1.5, 2.0)  # the penalties `auto` tries
+UNTUNED_PENALTY = 1.0  # what `auto` decodes at until a number is stored (validation BLEU, a model never tuned)
+STOP_RULES = ("finished", "bound")
+
+
 @dataclass
 class DecodeConfig(_Section):
     """Search settings for validation, evaluation and translation."""
@@ -240,7 +251,15 @@ class DecodeConfig(_Section):
     KEY: ClassVar[str] = "decode"
 
     beam: int = _opt(5, "Beam size (1: greedy).", bounds=AT_LEAST_ONE)
-    length_penalty: float = _opt(1.0, "GNMT length penalty alpha (0: raw log-probability).", bounds=NON_NEGATIVE)
+    length_penalty: float | str = _opt(
+        AUTO, "GNMT length penalty alpha (0: raw log-probability), or `auto`: at the end of training the final model "
+              f"is scored on the validation split at {', '.join(map(str, TUNED_PENALTIES))} and the best is stored "
+              "in its checkpoint (`nmt-evaluate RUN --split val --tune-length-penalty` does it later); a model whose "
+              f"stored value is still `auto` decodes at {UNTUNED_PENALTY}.", bounds=NON_NEGATIVE)
+    stop: str = _opt("finished", "When beam search ends a sentence: `finished` once `beam` hypotheses have ended "
+                                 "(EOS), as CTranslate2, fairseq and Hugging Face do; `bound` only when no unfinished "
+                                 "hypothesis could still beat the worst of them under the penalty (searches longer; "
+                                 "at a large penalty it favours long outputs).", STOP_RULES)
     max_len_a: float = _opt(1.5, "Maximum output length is a * source length + b (and at most what the model's "
                                  "positions cover).", bounds=Range(0.0, 1000.0))
     max_len_b: int = _opt(10, "Maximum output length is a * source length + b.", bounds=Range(0.0, 100_000.0))
@@ -249,9 +268,19 @@ class DecodeConfig(_Section):
     max_source_tokens: int = _opt(250, "Longer sources are truncated to this many subwords before decoding (and "
                                        "to what the model's positions cover).", bounds=AT_LEAST_ONE)
 
+    @property
+    def alpha(self) -> float:
+        """The penalty the search uses: `length_penalty`, or UNTUNED_PENALTY while it is still `auto`."""
+        return UNTUNED_PENALTY if self.length_penalty == AUTO else float(self.length_penalty)
+
 
 def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"decode.{key}") -> None:
     """The cross-field check of search settings (each field's range is checked when it is built)."""
+    if isinstance(d.length_penalty, str) and d.length_penalty != AUTO:
+        raise ConfigError(f"{label('length_penalty')}: got {short_repr(d.length_penalty)}, allowed: "
+                          f"{NON_NEGATIVE.describe()} or {AUTO}")
+    if d.stop not in STOP_RULES:
+        raise ConfigError(f"{label('stop')}: {short_repr(d.stop)} is not one of {', '.join(STOP_RULES)}")
     if d.n_best > d.beam:
         raise ConfigError(f"{label('n_best')} ({d.n_best}) cannot exceed {label('beam')} ({d.beam})")
 
@@ -266,7 +295,7 @@ def decode_with(base: DecodeConfig, changes: dict[str, Any],
         if key not in fields:
             raise ConfigError(f"unknown decoding setting {key}")
         bounds = fields[key].metadata.get("bounds")
-        if bounds is not None:
+        if bounds is not None and isinstance(value, (int, float)):  # a word (length_penalty auto) is checked below
             bounds.check(value, label(key))
     cfg = dataclasses.replace(base, **changes)
     check_decode(cfg, label)
@@ -302,8 +331,15 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     """Check `value` against the type `hint`, converting only where no information is lost."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return None if value is None else _coerce(value, args[0], where)
+        if value is None:
+            return None
+        *first, last = [a for a in typing.get_args(hint) if a is not type(None)]
+        for arg in first:  # the first type that takes the value: `float | str` reads 2 as 2.0 and "auto" as text
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError:
+                pass
+        return _coerce(value, last, where)
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {short_repr(value)}")
@@ -492,7 +528,9 @@ def save_config(cfg: Config, path: str | Path) -> None:
 
 
 def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", str(hint)) if typing.get_origin(hint) is None else str(hint)
+    if typing.get_origin(hint) is None:
+        return getattr(hint, "__name__", str(hint))
+    return str(hint).replace(" | ", " or ")  # a bar would split the Markdown table cell
 
 
 def reference_markdown() -> str:

@@ -1,26 +1,29 @@
-"""Run the training, decoding and attention benchmarks, then regenerate the tables in benchmarks/README.md.
+"""Run the training, decoding and attention benchmarks, then regenerate the tables in docs/benchmarks.md.
 
 Usage: python scripts/bench_all.py [--seconds 60] [--run RUN] [--only train decode attention] [--report-only]
+       python scripts/bench_all.py --check
 
 Training runs for each Multi30k config (the data come from NMT_DATA_MIRROR when it is set, as for
 nmt-prepare); decoding uses --run or, when present, the run folder of configs/multi30k_transformer.yaml;
 the attention sweep gets a time budget. The defaults fit in about 10 minutes on 2 CPU cores. Each benchmark
-runs in its own process, so its peak memory is its own; the README tables are rebuilt from every JSON file
-in benchmarks/results, between the markers <!-- bench:start --> and <!-- bench:end -->. Run it from the
-repository root (as `make bench` does): config, run and data paths are relative to it.
+runs in its own process, so its peak memory is its own; the tables are rebuilt from every JSON file in
+benchmarks/results: all of them between <!-- bench:start --> and <!-- bench:end --> (docs/benchmarks.md), the
+training and peer tables between <!-- bench-summary:start --> and <!-- bench-summary:end --> (README.md).
+--check runs nothing and writes nothing: it exits 1 when a block differs from what the JSON files give. Run it
+from the repository root (as `make bench` does): config, run and data paths are relative to it. Memory is in
+MiB (2**20 bytes) throughout.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench_attention import markdown_table
-from markdown_block import replace_block
+from markdown_block import replace_block, write_or_check
 from profile_step import markdown_table as profile_table
 from report_files import blamed, read_json
 
@@ -33,6 +36,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.yaml"]
 DECODE_CONFIG = "configs/multi30k_transformer.yaml"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+SUMMARY_START, SUMMARY_END = "<!-- bench-summary:start -->", "<!-- bench-summary:end -->"
+SUMMARY_KINDS = ("train", "peers")  # the headline tables the front page shows
 STAGES = ("train", "decode", "attention")
 
 
@@ -47,9 +52,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads for every benchmark")
     parser.add_argument("--only", nargs="+", choices=STAGES, default=list(STAGES), help="benchmarks to run")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the README tables")
+    parser.add_argument("--check", action="store_true", help="run nothing; exit 1 if a generated block is stale")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON folder (default benchmarks/results)")
     parser.add_argument("--readme", type=Path, nargs="+", help="README files whose marked block is updated",
-                        default=[ROOT / "benchmarks" / "README.md", ROOT / "README.md"])
+                        default=[ROOT / "docs" / "benchmarks.md", ROOT / "README.md"])
     return parser.parse_args(argv)
 
 
@@ -81,6 +87,11 @@ def _cell(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _penalty(value: float | str | None) -> str:
+    """A length penalty as recorded: a number, or a word such as `auto`."""
+    return value if isinstance(value, str) else _cell(value, 1)
+
+
 def _provenance(name: str, record: dict) -> str:
     """Where a row comes from: file, date, machine and command."""
     m = record["machine"]
@@ -91,35 +102,48 @@ def _provenance(name: str, record: dict) -> str:
     return f"- `{name}`: {date} UTC, {machine}, torch {m['torch']}: `{record['command']}`"
 
 
+def _model(name: str, record: dict) -> str:
+    """Which model a decoding record measured: its checkpoint, sha256 and updates when the record has them."""
+    where = record.get("checkpoint") or f"runs/{record['run']}"
+    if record.get("checkpoint_sha256") and record.get("steps"):
+        return (f"- `{name}`: model `{where}`, sha256 {record['checkpoint_sha256'][:12]}, "
+                f"{record['steps']:,} updates")
+    return (f"- `{name}`: model `{where}` as it was on the day; the record has no checkpoint sha256 or update "
+            "count, so these figures are not tied to the committed run of that name")
+
+
 def _train_section(records: dict[str, dict]) -> list[str]:
     lines = ["### Training", "",
-             "| config | device | precision | tgt tok/s | src tok/s | steps/s | padding | peak RSS MB "
-             "| peak GPU MB | train MFLOP / tgt token | MFU |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| config | device | precision | tgt tok/s | src tok/s | steps/s | padding | peak RSS MiB "
+             "| peak GPU MiB | train MFLOP / tgt token | MFU | matmul peak TFLOP/s: fp32 / bf16 |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records.values():
+        peaks = r["matmul_peak_tflops"]
         lines.append(f"| {r['config']} | {r['device']} | {r['precision']} | {_cell(r['tgt_tokens_per_s'])} "
                      f"| {_cell(r['src_tokens_per_s'])} | {r['steps_per_s']:.2f} | {100 * r['padding_share']:.1f}% "
                      f"| {_cell(r['peak_rss_mb'])} | {_cell(r['peak_gpu_mb'])} "
-                     f"| {r['train_flops_per_tgt_token'] / 1e6:.1f} | {100 * r['mfu']:.1f}% of "
-                     f"{r['matmul_peak_tflops'][r['precision']]:.3g} TFLOP/s |")
-    return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
+                     f"| {r['train_flops_per_tgt_token'] / 1e6:.1f} | {100 * r['mfu']:.1f}% "
+                     f"| {peaks['fp32']:.3g} / {peaks['bf16']:.3g} |")
+    return lines + ["", "MFU: the model's FLOP/s over the matmul peak of the run's own precision, measured by the "
+                    "same run."] + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
 
 
 def _decode_section(records: dict[str, dict]) -> list[str]:
     lines = ["### Decoding", "",
              "| run | device | precision | length penalty | search | one at a time: sent/s | tok/s "
-             "| batched: sent/s | tok/s | speed-up | peak RSS MB |",
+             "| batched: sent/s | tok/s | speed-up | peak RSS MiB |",
              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in records.values():
         for search, s in r["searches"].items():
             one, many = s["one_at_a_time"], s["batched"]
-            lines.append(f"| {r['run']} | {r['device']} | {r['precision']} | {_cell(r.get('length_penalty'), 1)} "
+            lines.append(f"| {r['run']} | {r['device']} | {r['precision']} | {_penalty(r.get('length_penalty'))} "
                          f"| {search} "
                          f"| {one['sentences_per_s']:.1f} | {_cell(one['tgt_tokens_per_s'])} "
                          f"| {many['sentences_per_s']:.1f} | {_cell(many['tgt_tokens_per_s'])} "
                          f"| x{s['speedup']:.1f} | {_cell(r['peak_rss_mb'])} |")
     lines += _engine_table(records)
-    return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
+    return (lines + [""] + [_model(name, r) for name, r in records.items()]
+            + [_provenance(name, r) for name, r in records.items()] + [""])
 
 
 def _engine_table(records: dict[str, dict]) -> list[str]:
@@ -134,7 +158,7 @@ def _engine_table(records: dict[str, dict]) -> list[str]:
         for engine, searches in r["engines"].items():
             for search, m in searches.items():
                 ratio = m["sentences_per_s"] / baseline[search]["sentences_per_s"]
-                penalty = _cell(r.get("length_penalty"), 1)
+                penalty = _penalty(r.get("length_penalty"))
                 lines.append(f"| {r['run']} | {r['threads']} | {penalty} | {engine} | {search} "
                              f"| {m['sentences_per_s']:.1f} "
                              f"| {_cell(m['tgt_tokens_per_s'])} | x{ratio:.2f} | {m['bleu']:.2f} |")
@@ -156,7 +180,7 @@ def _peers_section(records: dict[str, dict]) -> list[str]:
     """Our training throughput against fairseq and OpenNMT-py, each record measured in one run."""
     lines = ["### Against fairseq and OpenNMT-py (one run, one after the other)", "",
              "| config | seconds each | nmt tgt tok/s | fairseq | OpenNMT-py | x the faster peer "
-             "| nmt peak RSS MB | fairseq | OpenNMT-py |",
+             "| nmt peak RSS MiB | fairseq | OpenNMT-py |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records.values():
         cells = {field: [_cell(r["peers"][key][field]) if key in r["peers"] else "-" for key in ("fairseq", "opennmt")]
@@ -179,10 +203,11 @@ def _peers_decode_section(records: dict[str, dict]) -> list[str]:
             lines.append(f"| {r['run']} | {search} | {ours['sentences_per_s']:.1f} | {ours['bleu']:.2f} "
                          f"| {theirs['sentences_per_s']:.1f} | {theirs['bleu']:.2f} | x{ratio:.2f} |")
     notes = [f"- `{name}`: nmt batches of {r['nmt']['batch_tokens']:,} source tokens, GNMT length penalty "
-             f"{r['nmt']['length_penalty']:g}, {r['nmt']['threads']} threads; fairseq batches of "
+             f"{_penalty(r['nmt']['length_penalty'])}, {r['nmt']['threads']} threads; fairseq batches of "
              f"{r['fairseq']['batch_sentences']} sentences, its default length normalisation"
              for name, r in records.items()]
-    return lines + [""] + notes + [_provenance(name, r) for name, r in records.items()] + [""]
+    models = [_model(name, r) for name, r in records.items()]
+    return lines + [""] + models + notes + [_provenance(name, r) for name, r in records.items()] + [""]
 
 
 def _profile_section(records: dict[str, dict]) -> list[str]:
@@ -215,27 +240,46 @@ def _records(results: Path) -> dict[str, dict[str, dict]]:
     return found
 
 
-def tables(results: Path) -> str:
-    """The generated Markdown: one section per benchmark kind, rows from every JSON file in `results`."""
-    found = _records(results)
+def tables(results: Path, kinds: tuple[str, ...] = tuple(SECTIONS)) -> str:
+    """The generated Markdown: one section per benchmark kind in `kinds`, rows from every JSON file in `results`."""
+    found = {kind: records for kind, records in _records(results).items() if kind in kinds}
     if not any(found.values()):
         return "No results yet: run `make bench`.\n"
-    lines = [f"Generated by `scripts/bench_all.py` from `benchmarks/results/*.json` on "
-             f"{datetime.date.today().isoformat()}.", ""]
+    lines = ["Generated by `scripts/bench_all.py` from `benchmarks/results/*.json`; under each table, the file, "
+             "date, machine and command of every row. Memory in MiB.", ""]
     for kind, records in found.items():
         if records:
             lines += SECTIONS[kind](records)
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _blocks(readme: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The generated blocks `readme` holds (the full one when it holds neither, so a new file gets it)."""
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    blocks = [(START, END, tuple(SECTIONS)), (SUMMARY_START, SUMMARY_END, SUMMARY_KINDS)]
+    return [b for b in blocks if b[0] in text] or blocks[:1]
+
+
 def update_readme(readme: Path, results: Path) -> None:
-    """Rewrite the generated block of `readme` (created if missing) from the JSON files in `results`."""
-    replace_block(readme, START, END, tables(results), title="# Benchmarks")
+    """Rewrite the generated blocks of `readme` (created if missing) from the JSON files in `results`."""
+    for start, end, kinds in _blocks(readme):
+        replace_block(readme, start, end, tables(results, kinds), title="# Benchmarks")
+
+
+def check_readme(readme: Path, results: Path) -> int:
+    """0 when every generated block of `readme` is what the JSON files in `results` give, else 1 (said why)."""
+    failed = 0
+    for start, end, kinds in _blocks(readme):
+        failed |= write_or_check(readme, start, end, tables(results, kinds), True, "speed tables", "bench_all.py "
+                                 "--report-only")
+    return failed
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.check:
+        return max(check_readme(readme, args.results) for readme in args.readme)
     failed = []
     if not args.report_only:
         start = time.monotonic()

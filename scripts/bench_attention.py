@@ -145,15 +145,16 @@ def _case_in_subprocess(args: argparse.Namespace, method: str, length: int, time
 
 
 def markdown_table(record: dict) -> str:
-    """Rows of lengths, a `ms / GB` column per method; skipped cases say why."""
+    """Rows of lengths, a `ms / MiB` column per method (the JSON holds decimal GB); skipped cases say why."""
     methods = record["methods"]
-    lines = ["| length | " + " | ".join(f"{m} ms / GB" for m in methods) + " |",
+    lines = ["| length | " + " | ".join(f"{m} ms / MiB" for m in methods) + " |",
              "|---:|" + "---:|" * len(methods)]
     for length in record["lengths"]:
         cells = []
         for m in methods:
             case = record["results"][m].get(str(length), {})
-            cells.append(case["skipped"] if "skipped" in case else f"{case['ms']:.1f} / {case['gb']:.2f}")
+            mib = case.get("gb", 0) * GB / 2**20  # the JSON holds decimal GB
+            cells.append(case["skipped"] if "skipped" in case else f"{case['ms']:.1f} / {mib:,.0f}")
         lines.append(f"| {length} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ included): `nmt-prepare` wall time, pairs/s and peak memory; `nmt-train` for a f
 corpus: peak memory and the time from start to the first logged update; and the same model trained on
 Multi30k for comparison. Peak memory is given as the sum of the processes' resident set sizes (RSS: shared
 pages counted in every process) and of their proportional set sizes (PSS: shared pages split between them).
-Writes benchmarks/results/data_<N>_cpu.json and the table in benchmarks/README.md.
+Writes benchmarks/results/data_<N>_cpu.json and the table in docs/data.md. Memory in MiB (2**20 bytes).
 
     python scripts/bench_data.py [--pairs 1000000 5000000] [--steps 10] [--set tokenizer.sample_pairs=200000]
     python scripts/bench_data.py --report-only
@@ -40,7 +40,7 @@ from nmt.config import DataConfig  # noqa: E402
 from nmt.data import fetch_multi30k, read_pair  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
-README = REPO / "benchmarks" / "README.md"
+README = REPO / "docs" / "data.md"
 START, END = "<!-- data:start -->", "<!-- data:end -->"
 CONFIG = REPO / "configs" / "multi30k_transformer.yaml"
 BIN = Path(sys.executable).parent
@@ -186,12 +186,12 @@ def _mark(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
-def report() -> str:
-    runs = sorted((json.loads(p.read_text()) for p in RESULTS.glob("data_*_cpu.json")), key=lambda r: r["pairs"])
+def report(results: Path = RESULTS) -> str:
+    runs = sorted((json.loads(p.read_text()) for p in results.glob("data_*_cpu.json")), key=lambda r: r["pairs"])
     if not runs:
         return "No results yet: run `python scripts/bench_data.py`.\n"
-    lines = ["| pairs | prepare s | pairs/s | peak RSS MB (sum) | peak PSS MB | train peak RSS MB | Multi30k train "
-             "peak RSS MB | ratio | first update s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| pairs | prepare s | pairs/s | peak RSS MiB (sum) | peak PSS MiB | train peak RSS MiB | Multi30k train "
+             "peak RSS MiB | ratio | first update s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         p, t, b = r["prepare"], r["train"], r["baseline_multi30k"]
         ratio = t["peak_rss_mb"] / b["peak_rss_mb"]
@@ -205,8 +205,8 @@ def report() -> str:
     lines += [f"Targets at {big['pairs']:,} pairs:",
               f"- prepared in <= {TARGETS['prepare_s']} s: {p['seconds']} s, "
               f"{_mark(p['seconds'] <= TARGETS['prepare_s'])}",
-              f"- peak memory <= {TARGETS['prepare_gb']} GB: RSS sum {p['peak_rss_mb']:,} MB, "
-              f"{_mark(p['peak_rss_mb'] <= TARGETS['prepare_gb'] * 1024)}; PSS sum {p['peak_pss_mb']:,} MB, "
+              f"- peak memory <= {TARGETS['prepare_gb']} GiB: RSS sum {p['peak_rss_mb']:,} MiB, "
+              f"{_mark(p['peak_rss_mb'] <= TARGETS['prepare_gb'] * 1024)}; PSS sum {p['peak_pss_mb']:,} MiB, "
               f"{_mark(p['peak_pss_mb'] <= TARGETS['prepare_gb'] * 1024)}",
               f"- training peak RSS <= {TARGETS['train_rss_ratio']}x Multi30k's: "
               f"{t['peak_rss_mb'] / b['peak_rss_mb']:.2f}x, "

@@ -1,16 +1,17 @@
-"""Regenerate the attention-comparison table in README.md from a committed comparison report.
+"""Regenerate the attention-comparison table in docs/comparing.md from a committed comparison report.
 
-Usage: python scripts/compare_table.py [--report reports/multi30k] [--readme README.md] [--check]
+Usage: python scripts/compare_table.py [--report reports/multi30k] [--readme docs/comparing.md] [--check]
 
 The report folder is what `make compare SUITE=multi30k BUDGET=...` wrote: compare.json (scores, paired
 bootstrap against each family's baseline, speeds, attention diagnostics) and suite.json (budget, machine).
-The README block between <!-- compare:start --> and <!-- compare:end --> is rewritten; --check only reports
+The block between <!-- compare:start --> and <!-- compare:end --> is rewritten; --check only reports
 whether it is current. A figure the report has none of (a run too short to log its speed) shows as "–".
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from markdown_block import write_or_check
 from report_files import blamed, read_json
 
 from nmt.cli import command
+from nmt.compare import p_text
 
 ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "docs" / "comparing.md"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
 HEADER = ["| variant | BLEU | chrF | BLEU 95% CI | p (BLEU) | p (chrF) | updates | train tgt tok/s | decode sent/s "
           "| entropy / uniform | rows > 90% on one token | near-uniform rows |",
@@ -32,16 +35,11 @@ def _cell(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
-def _p(result: dict[str, Any]) -> str:
-    if result["p_value"] is None:
-        return "baseline"
-    return f"{result['p_value']:.3f}{'*' if result['p_value'] < 0.05 else ''}"
-
-
-def _row(row: dict[str, Any], sig: dict[str, Any], diag: dict[str, Any]) -> str:
+def _row(row: dict[str, Any], sig: dict[str, Any], diag: dict[str, Any], resamples: int) -> str:
     bleu, chrf = sig["bleu"], sig["chrf"]
     cells = [f"{row['attention']}", _cell(row["bleu"], ".2f"), _cell(row["chrf"], ".2f"),
-             f"{bleu['ci95'][0]:.2f}–{bleu['ci95'][1]:.2f}", _p(bleu), _p(chrf), _cell(row.get("train_steps"), ","),
+             f"{bleu['ci95'][0]:.2f}–{bleu['ci95'][1]:.2f}", p_text(bleu["p_value"], resamples),
+             p_text(chrf["p_value"], resamples), _cell(row.get("train_steps"), ","),
              _cell(row.get("train_tgt_tok_s"), ",.0f"), _cell(row.get("decode_sentences_per_s"), ".1f")]
     if "error" in diag:
         cells += ["–", "–", "–"]
@@ -70,26 +68,30 @@ def _lines(data: dict[str, Any], budget: str, trained: str, shown: Path) -> list
              f"scored on the {data['test_sentences']:,} test sentences.")
     if any(row["status"] == "ok" for row in data["runs"]):  # only then are there significance and diagnostics
         baselines = ", ".join(f"`{name}`" for name in data["baselines"].values())
-        intro += (f" p: paired bootstrap ({data['significance']['resamples']:,} resamples) against the family's "
-                  f"baseline ({baselines}), * below 0.05. Attention columns: cross-attention of the first "
-                  f"{data['diagnostics_sentences']} test translations (Transformer: last layer, mean over heads); "
+        resamples = data["significance"]["resamples"]
+        intro += (f" p: paired bootstrap ({resamples:,} resamples) against the family's baseline ({baselines}), "
+                  f"* below 0.05, ≤ {1 / resamples:g} the smallest p-value {resamples:,} resamples can give. "
+                  f"Attention columns: cross-attention of the first {data['diagnostics_sentences']} test "
+                  "translations (Transformer: last layer, mean over heads); "
                   "entropy in nats against that of uniform rows.")
     lines = [f"{intro} Full report: [{shown}/compare.md]({shown}/compare.md).", "", *HEADER]
     for row in data["runs"]:
         if row["status"] != "ok":
             lines.append(f"| {row.get('attention', row['name'])} | {row['status']}: {row['reason']} |" + " |" * 10)
             continue
-        lines.append(_row(row, data["significance"]["runs"][row["name"]], data["diagnostics"][row["name"]]))
+        lines.append(_row(row, data["significance"]["runs"][row["name"]], data["diagnostics"][row["name"]],
+                          data["significance"]["resamples"]))
     return lines
 
 
-def table(report: Path) -> str:
-    """The generated Markdown: one line on how the figures were made, then one row per variant."""
+def table(report: Path, readme: Path = README) -> str:
+    """The generated Markdown: one line on how the figures were made, then one row per variant. The link to the
+    full report is relative to `readme`'s folder."""
     compare_file, suite_file = report / "compare.json", report / "suite.json"
     data, suite = read_json(compare_file), read_json(suite_file)
     with blamed(suite_file):
         budget, trained = _setup(suite)
-    shown = report.relative_to(ROOT) if report.is_relative_to(ROOT) else report
+    shown = Path(os.path.relpath(report.resolve(), readme.resolve().parent)).as_posix()
     with blamed(compare_file):
         return "\n".join(_lines(data, budget, trained, shown)) + "\n"
 
@@ -98,10 +100,11 @@ def table(report: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="compare_table.py", description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "multi30k", help="comparison folder")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="README whose block is rewritten")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README block is not current")
+    parser.add_argument("--readme", type=Path, default=README, help="Markdown file whose block is rewritten")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the block is not current")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    return write_or_check(args.readme, START, END, table(args.report.resolve()), args.check, "comparison table",
+    return write_or_check(args.readme, START, END, table(args.report.resolve(), args.readme), args.check,
+                          "comparison table",
                           "compare_table.py")
 
 

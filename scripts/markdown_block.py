@@ -26,7 +26,7 @@ def write_or_check(path: Path, start: str, end: str, body: str, check: bool, wha
     if check:
         current = f"{start}\n{body}{end}" in path.read_text(encoding="utf-8")
         if not current:
-            print(f"{path}: the {what} is stale; run `python scripts/{script}`", file=sys.stderr)
+            print(f"{path}: {what}: stale; run `python scripts/{script}`", file=sys.stderr)
         return 0 if current else 1
     replace_block(path, start, end, body)
     print(f"{what} updated in {path}")

@@ -33,6 +33,11 @@ HEADER = ["| config | params | epochs / steps | training time | hardware | beam 
           "| BLEU | BLEU-lc | chrF | TER | training command | scores reproduced by |",
           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
 SOURCE_LIMIT = 250  # the source truncation of reports that do not record it
+OLD_STOP = "bound"  # the beam stopping rule of reports that do not record it
+NEWER_FIELDS = ("command", "engine", "members", "train")  # what an older report does not record
+OLDER_NOTE = ("Older report: written before reports recorded the command, the engine, the ensemble members and the "
+              "training summary (it has the checkpoint's sha256 and the decoding settings); its translations are "
+              "re-scored by `make check` like the others.")
 
 
 def evaluate_command(name: str, report: dict) -> str:
@@ -40,6 +45,8 @@ def evaluate_command(name: str, report: dict) -> str:
     d = report["decode"]
     flags = ["--split", report["split"], "--beam", str(d["beam"]), "--length-penalty", str(d["length_penalty"]),
              "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"])]
+    if d.get("stop", OLD_STOP) != "finished":
+        flags += ["--stop", d.get("stop", OLD_STOP)]
     if d.get("max_source_tokens", SOURCE_LIMIT) != SOURCE_LIMIT:
         flags += ["--max-source-tokens", str(d["max_source_tokens"])]
     if report.get("precision", "fp32") != "fp32":
@@ -97,7 +104,9 @@ def _row(folder: Path) -> tuple[float, float, str]:
         size = finite(params, "parameters") / 1e6
     with blamed(run_file):
         hardware, trained_by = run["hardware"], run["command"]
-    cells = [f"`{folder.name}`", f"{size:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min", hardware,
+    older = not all(key in report for key in NEWER_FIELDS)
+    name = f"`{folder.name}`" + (" (older report)" if older else "")
+    cells = [name, f"{size:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min", hardware,
              f"{beam} / {penalty}", f"{bleu:.2f}", f"{bleu_lc:.2f}", f"{chrf:.2f}", f"{ter:.2f}", f"`{trained_by}`",
              f"`{reproduce}`"]
     return minutes_budget, bleu, "| " + " | ".join(cells) + " |"
@@ -127,6 +136,8 @@ def tables(results: Path) -> str:
     for minutes in sorted(groups):
         ranked = [row for _, row in sorted(groups[minutes], key=lambda r: -r[0])]
         parts += [_title(minutes), "", *HEADER, *ranked, ""]
+    if any("(older report)" in row for rows in groups.values() for _, row in rows):
+        parts += [OLDER_NOTE, ""]
     return "\n".join(parts) + "\n"
 
 

@@ -184,7 +184,9 @@ def test_bench_peers_pairs_decoding_with_fairseq_generate(scripts, tiny_run, tmp
     assert scripts["bench_peers"].main(["--decode", str(run), "--kit", str(kit)]) == 2
 
 
-def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
+def test_profile_step_sorts_operator_times_into_kinds(scripts, tiny_run, tmp_path):
+    """The JSON holds a non-negative time per kind (the overhead is the rest of the step, so the parts sum to
+    the profiled time by construction: that is not tested here), and operators land in the right kind."""
     config, _ = tiny_run
     args = [str(config), "--steps", "2", "--warmup-steps", "1", "--threads", "1", "--out-dir", str(tmp_path)]
     assert scripts["profile_step"].main(args) == 0
@@ -192,7 +194,6 @@ def test_profile_step_accounts_for_the_whole_step(scripts, tiny_run, tmp_path):
     parts = result["breakdown"]
     assert parts["matmul"] > 0 and parts["optimizer"] > 0 and parts["softmax and loss"] > 0
     assert min(parts.values()) >= 0
-    assert sum(parts.values()) == pytest.approx(result["seconds"], abs=1e-4 * len(parts) + 1e-3)  # rounding
     assert scripts["profile_step"].category("aten::addmm") == "matmul"
     assert scripts["profile_step"].category("aten::_foreach_mul_") == "optimizer"
     assert scripts["profile_step"].category("aten::_log_softmax") == "softmax and loss"
@@ -268,8 +269,10 @@ def test_bench_attention_and_readme_tables(scripts, tmp_path):
     assert "### Attention" in text and "| 24 | would exceed" in text and "bench_attention.py" in text
 
 
-def test_readme_commands_reproduce_the_committed_reports(scripts):
-    """Each results row's nmt-evaluate command decodes with exactly the settings its report was decoded with."""
+def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
+    """Each results row's nmt-evaluate command, parsed, decodes with exactly the settings its report records,
+    whatever the checkpoint holds. (That the scores themselves reproduce is `make check`'s re-scoring of the
+    committed translations; decoding again needs the checkpoints, which are not committed.)"""
     from nmt.cli import DECODE_FLAGS, _evaluate_parser, _flag
     from nmt.config import DecodeConfig, decode_with
 
@@ -288,6 +291,7 @@ def test_readme_commands_reproduce_the_committed_reports(scripts):
         used = decode_with(stored, {key: getattr(args, key) for key in DECODE_FLAGS}, _flag)
         expected = {k: v for k, v in report["decode"].items() if k not in ("batch_tokens", "n_best")}
         assert {k: getattr(used, k) for k in expected} == expected
+        assert used.stop == report["decode"].get("stop", "bound")  # reports before decode.stop used the bound rule
         assert args.precision == report.get("precision", "fp32")
 
 
@@ -302,9 +306,10 @@ def test_results_tables_match_the_committed_reports(scripts, tmp_path, capsys):
 
 
 def test_comparison_table_matches_the_committed_report(scripts, tmp_path, capsys):
-    """README's attention table is generated from reports/multi30k, whose scores are the runs' own reports."""
+    """docs/comparing.md's attention table is generated from reports/multi30k, whose scores are the runs' own
+    reports."""
     table, committed = scripts["compare_table"], REPO / "reports" / "multi30k"
-    assert table.main(["--check"]) == 0, "run `python scripts/compare_table.py` to regenerate README.md"
+    assert table.main(["--check"]) == 0, "run `python scripts/compare_table.py` to regenerate docs/comparing.md"
     data = json.loads((committed / "compare.json").read_text(encoding="utf-8"))
     assert len(data["runs"]) == 8 and all(row["status"] == "ok" for row in data["runs"])
     for row in data["runs"]:
@@ -356,7 +361,7 @@ def test_comparison_table_shows_figures_a_report_lacks_as_dashes(scripts, tmp_pa
     _edit(report / "compare.json", lambda d: d["runs"][0].update(train_tgt_tok_s=None, decode_sentences_per_s=None))
     readme = _readme(tmp_path, "compare")
     assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
-    assert "| rnn/none | 2.05 | 5.33 | 1.68–2.40 | 0.001* | 0.001* | 241 | – | – |" in readme.read_text()
+    assert "| rnn/none | 2.05 | 5.33 | 1.68–2.40 | ≤ 0.001* | ≤ 0.001* | 241 | – | – |" in readme.read_text()
     _edit(report / "compare.json", _fail_every_run)
     assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
     text = readme.read_text()
@@ -500,3 +505,19 @@ def test_bench_tables_refuse_a_missing_folder_or_readme_markers(scripts, tmp_pat
     plain.write_text("# no markers\n")
     assert bench.main(["--report-only", "--results", str(results), "--readme", str(plain)]) == 1
     assert f"{plain}: the markers" in capsys.readouterr().err and plain.read_text() == "# no markers\n"
+
+
+def test_bench_tables_check_mode_compares_without_writing(scripts, tmp_path, capsys):
+    """--check runs nothing and writes nothing; the README's summary block holds the training and peer tables."""
+    bench = scripts["bench_all"]
+    assert bench.main(["--check"]) == 0, "run `python scripts/bench_all.py --report-only`"
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "benchmarks" / "results", results)
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- bench-summary:start -->\nold\n<!-- bench-summary:end -->\n")
+    assert bench.main(["--check", "--results", str(results), "--readme", str(readme)]) == 1
+    assert "stale" in capsys.readouterr().err and "old" in readme.read_text()
+    assert bench.main(["--report-only", "--results", str(results), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "### Training" in text and "### Against fairseq and OpenNMT-py" in text and "### Attention" not in text
+    assert bench.main(["--check", "--results", str(results), "--readme", str(readme)]) == 0

@@ -1,0 +1,208 @@
+"""`make check`: every committed figure is what its evidence gives.
+
+Usage: python scripts/check.py [--root .] [--only blocks scores bootstrap] [--bootstrap-run NAME]
+
+- blocks: every generated block is regenerated in memory and compared with the committed file: the results
+  and seed tables and the speed summary (README.md), the comparison table (docs/comparing.md), the speed
+  tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the configuration reference
+  (docs/config.md), reports/multi30k/compare.md (from its compare.json) and seeds.json (from the archived
+  seed reports).
+- scores: every committed translation file (results/**/test.hyp.en, reports/*/runs/*/test.hyp.en) is
+  re-scored with sacreBLEU against the Multi30k test references; its BLEU, BLEU-lc, chrF and TER must equal
+  its eval_test.json, and a comparison run's BLEU, chrF and TER its compare.json row.
+- bootstrap: one comparison's paired bootstrap is recomputed from the seed its signature records; scores,
+  means, confidence intervals and p-values must equal compare.json.
+
+The references come from NMT_DATA_MIRROR, else ../shared/data/multi30k beside the repository, else the
+download cache (data/downloads), fetched with its checksums like nmt-prepare does. Each difference is one
+line on stderr; the exit status is 1 when there is any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import bench_all
+import bench_data
+import compare_table
+import results_table
+import seed_spread
+from report_files import read_json
+
+from nmt.cli import command
+from nmt.compare import markdown, paired_bootstrap
+from nmt.config import DataConfig, reference_markdown
+from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
+from nmt.evaluate import score
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("blocks", "scores", "bootstrap")
+BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
+Problems = list[str]
+
+
+def _block(path: Path, start: str, end: str, body: str, fix: str) -> Problems:
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if f"{start}\n{body}{end}" in text:
+        return []
+    return [f"{path}: the block {start} differs from what its evidence gives; run `{fix}`"]
+
+
+def _file(path: Path, body: str, fix: str) -> Problems:
+    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    return [] if current == body else [f"{path}: differs from what its evidence gives; run `{fix}`"]
+
+
+def blocks(root: Path) -> Problems:
+    """Every generated block and file against what the committed JSON files give."""
+    readme, docs = root / "README.md", root / "docs"
+    bench_results, seeds = root / "benchmarks" / "results", root / "results" / "multi30k" / "seeds"
+    report = root / "reports" / "multi30k"
+    problems = _block(readme, results_table.START, results_table.END,
+                      results_table.tables(root / "results" / "multi30k"), "python scripts/results_table.py")
+    problems += _block(readme, seed_spread.START, seed_spread.END, seed_spread.table(seeds),
+                       "python scripts/seed_spread.py report")
+    if (seeds / "seeds.json").is_file():
+        recorded, fresh = read_json(seeds / "seeds.json"), seed_spread.summarize(seeds)
+        problems += [f"{seeds / 'seeds.json'}: {key} differs from the archived reports" for key in fresh
+                     if recorded.get(key) != fresh[key]]
+    comparing = docs / "comparing.md"
+    problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
+                       "python scripts/compare_table.py")
+    problems += _file(report / "compare.md", markdown(read_json(report / "compare.json")),
+                      "nmt-compare (compare.md is written from compare.json)")
+    for target in (docs / "benchmarks.md", readme):
+        for start, end, kinds in bench_all._blocks(target):
+            problems += _block(target, start, end, bench_all.tables(bench_results, kinds),
+                               "python scripts/bench_all.py --report-only")
+    problems += _block(docs / "data.md", bench_data.START, bench_data.END, bench_data.report(bench_results),
+                       "python scripts/bench_data.py --report-only")
+    if reference_markdown().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
+        problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
+    return problems
+
+
+def references(root: Path = ROOT) -> list[str]:
+    """The Multi30k test references, normalized as nmt-evaluate scores them (checksums verified)."""
+    mirror = os.environ.get(MIRROR_ENV, "")
+    beside = root.resolve().parent / "shared" / "data" / "multi30k"
+    if not mirror and beside.is_dir():
+        mirror = str(beside)
+    files = fetch_multi30k(DataConfig(dataset="multi30k", mirror=mirror,
+                                      download_dir=str(root / "data" / "downloads")), log=lambda _msg: None)
+    return [normalize(line, False) for line in read_pair(*files["test"])[1]]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]  # one line per sentence, each ending in \n
+
+
+def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems:
+    """One translation file re-scored, against its report and, for a comparison run, its compare.json row."""
+    report_file = hyp_file.parent / "eval_test.json"
+    report = read_json(report_file)
+    hyps = _lines(hyp_file)
+    if len(hyps) != len(refs) or report.get("sentences") != len(refs):
+        return [f"{hyp_file}: {len(hyps)} lines and {report.get('sentences')} in its report for {len(refs)} "
+                "test references"]
+    lowercase = bool(report.get("lowercase", False))
+    fresh = score(hyps, [r.lower() for r in refs] if lowercase else refs)
+    recorded = {key: report["scores"].get(key) for key in ("bleu", "bleu_lc", "chrf", "ter")}
+    problems = [f"{report_file}: scores.{key} is {value}, but {hyp_file.name} scores {fresh[key]}"
+                for key, value in recorded.items() if value is not None and value != fresh[key]]
+    row = rows.get(str(hyp_file.parent))
+    if row is not None:
+        problems += [f"{row['file']}: {hyp_file.parent.name} {key} is {row[key]}, but {hyp_file.name} scores "
+                     f"{fresh[key]}" for key in ("bleu", "chrf", "ter") if row.get(key) != fresh[key]]
+    return problems
+
+
+def _comparison_rows(root: Path) -> dict[str, dict]:
+    """Each comparison run's compare.json row, by the folder its files were copied to."""
+    rows = {}
+    for compare_file in sorted(root.glob("reports/*/compare.json")):
+        for row in read_json(compare_file).get("runs", []):
+            if row.get("status") == "ok":
+                rows[str(compare_file.parent / "runs" / row["name"])] = {**row, "file": compare_file}
+    return rows
+
+
+def scores(root: Path, refs: list[str]) -> Problems:
+    """Every committed translation file re-scored."""
+    files = sorted(root.glob("results/**/test.hyp.en")) + sorted(root.glob("reports/*/runs/*/test.hyp.en"))
+    if not files:
+        return [f"{root}: no committed translation files (results/**/test.hyp.en)"]
+    rows = _comparison_rows(root)
+    listed = [f"{row['file']}: run {Path(name).name} has no committed test.hyp.en" for name, row in rows.items()
+              if not (Path(name) / "test.hyp.en").is_file()]
+    return listed + [problem for path in files for problem in _rescore(path, refs, rows)]
+
+
+@contextlib.contextmanager
+def _sacrebleu_seed(seed: str) -> Iterator[None]:
+    """sacrebleu's paired bootstrap takes its seed from the environment."""
+    before = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = seed
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SACREBLEU_SEED"]
+        else:
+            os.environ["SACREBLEU_SEED"] = before
+
+
+def bootstrap(root: Path, refs: list[str], name: str = BOOTSTRAP_RUN) -> Problems:
+    """The paired bootstrap of run `name` against its baseline, recomputed from the recorded seed."""
+    compare_file = root / "reports" / "multi30k" / "compare.json"
+    sig = read_json(compare_file)["significance"]
+    entry = sig["runs"][name]
+    base = entry["baseline"]
+    seed = re.search(r"\|seed:(\d+)\|", sig["signatures"]["bleu"])
+    if seed is None:
+        return [f"{compare_file}: the bleu signature records no seed"]
+    runs = root / "reports" / "multi30k" / "runs"
+    systems = [(base, _lines(runs / base / "test.hyp.en")), (name, _lines(runs / name / "test.hyp.en"))]
+    with _sacrebleu_seed(seed.group(1)):
+        fresh, _ = paired_bootstrap(systems, refs, sig["resamples"])
+    return [f"{compare_file}: significance.runs.{run}.{metric} is {sig['runs'][run][metric]}, recomputed "
+            f"{fresh[run][metric]}" for run in (base, name) for metric in ("bleu", "chrf")
+            if fresh[run][metric] != {k: sig["runs"][run][metric][k] for k in fresh[run][metric]}]
+
+
+def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = BOOTSTRAP_RUN,
+               refs: Callable[[], list[str]] | None = None) -> Problems:
+    """Every problem the chosen checks find (an empty list when everything holds)."""
+    problems = blocks(root) if "blocks" in only else []
+    if "scores" in only or "bootstrap" in only:
+        texts = (refs or (lambda: references(root)))()
+        if "scores" in only:
+            problems += scores(root, texts)
+        if "bootstrap" in only:
+            problems += bootstrap(root, texts, bootstrap_run)
+    return problems
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="check.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this one)")
+    parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS), help="the checks to run")
+    parser.add_argument("--bootstrap-run", default=BOOTSTRAP_RUN, help="comparison run whose bootstrap is redone")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    problems = run_checks(args.root.resolve(), tuple(args.only), args.bootstrap_run)
+    for problem in problems:
+        print(f"check: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"check: {', '.join(args.only)}: every figure matches its evidence")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

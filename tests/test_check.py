@@ -1,0 +1,224 @@
+"""`make check` (scripts/check.py): on a copy of the committed files, a one-character edit of a figure in the
+README, a report, a JSON or of one translation line makes it fail; the seed-spread table from fake runs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from nmt.data import DataError
+from tests.conftest import REPO
+
+RUN = "multi30k_transformer_20min"  # the committed run whose files are edited
+COMPARED = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is redone
+
+
+@pytest.fixture(scope="module")
+def scripts() -> Iterator[dict[str, ModuleType]]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO / "scripts"))
+        yield {name: importlib.import_module(name) for name in ("check", "seed_spread")}
+
+
+@pytest.fixture(scope="module")
+def refs(scripts) -> list[str]:
+    try:
+        return scripts["check"].references()
+    except DataError as err:
+        pytest.skip(f"no Multi30k test references here ({err})")
+
+
+def _copy(root: Path, *paths: str) -> Path:
+    for path in paths:
+        source, target = REPO / path, root / path
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    return root
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    """Replace the first `old` in `path` by `new` (a one-character change in these tests)."""
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _figure(path: Path, pattern: str) -> str:
+    """The first text matching `pattern` in `path`: the figure an edit changes."""
+    found = re.search(pattern, path.read_text(encoding="utf-8"))
+    assert found, f"{pattern} not in {path}"
+    return found.group(0)
+
+
+def _bump(path: Path, pattern: str) -> None:
+    """Change the last digit of the first figure matching `pattern` in `path`."""
+    figure = _figure(path, pattern)
+    _edit(path, figure, figure[:-1] + str((int(figure[-1]) + 1) % 10))
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A copy of everything the blocks check reads."""
+    return _copy(tmp_path / "repo", "README.md", "docs", "results/multi30k", "reports/multi30k/compare.json",
+                 "reports/multi30k/compare.md", "reports/multi30k/suite.json", "benchmarks/results")
+
+
+BLOCK_EDITS: dict[str, Callable[[Path], None]] = {
+    "readme-results": lambda root: _bump(root / "README.md", r"\| 37\.95"),
+    "readme-speed": lambda root: _bump(root / "README.md", r"\| 2,78\d"),
+    "docs-comparison": lambda root: _bump(root / "docs" / "comparing.md", r"\| 19\.77"),
+    "docs-benchmarks": lambda root: _bump(root / "docs" / "benchmarks.md", r"\| 692\.5"),
+    "report-json": lambda root: _bump(root / "results" / "multi30k" / RUN / "eval_test.json", r'"chrf": 57\.71'),
+    "compare-json": lambda root: _bump(root / "reports" / "multi30k" / "compare.json", r'"bleu": 18\.38'),
+    "compare-md": lambda root: _bump(root / "reports" / "multi30k" / "compare.md", r"\| 18\.45"),
+    "bench-json": lambda root: _bump(root / "benchmarks" / "results" / "train_multi30k_transformer_cpu.json",
+                                     r'"tgt_tokens_per_s": 2779\.9'),
+    "data-json": lambda root: _bump(root / "benchmarks" / "results" / "data_5000000_cpu.json", r'"seconds": 191\.3'),
+}
+
+
+def test_blocks_of_the_committed_files_match_their_evidence(scripts, tree):
+    assert scripts["check"].blocks(tree) == []
+
+
+@pytest.mark.parametrize("edit", list(BLOCK_EDITS))
+def test_one_character_edit_of_a_figure_fails_the_blocks_check(scripts, tree, edit):
+    BLOCK_EDITS[edit](tree)
+    problems = scripts["check"].blocks(tree)
+    assert problems and all("differs" in p for p in problems)
+
+
+@pytest.fixture
+def scored(tmp_path) -> Path:
+    """A copy of one committed run's report and translations (re-scoring one file keeps this fast)."""
+    return _copy(tmp_path / "repo", f"results/multi30k/{RUN}")
+
+
+def test_a_committed_translation_file_rescores_to_its_report(scripts, scored, refs):
+    assert scripts["check"].scores(scored, refs) == []
+
+
+@pytest.mark.parametrize("edit", ["report", "hypothesis"])
+def test_an_edited_score_or_translation_line_fails_the_rescoring(scripts, scored, refs, edit):
+    folder = scored / "results" / "multi30k" / RUN
+    if edit == "report":
+        _bump(folder / "eval_test.json", r'"ter": 46\.02')
+    else:  # one character of the first translation
+        hyps = (folder / "test.hyp.en").read_text(encoding="utf-8")
+        (folder / "test.hyp.en").write_text("x" + hyps[1:], encoding="utf-8")
+    problems = scripts["check"].scores(scored, refs)
+    assert problems and all(str(folder / "eval_test.json") in p for p in problems)
+
+
+@pytest.fixture
+def compared(tmp_path) -> Path:
+    """The comparison report and the translations of one compared pair."""
+    baseline = json.loads((REPO / "reports/multi30k/compare.json").read_text())["significance"]["runs"][COMPARED]
+    return _copy(tmp_path / "repo", "reports/multi30k/compare.json", f"reports/multi30k/runs/{COMPARED}",
+                 f"reports/multi30k/runs/{baseline['baseline']}")
+
+
+def test_the_bootstrap_recomputes_from_its_seed_and_catches_an_edited_p_value(scripts, compared, refs):
+    check = scripts["check"]
+    assert check.bootstrap(compared, refs, COMPARED) == []
+    compare_file = compared / "reports" / "multi30k" / "compare.json"
+    data = json.loads(compare_file.read_text())
+    data["significance"]["runs"][COMPARED]["chrf"]["p_value"] = 0.002
+    compare_file.write_text(json.dumps(data))
+    problems = check.bootstrap(compared, refs, COMPARED)
+    assert len(problems) == 1 and f"{COMPARED}.chrf" in problems[0]
+
+
+# ---------------------------------------------------------------------------------------------- seed spread
+
+
+def _report(folder: Path, bleu: float, chrf: float, sha: str, steps: int, command: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {"scores": {"bleu": bleu, "bleu_lc": bleu + 0.2, "chrf": chrf, "ter": 50.0},
+              "decode": {"beam": 5, "length_penalty": 2.0},
+              "members": [{"path": f"runs/{sha}", "sha256": sha * 8, "steps": steps}], "command": command}
+    (folder / "eval_test.json").write_text(json.dumps(report))
+
+
+def _fake_seeds(seeds: Path) -> None:
+    """Three archived runs (final and best checkpoints) and their ensemble, with hand-set scores."""
+    for seed, (bleu, chrf, best) in enumerate([(36.0, 56.0, 35.5), (37.0, 57.0, 36.0), (38.0, 58.0, 37.5)], 1):
+        run = seeds / f"run_seed{seed}"
+        _report(run, bleu, chrf, f"{seed}abc", 500 + seed, "nmt-train ...")
+        _report(run / "final", bleu, chrf, f"{seed}abc", 500 + seed, f"nmt-evaluate runs/run_seed{seed}")
+        _report(run / "best", best, chrf - 1, f"{seed}bes", 400 + seed, "nmt-evaluate best.pt")
+        (run / "run.json").write_text(json.dumps({"command": "nmt-train x", "hardware": "side by side", "seed": seed}))
+    _report(seeds / "ensemble", 39.5, 59.0, "ens", 501, "nmt-evaluate A -c B -c C")
+
+
+def test_seed_spread_reports_mean_std_ensemble_gain_and_final_against_best(scripts, tmp_path):
+    spread = scripts["seed_spread"]
+    seeds, readme = tmp_path / "seeds", tmp_path / "README.md"
+    _fake_seeds(seeds)
+    readme.write_text(f"# x\n{spread.START}\n{spread.EMPTY}{spread.END}\n")
+    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 0  # none yet
+    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme)]) == 0
+    data = json.loads((seeds / "seeds.json").read_text())
+    assert data["spread"]["bleu"] == {"mean": 37.0, "std": 1.0} and data["spread"]["chrf"] == {"mean": 57.0, "std": 1.0}
+    assert data["ensemble"]["gain_over_mean"]["bleu"] == 2.5 and data["final_minus_best"]["bleu"] == 0.67
+    assert data["runs"][0]["final"]["members"][0] == {"checkpoint": "runs/1abc", "sha256": "1abc" * 8, "updates": 501}
+    assert data["machine"]["cpu_count"] and data["date"] and data["command"].startswith("python scripts/seed_spread")
+    text = readme.read_text()
+    assert "| mean ± std | | | | 37.00 ± 1.00 | 57.00 ± 1.00 | final − best: +0.67 | +1.00 |" in text
+    assert "| 5 / 2.0 | 39.50 (+2.50 over the mean) | 59.00 (+2.00) |" in text
+    assert "| `run_seed2` (seed 2) | 502 | `2abc2abc2abc` | 5 / 2.0 | 37.00 | 57.00 | 36.00 | 56.00 |" in text
+    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 0
+    _bump(seeds / "run_seed2" / "final" / "eval_test.json", r'"bleu": 37\.0')  # an archived figure edited
+    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 1
+
+
+def test_seed_spread_refuses_runs_that_have_not_finished(scripts, tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert scripts["seed_spread"].main(["archive", str(tmp_path / "a"), str(tmp_path / "b"),
+                                        "--seeds", str(tmp_path / "seeds")]) == 1
+    assert "has the run finished" in capsys.readouterr().err and not (tmp_path / "seeds").exists()
+
+
+# ---------------------------------------------------------------------------------------------- links
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(p.relative_to(REPO).as_posix()
+                                                      for p in (REPO / "docs").glob("*.md"))])
+def test_every_relative_link_resolves(page):
+    """Every relative link of the README and the docs pages points to a file (and heading) that exists."""
+    source = REPO / page
+    broken = []
+    for target in LINK.findall(source.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto
+        path, _, anchor = target.partition("#")
+        resolved = (source.parent / path).resolve() if path else source
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{page}: broken links {broken}"
+
+
+def test_the_readme_is_a_front_page():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200 and len(list((REPO / "docs").glob("*.md"))) >= 5
