@@ -37,7 +37,7 @@ CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.y
 DECODE_CONFIG = "configs/multi30k_transformer.yaml"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SUMMARY_START, SUMMARY_END = "<!-- bench-summary:start -->", "<!-- bench-summary:end -->"
-SUMMARY_KINDS = ("train", "peers")  # the headline tables the front page shows
+SUMMARY_KINDS = ("train", "peers", "serve")  # the headline tables the front page shows
 STAGES = ("train", "decode", "attention")
 
 
@@ -220,8 +220,24 @@ def _profile_section(records: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _serve_section(records: dict[str, dict]) -> list[str]:
+    """nmt-serve: one-sentence requests from 1, 8, 32 ... concurrent clients over the loopback."""
+    lines = ["### Serving (nmt-serve over the loopback, one sentence per request)", "",
+             "| run | clients | requests | sent/s | x 1 client | p50 ms | p95 ms |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in records.values():
+        for level in r["levels"]:
+            lines.append(f"| {r['run']} | {level['clients']} | {level['requests']} | {level['sentences_per_s']:.1f} "
+                         f"| x{r['speedup'][str(level['clients'])]:.2f} | {level['p50_ms']:.0f} "
+                         f"| {level['p95_ms']:.0f} |")
+    models = [f"- `{name}`: model `{r['checkpoint']}`, sha256 {r['sha256'][:12]}, {r['updates']:,} updates; "
+              f"server `{r['server']}`" for name, r in records.items()]
+    return lines + [""] + models + [_provenance(name, r) for name, r in records.items()] + [""]
+
+
 SECTIONS = {"train": _train_section, "decode": _decode_section, "attention": _attention_section,
-            "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section}
+            "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section,
+            "serve": _serve_section}
 
 
 def _records(results: Path) -> dict[str, dict[str, dict]]:

@@ -221,7 +221,8 @@ def test_vocab_too_small_is_a_data_error(tmp_path):
         prepare(config(tmp_path, corpus(tmp_path / "c", pairs(10)), vocab_size=5), log=quiet)
 
 
-def test_checksum_mismatch_in_download_dir(tmp_path):
+def test_checksum_mismatch_in_download_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv(data.MIRROR_ENV, raising=False)  # the download folder, not a mirror, is what is checked
     bad = tmp_path / "dl" / "multi30k" / "train.de.gz"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"truncated")
