@@ -35,22 +35,22 @@ train: $(STAMP)
 # The tests, then `make check`: CI's `make test` runs both.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
-	$(BIN)/python scripts/check.py
+	$(BIN)/python -m benchmarks.check
 
 # Every committed figure against its evidence: generated blocks regenerated, translations re-scored against the
 # Multi30k test references (NMT_DATA_MIRROR, ../shared/data/multi30k or the download), one bootstrap redone.
 check: $(STAMP)
-	$(BIN)/python scripts/check.py
+	$(BIN)/python -m benchmarks.check
 
 lint: $(STAMP)
-	$(BIN)/ruff check nmt tests scripts
+	$(BIN)/ruff check nmt tests scripts benchmarks
 
 docs: $(STAMP)
 	$(BIN)/nmt-config-doc > docs/config.md
 
 results: $(STAMP)
-	$(BIN)/python scripts/results_table.py
-	$(BIN)/python scripts/compare_table.py
+	$(BIN)/python -m benchmarks.results_table
+	$(BIN)/python -m benchmarks.compare_table
 
 # The translation service and attention explorer on http://127.0.0.1:8000 (docs/serve.md).
 serve: $(STAMP)
@@ -60,18 +60,18 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 compare: $(STAMP)
-	$(BIN)/python scripts/compare_suite.py $(SUITE) $(if $(BUDGET),--budget $(BUDGET))
+	$(BIN)/python -m benchmarks.compare_suite $(SUITE) $(if $(BUDGET),--budget $(BUDGET))
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench_all.py $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
 
 # On a CUDA machine (< 8 minutes, see docs/gpu.md): preflight, data caches on the CPU, training precisions with
 # MFU and host syncs, kill and resume, NCCL, greedy BLEU on CUDA against the CPU, device-aware tests; elsewhere
-# one line and exit 0 (`scripts/gpu_check.py --dry-run-cpu` runs the same plumbing on the CPU). Reports, rewritten
-# after every check: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
+# one line and exit 0 (`python -m benchmarks.gpu_check --dry-run-cpu` runs the same plumbing on the CPU). Reports,
+# rewritten after every check: benchmarks/results/gpu_check_<device>.json/.md (and $OUT when set).
 # Uses the venv when there is one, else the python at hand (a GPU machine with torch but no venv).
 gpu-check:
-	PYTHONPATH=. $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/gpu_check.py
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -m benchmarks.gpu_check
 
 # The committed comparison report (reports/multi30k) stays.
 clean:

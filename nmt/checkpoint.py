@@ -21,6 +21,7 @@ import torch
 
 from nmt.config import Config, ConfigError, config_from_dict, to_dict
 from nmt.models import Seq2Seq, build_model
+from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer, TokenizerError
 from nmt.utils import atomic_output
 
@@ -177,10 +178,11 @@ def find_checkpoint(path: str | Path) -> Path:
     """A checkpoint file, or the best one of a run folder (averaged, then best, then last)."""
     path = Path(path)
     if path.is_dir():
-        for name in ("averaged.pt", "best.pt", "last.pt"):
-            if (path / "checkpoints" / name).exists():
-                return path / "checkpoints" / name
-        raise CheckpointError(f"{path}: no checkpoint in this run folder (looked in {path / 'checkpoints'})")
+        run = RunDir(path)
+        for final in run.finals():
+            if final.exists():
+                return final
+        raise CheckpointError(f"{path}: no checkpoint in this run folder (looked in {run.checkpoints})")
     if not path.exists():
         raise CheckpointError(f"{path}: checkpoint not found")
     return path
@@ -269,11 +271,11 @@ def average_checkpoints(paths: list[Path]) -> Bundle:
 class RunCheckpoints:
     """A run's checkpoint folder: last.pt (resumable), best.pt, the best k step_N.pt and their average."""
 
-    def __init__(self, folder: Path, keep_best: int) -> None:
-        self.folder, self.keep_best = folder, keep_best
+    def __init__(self, run: RunDir, keep_best: int) -> None:
+        self.run, self.folder, self.keep_best = run, run.checkpoints, keep_best
         self.dropped: list[str] = []  # step files out of the best k, deleted once last.pt no longer lists them
 
-    OWN = ("last.pt", "best.pt", "averaged.pt", "step_*.pt")  # the files a run writes here
+    OWN = (RunDir.LAST, RunDir.BEST, RunDir.AVERAGED, RunDir.STEPS)  # the files a run writes here
 
     def _cut_off(self) -> list[Path]:
         """Temporary files of this run's own writes (atomic_output's .<name>.<random>.tmp) that a kill left."""
@@ -289,16 +291,16 @@ class RunCheckpoints:
         """After a resume: remove temporary files of writes that were cut off, and step files that `best` (the
         resumed last.pt's list) does not hold, written after that last.pt by a run that was then killed."""
         listed = {b["path"] for b in best}
-        for stale in [*self._cut_off(), *self.folder.glob("step_*.pt")]:
+        for stale in [*self._cut_off(), *self.folder.glob(RunDir.STEPS)]:
             if stale.name not in listed:
                 stale.unlink(missing_ok=True)
 
     def save_last(self, bundle: Bundle) -> None:
         """Write last.pt, then delete the step files that dropped out of the best k: until last.pt is written,
         the previous last.pt still lists them, and a resume from it must find them."""
-        save_bundle(bundle, self.folder / "last.pt")
+        save_bundle(bundle, self.run.last)
         for name in self.dropped:
-            (self.folder / name).unlink(missing_ok=True)
+            self.run.checkpoint(name).unlink(missing_ok=True)
         self.dropped = []
 
     def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: Bundle) -> None:
@@ -309,19 +311,18 @@ class RunCheckpoints:
         """
         improved = not best or score > best[0]["score"]
         if len(best) < self.keep_best or score > best[-1]["score"]:
-            path = self.folder / f"step_{step}.pt"
+            path = self.run.step(step)
             save_bundle(bundle, path)
             best.append({"score": score, "step": step, "path": path.name})
             best.sort(key=lambda b: -b["score"])
             self.dropped += [old["path"] for old in best[self.keep_best:]]
             del best[self.keep_best:]
         if improved:
-            save_bundle(bundle, self.folder / "best.pt")
+            save_bundle(bundle, self.run.best)
 
     def final(self, best: list[dict[str, Any]], k: int) -> Path:
         """The checkpoint to evaluate: best.pt, or averaged.pt made from the best `k` when k > 1."""
         if k <= 1:
-            return self.folder / "best.pt"
-        target = self.folder / "averaged.pt"
-        save_bundle(average_checkpoints([self.folder / b["path"] for b in best[:k]]), target)
-        return target
+            return self.run.best
+        save_bundle(average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]]), self.run.averaged)
+        return self.run.averaged

@@ -2,7 +2,7 @@
 
 `nmt-compare RUN_DIR...` reads each run's `eval_test.json`, `test.hyp.en`, `metrics.jsonl` and `config.yaml`,
 and writes `compare.md`, `compare.json` and PNG plots into `--out`. A run without a report is kept in the
-report as failed, with the reason (`train_failed.txt`, written by scripts/compare_suite.py, when present).
+report as failed, with the reason (`train_failed.txt`, written by benchmarks/compare_suite.py, when present).
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from nmt.data import DataError, normalize, read_pair, resolve_files
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, summarize
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
+from nmt.rundir import RunDir, read_metrics
 from nmt.translator import Translator, from_loaded
 from nmt.utils import atomic_output, resolve_device
 
-FAILED_NOTE = "train_failed.txt"
-RUN_FILES = ("eval_test.json", "test.hyp.en", "config.yaml", "metrics.jsonl", FAILED_NOTE)  # what is read of a run
+FAILED_NOTE = RunDir.FAILED
+RUN_FILES = (RunDir.report_name("test"), RunDir.hypotheses_name("test"), RunDir.CONFIG, RunDir.METRICS,
+             FAILED_NOTE)  # what is read of a run
 
 
 @dataclass
@@ -53,20 +55,10 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a run's metrics.jsonl (none if the file is missing). A line cut off by a crash, or one
-    that is not a record with a step, is left out, and so is a figure that is not a finite number."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and _number(entry.get("step")):
-            records.append({k: v for k, v in entry.items() if k == "type" or _number(v)})
-    return records
+def finite_metrics(path: Path) -> list[dict[str, Any]]:
+    """The records of a run's metrics.jsonl as `nmt.rundir.read_metrics` reads them, each without the figures
+    that are not finite numbers (a curve or a speed has no point for them)."""
+    return [{k: v for k, v in entry.items() if k == "type" or _number(v)} for entry in read_metrics(path)]
 
 
 def _check_report(report: Any) -> None:
@@ -80,27 +72,26 @@ def _check_report(report: Any) -> None:
 
 def load_run(path: Path) -> Run:
     """Read a run folder; problems make the run `failed` with a reason instead of raising."""
-    run = Run(path.name, path)
+    run, folder = Run(path.name, path), RunDir(path)
     if not path.is_dir():
         run.fail("run folder not found")
         return run
     try:
-        run.metrics = read_metrics(path / "metrics.jsonl")
-        note = path / FAILED_NOTE
-        if note.exists():
-            run.fail(note.read_text(encoding="utf-8").strip() or "training failed")
+        run.metrics = finite_metrics(folder.metrics)
+        if folder.failed.exists():
+            run.fail(folder.failed.read_text(encoding="utf-8").strip() or "training failed")
             return run
         for name in RUN_FILES[:3]:
             if not (path / name).exists():
                 run.fail(f"no {name} (training failed or was not evaluated)")
                 return run
         try:
-            run.report = json.loads((path / "eval_test.json").read_text(encoding="utf-8"))
+            run.report = json.loads(folder.report("test").read_text(encoding="utf-8"))
         except ValueError as err:
             raise ValueError(f"eval_test.json: {err}") from None
         _check_report(run.report)
-        run.cfg = load_config(path / "config.yaml")
-        run.hyps = (path / "test.hyp.en").read_text(encoding="utf-8").split("\n")[:-1]
+        run.cfg = load_config(folder.config)
+        run.hyps = folder.hypotheses("test").read_text(encoding="utf-8").split("\n")[:-1]
     except (OSError, ValueError) as err:
         run.fail(f"unreadable run files ({err})")
         run.report = {}

@@ -22,9 +22,10 @@ import torch
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, ConfigError, config_from_dict, to_dict
 from nmt.data import read_pair, resolve_files, sha256_file
-from nmt.export import MANIFEST, is_export, store_decode
-from nmt.models import count_parameters
-from nmt.translator import TorchEngine, Translator
+from nmt.engines.ctranslate2 import is_export, store_decode
+from nmt.fileio import check_output
+from nmt.rundir import RunDir
+from nmt.translator import Translator
 from nmt.utils import atomic_output
 
 
@@ -89,7 +90,7 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
         "checkpoint_sha256": first.sha256,
         "config_sha256": hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest(),
         "experiment": cfg.name,
-        "parameters": count_parameters(engine.model) if isinstance(engine, TorchEngine) else None,
+        "parameters": engine.parameter_count,
         # How long the evaluated model had trained when its checkpoint was written (the latest of an average).
         "checkpoint_progress": {"steps": first.steps, "minutes": first.minutes},
         "tokenizer_id": translator.tokenizer.identity,
@@ -164,8 +165,7 @@ def store_length_penalty(model: str | Path, alpha: float) -> Path:
     """Write `alpha` into the decoding settings of a checkpoint (a run folder's final one) or an export's
     manifest, atomically; returns the file written."""
     if is_export(model):
-        store_decode(model, {"length_penalty": alpha})
-        return Path(model) / MANIFEST
+        return store_decode(model, {"length_penalty": alpha})
     path = find_checkpoint(model)
     payload = load_checkpoint(path)
     payload["config"]["decode"]["length_penalty"] = alpha
@@ -190,3 +190,35 @@ def penalty_table(tuning: dict[str, Any]) -> str:
         mark = "**" if row["length_penalty"] == tuning["best"] else ""
         lines.append(f"| {mark}{row['length_penalty']:g}{mark} | {mark}{row['bleu']:.2f}{mark} |")
     return "\n".join(lines)
+
+
+def report_paths(model: str, name: str, output: str | None) -> tuple[Path, Path]:
+    """Where nmt-evaluate writes the report and hypotheses of `name` (a split, or file_<stem> for --src): beside
+    --output, else in the run folder of `model` (the checkpoint or export folder decoded)."""
+    if output:
+        return Path(output), Path(output).with_suffix(".hyp.txt")
+    run = RunDir.of(model)
+    return run.report(name), run.hypotheses(name)
+
+
+def check_tuning(split: str, src: str | None, models: int, length_penalty: float | None) -> None:
+    """--tune-length-penalty chooses on the validation split, for one model, and chooses the penalty itself."""
+    if split != "val" or src:
+        raise ConfigError("--tune-length-penalty: the penalty is chosen on the validation split only; give "
+                          "--split val (and no --src/--ref)")
+    if models > 1:
+        raise ConfigError("--tune-length-penalty: give one model (an ensemble takes its penalty from "
+                          "--length-penalty)")
+    if length_penalty is not None:
+        raise ConfigError("--tune-length-penalty: it chooses the length penalty; leave out --length-penalty")
+
+
+def tune_command(translator: Translator, model: str, output: str | None, inputs: list[tuple[str, Path]],
+                 command: str) -> str:
+    """nmt-evaluate --tune-length-penalty: validation BLEU at each penalty, the best stored with `model`, the
+    report written to `output` (default: the run folder's length_penalty.json); returns what to print."""
+    out = Path(output) if output else RunDir.of(model).length_penalty
+    check_output("report", out, inputs)
+    tuning = tune_and_store(translator, model)
+    write_json(tuning | {"command": command}, out)
+    return f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} stored in {tuning['stored_in']}; report: {out}"

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.fileio import FileError, cause
-
-LOCK_NAME = "train.lock"
+from nmt.rundir import RunDir
 
 
 class RunLockError(Exception):
@@ -33,7 +32,7 @@ def run_lock(run_dir: Path) -> Iterator[str]:
 
     Yields the owner a previous holder left in the file when it ended without releasing the lock (killed), or "".
     """
-    path = run_dir / LOCK_NAME
+    path = RunDir(run_dir).lock
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -10,6 +10,7 @@ from typing import Any
 
 from nmt.config import ConfigError
 from nmt.fileio import atomic_output
+from nmt.rundir import RunDir, read_metrics
 
 INSTALL_TENSORBOARD = "pip install tensorboard (or make install, which installs the serve extra)"
 
@@ -29,8 +30,8 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path, enabled: bool, tensorboard: bool = False) -> None:
         check_tensorboard(tensorboard)
-        self.path = run_dir / "metrics.jsonl"
-        self.tb_dir = run_dir / "tensorboard"
+        run = RunDir(run_dir)
+        self.path, self.tb_dir = run.metrics, run.tensorboard
         self.enabled, self.tensorboard = enabled, tensorboard
         self.tb = None
         self.window = [time.monotonic(), 0.0, 0.0]  # since the last train entry: start, target and source tokens
@@ -38,21 +39,13 @@ class MetricsLog:
     def truncate(self, step: int) -> None:
         """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log).
 
-        A line cut off by a crash or a full disk, or otherwise not a JSON record, is dropped. The log is
-        rewritten atomically.
+        A line that is not a record (see `read_metrics`) is dropped. The log is rewritten atomically.
         """
         if not self.enabled or not self.path.exists():
             return
-        kept = []
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("step", 0), int) and entry.get("step", 0) <= step:
-                kept.append(line + "\n")
+        kept = [entry for entry in read_metrics(self.path) if entry["step"] <= step]
         with atomic_output(self.path) as handle:
-            handle.writelines(kept)
+            handle.writelines(json.dumps(entry) + "\n" for entry in kept)
 
     def open(self) -> None:
         """Start TensorBoard event files too, when `train.tensorboard` asks for them."""

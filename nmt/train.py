@@ -25,6 +25,7 @@ from nmt.distributed import Control, current, gather_objects
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
+from nmt.rundir import RunDir
 from nmt.runlog import MetricsLog
 from nmt.signals import stop_signal
 from nmt.translator import TorchEngine, Translator
@@ -69,11 +70,7 @@ class Trainer:
         self.dist = current(device)
         self.device, self.rank, self.world = device, self.dist.rank, self.dist.world
         self.vocab = data.tokenizer.vocab
-        if device.type == "cpu" and keep_freed_memory():  # the step's large buffers are reused, not re-faulted
-            log.debug("glibc keeps freed memory for reuse")
-        if device.type == "cuda":
-            torch.set_float32_matmul_precision("high" if tcfg.tf32 else "highest")
-            torch.backends.cudnn.allow_tf32 = tcfg.tf32
+        _set_up_device(device, tcfg.tf32)
         seed_everything(tcfg.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, self.vocab).to(device)
         seed_everything(rank_seed(tcfg.seed, self.rank))  # dropout noise of this rank's own
@@ -91,7 +88,7 @@ class Trainer:
         self.sampler = TokenBatchSampler(train.src_lens, train.tgt_lens, tcfg.batch_tokens, seed=tcfg.seed,
                                          num_replicas=self.world, rank=self.rank)
         self.progress = Progress()
-        self.checkpoints = RunCheckpoints(cfg.run_dir / "checkpoints", tcfg.keep_best)
+        self.checkpoints = RunCheckpoints(RunDir(cfg.run_dir), tcfg.keep_best)
         self.metrics = MetricsLog(cfg.run_dir, self.dist.main, tcfg.tensorboard)
         self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
         self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
@@ -105,27 +102,7 @@ class Trainer:
 
     def resume(self, path: Path) -> None:
         """Restore the state saved by `bundle`, refusing an incompatible checkpoint."""
-        bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity, self.world)
-        state = bundle.training
-        self.model.load_state_dict(bundle.model)
-        try:
-            for part, saved in ((self.optimizer, state.optimizer), (self.scaler, state.scaler),
-                                (self.plateau, state.plateau), (self.sampler, state.sampler)):
-                if saved or part is not self.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
-                    part.load_state_dict(saved)
-        except (ValueError, RuntimeError, KeyError, TypeError) as err:
-            detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
-            raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
-        self.progress = Progress(**bundle.progress)
-        self.early_stop = 0 < self.cfg.train.patience <= self.progress.bad_validations  # it had stopped early
-        if self.dist.main:
-            self.checkpoints.tidy(self.progress.best)
-        try:
-            set_rng_state(state.rng_for(self.rank, self.world), self.device)
-        except CheckpointError as err:
-            raise CheckpointError(f"{path}: {err}") from None
-        self.metrics.truncate(self.progress.step)
-        log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
+        _restore(self, path)
 
     def batches(self) -> Iterator[Batch]:
         """This rank's training batches on the device until the epoch limit (see `stream_batches`)."""
@@ -232,7 +209,7 @@ class Trainer:
             if prog.step == 0:  # a fresh start (or --restart) leaves nothing of an earlier run behind
                 self.metrics.truncate(0)
                 self.checkpoints.clear()
-            save_config(self.cfg, self.cfg.run_dir / "config.yaml")
+            save_config(self.cfg, RunDir(self.cfg.run_dir).config)
         self.clock = (time.monotonic(), prog.elapsed)
         if prog.pending_validation:  # as the run would have done had the signal come a moment later
             self._checkpoint()
@@ -282,8 +259,43 @@ class Trainer:
         if prog.nonfinite_in_row >= self.cfg.train.max_nonfinite:
             self._checkpoint(validate=False)
             raise TrainingError(f"{prog.nonfinite_in_row} non-finite updates in a row at step {prog.step}; "
-                                f"stopped (last good state saved in {self.checkpoints.folder / 'last.pt'}). "
+                                f"stopped (last good state saved in {self.checkpoints.run.last}). "
                                 "Lower train.lr, raise train.warmup or use precision bf16/fp32.")
+
+
+def _set_up_device(device: torch.device, tf32: bool) -> None:
+    """The process-wide settings a training on `device` runs with."""
+    if device.type == "cpu" and keep_freed_memory():  # the step's large buffers are reused, not re-faulted
+        log.debug("glibc keeps freed memory for reuse")
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _restore(trainer: Trainer, path: Path) -> None:
+    """Trainer.resume: the weights, optimizer, loss scale, plateau, sampler, progress and this rank's RNG of
+    `path`; the metrics log is cut back to its step and the checkpoint folder tidied to its best list."""
+    bundle = load_for_resume(path, trainer.cfg, trainer.data.tokenizer.identity, trainer.world)
+    state = bundle.training
+    trainer.model.load_state_dict(bundle.model)
+    try:
+        for part, saved in ((trainer.optimizer, state.optimizer), (trainer.scaler, state.scaler),
+                            (trainer.plateau, state.plateau), (trainer.sampler, state.sampler)):
+            if saved or part is not trainer.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
+                part.load_state_dict(saved)
+    except (ValueError, RuntimeError, KeyError, TypeError) as err:
+        detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
+        raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
+    trainer.progress = Progress(**bundle.progress)
+    trainer.early_stop = 0 < trainer.cfg.train.patience <= trainer.progress.bad_validations  # it had stopped early
+    if trainer.dist.main:
+        trainer.checkpoints.tidy(trainer.progress.best)
+    try:
+        set_rng_state(state.rng_for(trainer.rank, trainer.world), trainer.device)
+    except CheckpointError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    trainer.metrics.truncate(trainer.progress.step)
+    log.info("resumed from %s at step %d (epoch %d)", path, trainer.progress.step, trainer.sampler.epoch)
 
 
 def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:

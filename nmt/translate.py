@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
+from nmt.commandline import UNIT, number
+from nmt.data import DataError
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags
+from nmt.fileio import FileError, check_input, check_output
 from nmt.plots import attention_heatmap
-from nmt.translator import Translator
+from nmt.translator import Translator, model_inputs
 from nmt.utils import atomic_output
 
 
@@ -57,18 +61,18 @@ class Stream:
     def _diagnose(self, numbered: list[tuple[int, str]], results: list[list[Hypothesis]],
                   stats_handle: IO | None) -> None:
         tok, limit = self.translator.tokenizer, self.translator.decode.max_source_tokens
-        for (number, line), hyps in zip(numbered, results):
+        for (line_number, line), hyps in zip(numbered, results):
             if not hyps or hyps[0].attention is None:
                 continue
             weights = hyps[0].attention.float()  # (T, S)
             if stats_handle is not None:
                 stats = attention_stats(weights, self.thresholds, per_row=True)
-                record = {"line": number, **stats, "flags": flags(stats, self.thresholds)}
+                record = {"line": line_number, **stats, "flags": flags(stats, self.thresholds)}
                 stats_handle.write(json.dumps(record) + "\n")
             if self.plot_dir is not None and self.plotted < self.plot_count:
                 src = tok.src_pieces(self.translator.normalize(line))[:limit] + ["</s>"]
                 tgt = tok.tgt_id_pieces(hyps[0].tokens) + ["</s>"]
-                attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{number:05d}.png",
+                attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}.png",
                                   title=tok.decode_tgt(hyps[0].tokens))
                 self.plotted += 1
 
@@ -91,3 +95,59 @@ class Stream:
 def _chunks(items: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
     while chunk := list(islice(items, size)):
         yield chunk
+
+
+def add_threshold_args(parser: argparse.ArgumentParser, where: str, shares: bool = True) -> None:
+    """The attention-diagnostics thresholds of `Thresholds`, for the output named `where` (--attention-stats,
+    /attention); `shares` adds the per-sentence flags' shares."""
+    parser.add_argument("--focus-threshold", type=number(UNIT), default=Thresholds.focused,
+                        help=f"{where}: a row whose largest weight exceeds this is over-focused")
+    parser.add_argument("--uniform-threshold", type=number(UNIT), default=Thresholds.uniform,
+                        help=f"{where}: a row whose entropy exceeds this share of log(source length) is near-uniform")
+    if shares:
+        parser.add_argument("--max-focused-share", type=number(UNIT), default=Thresholds.max_focused_share,
+                            help=f"{where}: flag a sentence with more over-focused rows than this share")
+        parser.add_argument("--max-uniform-share", type=number(UNIT), default=Thresholds.max_uniform_share,
+                            help=f"{where}: flag a sentence with more near-uniform rows than this share")
+
+
+def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """Lines of a binary stream as text, failing clearly on the first invalid UTF-8 line."""
+    for line_number, raw in enumerate(stream, 1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise DataError(f"{name}: line {line_number} is not valid UTF-8") from None
+
+
+def check_paths(models: list[str], source: str | None, output: str | None, stats: str | None,
+                plots: str | None) -> None:
+    """nmt-translate's files, before any model is loaded: inputs that exist, outputs that are none of them (nor
+    each other), and standard streams that are open where no file replaces them."""
+    inputs = [item for path in models for item in model_inputs(path)]
+    if source:
+        inputs.append(("-i/--input", check_input("-i/--input", source)))
+    if output:
+        check_output("-o/--output", output, inputs)
+    if stats:
+        check_output("--attention-stats", stats, [*inputs, ("-o/--output", output)])
+    if plots:
+        check_output("--attention-plots", plots, [*inputs, ("-o/--output", output), ("--attention-stats", stats)],
+                     folder=True)
+    if not source and sys.stdin is None:
+        raise DataError("<stdin>: standard input is closed; give -i/--input FILE")
+    if not output and sys.stdout is None:
+        raise FileError("<stdout>: standard output is closed; give -o/--output FILE")
+
+
+def translate_file(stream: Stream, source: str | None, output: str | None) -> int:
+    """Translate the file `source` (None: stdin) to `output` (None: stdout); returns the number of lines."""
+    name = source or "<stdin>"
+    if not source:
+        return stream.run(read_lines(sys.stdin.buffer, name), name, output)
+    try:
+        handle = open(source, "rb")  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise DataError(f"{source}: cannot open input ({err.strerror})") from None
+    with handle:
+        return stream.run(read_lines(handle, name), name, output)

@@ -1,8 +1,9 @@
-"""The one way from text to text: normalize, encode, truncate, batch by tokens, search, detokenize.
+"""The one way from text to text: normalize, encode, truncate, batch by tokens, search, detokenize; and the one
+loader of a model, whatever its form.
 
-A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine that searches over source ids:
-`TorchEngine` runs `nmt.decode` on a PyTorch model (one checkpoint, or an `Ensemble` of several), and the
-CTranslate2 engine of `nmt.export` runs an exported model. Validation, `nmt-evaluate`, `nmt-translate`,
+A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine (`nmt.engines`) that searches over
+source ids. `load_translator` opens run folders, checkpoint files (decoded by the PyTorch engine, several as an
+ensemble) or a CTranslate2 export folder. Validation, `nmt-evaluate`, `nmt-translate`, `nmt-serve`,
 `nmt-compare` and the decoding benchmark all translate through it.
 """
 
@@ -12,72 +13,22 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from nmt.checkpoint import CheckpointError, Loaded, load_model
-from nmt.config import STOP_RULES, Config, ConfigError, DecodeConfig, decode_with
-from nmt.data import collate, normalize, sha256_file
-from nmt.decode import Ensemble, Hypothesis, decode_batch
-from nmt.models.base import Seq2Seq
+from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, decode_with
+from nmt.data import normalize, sha256_file
+from nmt.decode import Ensemble, Hypothesis
+from nmt.engines import Engine
+from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, ExportError, export_files, is_export, read_manifest
+from nmt.engines.pytorch import TorchEngine
+from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer
-from nmt.utils import autocast
 
 Warn = Callable[[int, int], None]  # (index of the line, its subword count) of a truncated source
-
-
-class Engine(Protocol):
-    """Searches over source ids (no EOS), returning each sentence's n-best list in input order."""
-
-    name: str
-    precision: str
-    device: torch.device
-    max_positions: int | None  # the longest sequence (BOS or EOS included) the model reads; None: any length
-    stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
-
-    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
-               return_attention: bool = False) -> list[list[Hypothesis]]: ...
-
-
-def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and (lengths[i] + 1) * (len(current) + 1) > budget:
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
-
-class TorchEngine:
-    """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
-
-    name = "pytorch"
-    stops = STOP_RULES
-
-    def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
-        self.model, self.device, self.precision = model, device, precision
-        self.max_positions = model.max_positions
-
-    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
-               return_attention: bool = False) -> list[list[Hypothesis]]:
-        self.model.eval()
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        no_target = np.zeros(0, dtype=np.int64)
-        with torch.inference_mode(), autocast(self.device, self.precision):
-            for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
-                batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
-                nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
-                for i, hyps in zip(indices, nbest, strict=True):
-                    results[i] = hyps
-        return results
 
 
 @dataclass(frozen=True)
@@ -178,26 +129,64 @@ def from_loaded(loaded: Sequence[Loaded], device: torch.device, precision: str =
                       first.cfg.data.lowercase, [member_of(item) for item in loaded], first.cfg)
 
 
+def from_export(folder: str | Path, device: torch.device, precision: str = "fp32") -> Translator:
+    """A translator decoding with CTranslate2 from a checked export folder, with the run's decoding settings."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    if precision != "fp32":
+        raise ExportError(f"{folder}: an export decodes at the quantization it was exported with "
+                          f"({manifest['quantization']}); --precision applies to checkpoints only")
+    cfg = config_from_dict(manifest["config"])
+    tokenizer = Tokenizer.load(folder)
+    engine = CTranslate2Engine(folder, manifest["quantization"], device, cfg.model.max_positions)
+    member = Member(str(folder), manifest["files"]["model.bin"], cfg.name, cfg.model.arch,
+                    source_sha256=manifest["source_sha256"])
+    return Translator(engine, tokenizer, cfg.decode, cfg.data.lowercase, [member], cfg)
+
+
+def model_inputs(path: str | Path) -> list[tuple[str, Path]]:
+    """The files the loader reads of a model, named for path checks: the checkpoint given, each one a run folder
+    may resolve to, or an export folder's files (reports written into the folder are not inputs)."""
+    given = Path(path)
+    if is_export(given):
+        return [("exported model", p) for p in export_files(given)] + [("export manifest", given / MANIFEST)]
+    if given.is_dir():
+        return [("checkpoint", p) for p in RunDir(given).finals()]
+    return [("checkpoint", given)]
+
+
 def load_translator(paths: Sequence[str | Path], device: torch.device, precision: str = "fp32",
                     changes: dict[str, Any] | None = None,
                     label: Callable[[str], str] = lambda key: f"decode.{key}") -> Translator:
     """A translator for run folders, checkpoint files or one CTranslate2 export folder.
 
     `changes` (None values ignored) override the decoding settings stored with the model; the result is
-    validated, with `label` naming the offending setting (a config key or a command-line flag).
+    validated, with `label` naming the offending setting (a config key or a command-line flag), and checked
+    against what the engine can do.
     """
-    from nmt.export import is_export, load_export  # imports this module
-
-
     exports = [p for p in paths if is_export(p)]
+    if exports and len(paths) > 1:
+        raise CheckpointError(f"{exports[0]}: an exported model cannot be part of an ensemble")
+    kind = CTranslate2Engine if exports else TorchEngine
+    if device.type not in kind.abilities.devices:
+        raise ConfigError(f"device {device.type}: the {kind.name} engine decodes on "
+                          f"{' or '.join(kind.abilities.devices)} only")
     if exports:
-        if len(paths) > 1:
-            raise CheckpointError(f"{exports[0]}: an exported model cannot be part of an ensemble")
-        translator = load_export(paths[0], device, precision)
+        translator = from_export(paths[0], device, precision)
     else:
         translator = from_loaded([load_model(p, device) for p in paths], device, precision)
     decode = decode_with(translator.decode, changes or {}, label)
-    if decode.beam > 1 and decode.stop not in translator.engine.stops:
-        raise ConfigError(f"{label('stop')} {decode.stop}: the {translator.engine.name} engine stops a sentence only "
-                          f"by {', '.join(translator.engine.stops)}; decode a checkpoint for this rule")
+    check_abilities(translator.engine, decode, label)
     return translator.with_decode(decode)
+
+
+def check_abilities(engine: Engine, decode: DecodeConfig,
+                    label: Callable[[str], str] = lambda key: f"decode.{key}") -> None:
+    """Refuse decoding settings the engine cannot search with."""
+    abilities = engine.abilities
+    if decode.beam > 1 and decode.stop not in abilities.stops:
+        raise ConfigError(f"{label('stop')} {decode.stop}: the {engine.name} engine stops a sentence only "
+                          f"by {', '.join(abilities.stops)}; decode a checkpoint for this rule")
+    if decode.n_best > 1 and not abilities.n_best:
+        raise ConfigError(f"{label('n_best')} {decode.n_best}: the {engine.name} engine gives one translation "
+                          "per sentence")

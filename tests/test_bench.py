@@ -1,4 +1,4 @@
-"""Benchmarks: analytic FLOP counts against torch's counter, and each script end to end on tiny settings."""
+"""Benchmarks: analytic FLOP counts against torch's counter, and each benchmark module end to end on tiny settings."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.checkpoint import save_bundle
-from nmt.cli import load
+from nmt.commandline import load
 from nmt.config import ModelConfig
 from nmt.data import prepare
 from nmt.flops import forward_flops, linear_flops, training_flops
@@ -39,20 +39,17 @@ COUNTED = [
 
 @pytest.fixture(autouse=True, scope="module")
 def keep_threads() -> Iterator[None]:
-    """The scripts set torch's thread count for the whole process; later tests get theirs back."""
+    """The benchmarks set torch's thread count for the whole process; later tests get theirs back."""
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
-def scripts() -> Iterator[dict[str, ModuleType]]:
-    """The benchmark and report scripts as modules (imported by name, as when run as scripts)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "scripts"))
-        names = ("bench_train", "bench_decode", "bench_attention", "bench_all", "results_table", "compare_table",
-                 "bench_peers", "profile_step")
-        yield {name: importlib.import_module(name) for name in names}
+def scripts() -> dict[str, ModuleType]:
+    """The benchmark and report modules of the benchmarks package, by name."""
+    names = ("train", "decode", "attention", "run_all", "results_table", "compare_table", "peers", "profile_step")
+    return {name: importlib.import_module(f"benchmarks.{name}") for name in names}
 
 
 def test_linear_layer_costs_two_flops_per_weight_and_token():
@@ -101,13 +98,13 @@ def test_bench_train_writes_its_figures(scripts, tiny_run, tmp_path):
     config, _ = tiny_run
     args = [str(config), "--seconds", "0.3", "--warmup-steps", "1", "--threads", "1", "--matmul-size", "64",
             "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
-    assert scripts["bench_train"].main(args) == 0
+    assert scripts["train"].main(args) == 0
     written, = tmp_path.glob("train_benchtiny_*.json")  # named by the device the test config trains on
     result = json.loads(written.read_text())
     assert result["steps"] >= 1 and result["tgt_tokens_per_s"] > 0 and result["src_tokens_per_s"] > 0
     assert 0 <= result["padding_share"] < 1 and result["peak_rss_mb"] > 0 and result["mfu"] > 0
     assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"}
-    assert result["command"].startswith("python scripts/bench_train.py") and result["machine"]["torch"]
+    assert result["command"].startswith("python -m benchmarks.train ") and result["machine"]["torch"]
 
 
 PEER_SUMMARY = """== fairseq 0.12.2  (log: /x/fairseq.train.log)
@@ -132,17 +129,17 @@ def test_bench_peers_pairs_one_run_of_each(scripts, tiny_run, tmp_path):
     out = tmp_path / "results"
     args = [str(config), "--seconds", "0.3", "--kit", str(kit), "--out-dir", str(out)] + [
         f"--train-arg={a}" for a in ("--warmup-steps=1", "--threads=1", "--matmul-size=64", "--peak-seconds=0.05")]
-    assert scripts["bench_peers"].main(args) == 0
+    assert scripts["peers"].main(args) == 0
     written, = out.glob("peers_benchtiny_cpu.json")
     result = json.loads(written.read_text())
     assert result["fastest_peer"] == "opennmt" and result["peers"]["fairseq"]["peak_rss_mb"] == 1829.7
     assert result["ratio_to_fastest"] == pytest.approx(result["nmt"]["tgt_tokens_per_s"] / 2000, abs=1e-3)
     readme = tmp_path / "README.md"
     readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
-    assert scripts["bench_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
+    assert scripts["run_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
     assert "| benchtiny | 0.3 |" in readme.read_text() and "| 1,500 | 2,000 |" in readme.read_text()
-    assert scripts["bench_peers"].parse_summary(PEER_SUMMARY.split("== OpenNMT")[0]).keys() == {"fairseq"}
-    assert scripts["bench_peers"].main(["--kit", str(tmp_path / "none")]) == 2
+    assert scripts["peers"].parse_summary(PEER_SUMMARY.split("== OpenNMT")[0]).keys() == {"fairseq"}
+    assert scripts["peers"].main(["--kit", str(tmp_path / "none")]) == 2
 
 
 GENERATE_LOG = "2026-12-01 | INFO | fairseq_cli.generate | Translated 1,000 sentences (13,614 tokens) in 8.6s " \
@@ -169,7 +166,7 @@ def test_bench_peers_pairs_decoding_with_fairseq_generate(scripts, tiny_run, tmp
     monkeypatch.setenv("PEERS", str(peers))
     out = tmp_path / "results"
     quick = [f"--decode-arg={a}" for a in ("--limit=1", "--batched-limit=3", "--threads=1")]
-    assert scripts["bench_peers"].main(["--decode", str(run), "--kit", str(kit), "--out-dir", str(out), *quick]) == 0
+    assert scripts["peers"].main(["--decode", str(run), "--kit", str(kit), "--out-dir", str(out), *quick]) == 0
     result = json.loads((out / "peers_decode_benchtiny_cpu.json").read_text())
     assert result["fairseq"]["beam5"]["bleu"] == 31.2 and result["fairseq"]["greedy"]["bleu"] == 29.9
     assert result["fairseq"]["greedy"]["sentences_per_s"] == 116.43
@@ -178,10 +175,10 @@ def test_bench_peers_pairs_decoding_with_fairseq_generate(scripts, tiny_run, tmp
         assert result["ratio"][search] == pytest.approx(expected, abs=1e-3)
     readme = tmp_path / "README.md"
     readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
-    assert scripts["bench_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
+    assert scripts["run_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
     assert "| benchtiny | beam5 |" in readme.read_text() and "| 116.4 | 31.20 |" in readme.read_text()
     monkeypatch.setenv("PEERS", str(tmp_path / "nowhere"))
-    assert scripts["bench_peers"].main(["--decode", str(run), "--kit", str(kit)]) == 2
+    assert scripts["peers"].main(["--decode", str(run), "--kit", str(kit)]) == 2
 
 
 def test_profile_step_sorts_operator_times_into_kinds(scripts, tiny_run, tmp_path):
@@ -206,7 +203,7 @@ def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp
     _, run = tiny_run
     args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
             "--out-dir", str(tmp_path)]
-    assert scripts["bench_decode"].main(args) == 0
+    assert scripts["decode"].main(args) == 0
     result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
     assert set(result["searches"]) == {"greedy", "beam2"}
     for search in result["searches"].values():
@@ -220,17 +217,16 @@ def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp
     (["--export=int8"], ["pytorch fp32", "ctranslate2 int8"]),
 ])
 def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path, export, engines):
-    pytest.importorskip("ctranslate2")
     _, run = tiny_run
     args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
             *export, "--out-dir", str(tmp_path)]
-    assert scripts["bench_decode"].main(args) == 0
+    assert scripts["decode"].main(args) == 0
     result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
     assert list(result["engines"]) == engines
     for searches in result["engines"].values():
         assert set(searches) == {"greedy", "beam2"}
         assert all(m["sentences"] == 4 and m["sentences_per_s"] > 0 and m["bleu"] >= 0 for m in searches.values())
-    text = scripts["bench_all"].tables(tmp_path)
+    text = scripts["run_all"].tables(tmp_path)
     assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
 
 
@@ -238,13 +234,14 @@ def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_pat
                                   ["--batched-limit", "-1"], ["--beam", "0"], ["--length-penalty", "nan"]])
 def test_bench_decode_refuses_flags_out_of_range(scripts, capsys, flag):
     """Refused while parsing, in one line naming the flag, before any model is loaded."""
-    assert scripts["bench_decode"].main(["no/such/run", *flag]) == 2
+    assert scripts["decode"].main(["no/such/run", *flag]) == 2
     err = capsys.readouterr().err
     assert flag[0] in err and "allowed" in err and len(err.strip().splitlines()) == 1
 
 
 def test_attention_methods_agree_where_they_should(scripts):
-    bench = scripts["bench_attention"]
+    bench = scripts["attention"]
+    assert bench.METHODS == ("naive", "fused", "local", "linear")  # the registry's variants with a cost of their own
     q, k, v = (torch.randn(2, 2, 10, 8) for _ in range(3))
     naive = bench._function("naive", 8)(q, k, v)
     torch.testing.assert_close(bench._function("fused", 8)(q, k, v), naive)
@@ -253,27 +250,28 @@ def test_attention_methods_agree_where_they_should(scripts):
 
 
 def test_bench_attention_and_readme_tables(scripts, tmp_path):
-    cap = scripts["bench_attention"].naive_footprint_gb(24, "fp32")  # 16 fits, 24 does not
+    cap = scripts["attention"].naive_footprint_gb(24, "fp32")  # 16 fits, 24 does not
     args = ["--lengths", "16", "24", "--methods", "naive", "--repeats", "1", "--device", "cpu", "--threads", "1",
             "--memory-cap", str(cap * 0.99), "--budget", "900", "--out-dir", str(tmp_path)]
-    assert scripts["bench_attention"].main(args) == 0
+    assert scripts["attention"].main(args) == 0
     result = json.loads((tmp_path / "attention_cpu.json").read_text())
     assert result["results"]["naive"]["16"]["ms"] > 0
     assert result["results"]["naive"]["24"]["skipped"].startswith("would exceed")
 
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n\nintro\n<!-- bench:start -->\nstale\n<!-- bench:end -->\noutro\n")
-    assert scripts["bench_all"].main(["--report-only", "--results", str(tmp_path), "--readme", str(readme)]) == 0
+    assert scripts["run_all"].main(["--report-only", "--results", str(tmp_path), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert "stale" not in text and text.startswith("# Benchmarks\n\nintro\n") and text.endswith("outro\n")
-    assert "### Attention" in text and "| 24 | would exceed" in text and "bench_attention.py" in text
+    assert "### Attention" in text and "| 24 | would exceed" in text and "benchmarks.attention" in text
 
 
 def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
     """Each results row's nmt-evaluate command, parsed, decodes with exactly the settings its report records,
     whatever the checkpoint holds. (That the scores themselves reproduce is `make check`'s re-scoring of the
     committed translations; decoding again needs the checkpoints, which are not committed.)"""
-    from nmt.cli import DECODE_FLAGS, _evaluate_parser, _flag
+    from nmt.cli import evaluate_parser
+    from nmt.commandline import DECODE_FLAGS, flag
     from nmt.config import DecodeConfig, decode_with
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -284,11 +282,11 @@ def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
         command = scripts["results_table"].evaluate_command(path.parent.name, report)
         assert f"`{command}`" in readme
         prog, *argv = shlex.split(command)
-        args = _evaluate_parser().parse_args(argv)
+        args = evaluate_parser().parse_args(argv)
         assert prog == "nmt-evaluate" and args.models == [f"runs/{path.parent.name}"] and args.split == "test"
         # Whatever the checkpoint holds, the flags alone fix every setting that changes the output.
         stored = DecodeConfig(beam=7, length_penalty=0.3, max_len_a=9.0, max_len_b=99)
-        used = decode_with(stored, {key: getattr(args, key) for key in DECODE_FLAGS}, _flag)
+        used = decode_with(stored, {key: getattr(args, key) for key in DECODE_FLAGS}, flag)
         expected = {k: v for k, v in report["decode"].items() if k not in ("batch_tokens", "n_best")}
         assert {k: getattr(used, k) for k in expected} == expected
         assert used.stop == report["decode"].get("stop", "bound")  # reports before decode.stop used the bound rule
@@ -297,7 +295,7 @@ def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
 
 def test_results_tables_match_the_committed_reports(scripts, tmp_path, capsys):
     tables = scripts["results_table"]
-    assert tables.main(["--check"]) == 0, "run `python scripts/results_table.py` to regenerate README.md"
+    assert tables.main(["--check"]) == 0, "run `python -m benchmarks.results_table` to regenerate README.md"
     broken = tmp_path / "multi30k_transformer_20min"
     broken.mkdir()
     (broken / "eval_test.json").write_text(json.dumps({"scores": {}}))
@@ -309,7 +307,7 @@ def test_comparison_table_matches_the_committed_report(scripts, tmp_path, capsys
     """docs/comparing.md's attention table is generated from reports/multi30k, whose scores are the runs' own
     reports."""
     table, committed = scripts["compare_table"], REPO / "reports" / "multi30k"
-    assert table.main(["--check"]) == 0, "run `python scripts/compare_table.py` to regenerate docs/comparing.md"
+    assert table.main(["--check"]) == 0, "run `python -m benchmarks.compare_table` to regenerate docs/comparing.md"
     data = json.loads((committed / "compare.json").read_text(encoding="utf-8"))
     assert len(data["runs"]) == 8 and all(row["status"] == "ok" for row in data["runs"])
     for row in data["runs"]:
@@ -326,7 +324,7 @@ def test_comparison_table_matches_the_committed_report(scripts, tmp_path, capsys
 
 
 def _committed_report(folder: Path) -> Path:
-    """A copy of the two files of reports/multi30k that compare_table.py reads."""
+    """A copy of the two files of reports/multi30k that benchmarks.compare_table reads."""
     folder.mkdir()
     for name in ("compare.json", "suite.json"):
         shutil.copyfile(REPO / "reports" / "multi30k" / name, folder / name)
@@ -491,14 +489,14 @@ def test_bench_tables_name_the_results_file_at_fault(scripts, tmp_path, capsys, 
     results = _committed_bench(tmp_path / "results")
     damage(results / "train_multi30k_transformer_cpu.json")
     readme = _readme(tmp_path, "bench")
-    assert scripts["bench_all"].main(["--report-only", "--results", str(results), "--readme", str(readme)]) == 1
+    assert scripts["run_all"].main(["--report-only", "--results", str(results), "--readme", str(readme)]) == 1
     err = capsys.readouterr().err
     assert f"{results / 'train_multi30k_transformer_cpu.json'}:" in err and says in err
     assert "unexpected" not in err and "old" in readme.read_text()
 
 
 def test_bench_tables_refuse_a_missing_folder_or_readme_markers(scripts, tmp_path, capsys):
-    bench, readme = scripts["bench_all"], _readme(tmp_path, "bench")
+    bench, readme = scripts["run_all"], _readme(tmp_path, "bench")
     assert bench.main(["--report-only", "--results", str(tmp_path / "missing"), "--readme", str(readme)]) == 1
     assert str(tmp_path / "missing") in capsys.readouterr().err and "old" in readme.read_text()
     results, plain = _committed_bench(tmp_path / "results"), tmp_path / "plain.md"
@@ -509,8 +507,8 @@ def test_bench_tables_refuse_a_missing_folder_or_readme_markers(scripts, tmp_pat
 
 def test_bench_tables_check_mode_compares_without_writing(scripts, tmp_path, capsys):
     """--check runs nothing and writes nothing; the README's summary block holds the training and peer tables."""
-    bench = scripts["bench_all"]
-    assert bench.main(["--check"]) == 0, "run `python scripts/bench_all.py --report-only`"
+    bench = scripts["run_all"]
+    assert bench.main(["--check"]) == 0, "run `python -m benchmarks.run_all --report-only`"
     results = tmp_path / "results"
     shutil.copytree(REPO / "benchmarks" / "results", results)
     readme = tmp_path / "README.md"

@@ -1,4 +1,4 @@
-"""`make check` (scripts/check.py): on a copy of the committed files, a one-character edit of a figure in the
+"""`make check` (benchmarks/check.py): on a copy of the committed files, a one-character edit of a figure in the
 README, a report, a JSON or of one translation line makes it fail; the seed-spread table from fake runs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -21,10 +21,8 @@ COMPARED = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is
 
 
 @pytest.fixture(scope="module")
-def scripts() -> Iterator[dict[str, ModuleType]]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "scripts"))
-        yield {name: importlib.import_module(name) for name in ("check", "seed_spread")}
+def scripts() -> dict[str, ModuleType]:
+    return {name: importlib.import_module(f"benchmarks.{name}") for name in ("check", "seed_spread")}
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +170,8 @@ def test_seed_spread_reports_mean_std_ensemble_gain_and_final_against_best(scrip
     assert data["spread"]["bleu"] == {"mean": 37.0, "std": 1.0} and data["spread"]["chrf"] == {"mean": 57.0, "std": 1.0}
     assert data["ensemble"]["gain_over_mean"]["bleu"] == 2.5 and data["final_minus_best"]["bleu"] == 0.67
     assert data["runs"][0]["final"]["members"][0] == {"checkpoint": "runs/1abc", "sha256": "1abc" * 8, "updates": 501}
-    assert data["machine"]["cpu_count"] and data["date"] and data["command"].startswith("python scripts/seed_spread")
+    assert data["machine"]["cpu_count"] and data["date"]
+    assert data["command"].startswith("python -m benchmarks.seed_spread ")
     text = readme.read_text()
     assert "| mean ± std | | | | 37.00 ± 1.00 | 57.00 ± 1.00 | final − best: +0.67 | +1.00 |" in text
     assert "| 5 / 2.0 | 39.50 (+2.50 over the mean) | 59.00 (+2.00) |" in text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import math
 import shutil
@@ -174,9 +174,7 @@ def test_translate_attention_stats_with_thresholds(trained_run, tmp_path, capsys
 
 
 def test_suite_budget_overrides():
-    spec = importlib.util.spec_from_file_location("compare_suite", REPO / "scripts" / "compare_suite.py")
-    suite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite)
+    suite = importlib.import_module("benchmarks.compare_suite")
     assert suite.budget_overrides("20m") == ["--set", "train.max_minutes=20", "--set", "train.max_steps=0"]
     assert suite.budget_overrides("1.5h") == ["--set", "train.max_minutes=90", "--set", "train.max_steps=0"]
     assert suite.budget_overrides("3000") == ["--set", "train.max_steps=3000", "--set", "train.max_minutes=0"]
@@ -219,12 +217,14 @@ def test_no_significance_without_variation(systems, refs) -> None:
 def test_hand_edited_and_cut_off_run_files(tmp_path, trained_run, capsys) -> None:
     """A run whose report is not one nmt-evaluate writes fails with a reason naming the file; a metrics line
     cut off by a crash, or one with odd figures, is left out; a comparison with no usable run exits 1."""
-    from nmt.compare import load_run, read_metrics
+    from nmt.compare import finite_metrics, load_run
+    from nmt.rundir import read_metrics
 
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"type": "train", "step": 5, "tgt_tok_s": "fast", "loss": 2.5}\n[1]\n'
                        '{"type": "valid", "step": 5, "loss": NaN}\n{"type": "train", "step": 10, "lo', encoding="utf-8")
-    assert read_metrics(metrics) == [{"type": "train", "step": 5, "loss": 2.5}, {"type": "valid", "step": 5}]
+    assert finite_metrics(metrics) == [{"type": "train", "step": 5, "loss": 2.5}, {"type": "valid", "step": 5}]
+    assert read_metrics(metrics).skipped == [2, 4]  # the one reader names the lines it left out
     for report in ("[1, 2]", '{"sentences": 80}', '{"scores": {"bleu": "high", "chrf": 1, "ter": 1}, "sentences": 80}',
                    ""):
         run = tmp_path / "run"
@@ -247,9 +247,7 @@ def test_plot_titles_are_plain_text(tmp_path) -> None:
 
 
 def test_suite_names_and_budgets_that_could_delete_or_escape_are_refused() -> None:
-    spec = importlib.util.spec_from_file_location("compare_suite", REPO / "scripts" / "compare_suite.py")
-    suite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite)
+    suite = importlib.import_module("benchmarks.compare_suite")
     for name in ("..", "../", "/tmp", "sample/..", "", "nope"):
         with pytest.raises(ValueError, match="not a suite"):
             suite.suite_configs(name)

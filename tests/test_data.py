@@ -281,8 +281,6 @@ def test_multi30k_download_is_atomic_and_verified(tmp_path, monkeypatch):
 
 
 def test_sample_dataset(tmp_path):
-    if not (data.sample_dir() / "train.de").is_file():
-        pytest.skip("data/sample is not there yet")
     cfg = Config(data=DataConfig(dataset="sample", cache_dir=str(tmp_path / "cache")),
                  tokenizer=TokenizerConfig(vocab_size=500))
     prep = prepare(cfg, log=quiet)
@@ -418,7 +416,7 @@ def test_chunked_pool_preparation_equals_one_piece(tmp_path):
     assert np.array_equal(pickle.loads(pickle.dumps(ids))[3:40], whole_ids[3:40])
 
 
-def test_memory_mapped_store_gives_todays_batches(tmp_path):
+def test_memory_mapped_store_gives_the_batches_of_in_memory_ids(tmp_path):
     rows = pairs(2000)
     prep = prepare(config(tmp_path, corpus(tmp_path / "c", rows)), log=quiet)
     mapped = prep.splits["train"]

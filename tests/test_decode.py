@@ -277,16 +277,14 @@ def test_decode_batch_dispatches_on_beam() -> None:
 
 
 def real_model(arch: str) -> Seq2Seq:
-    models = pytest.importorskip("nmt.models")
-    if not hasattr(models, "build_model"):
-        pytest.skip("nmt.models.build_model is not available")
     from nmt.config import ModelConfig
+    from nmt.models import build_model
     from nmt.tokenizer import VocabInfo
 
     torch.manual_seed(0)
     cfg = ModelConfig(arch=arch, d_model=32, heads=2, ffn_dim=64, encoder_layers=2, decoder_layers=2, emb_dim=32,
                       hidden_size=32, dropout=0.0)
-    return models.build_model(cfg, VocabInfo(src_size=24, tgt_size=24, joint=True)).eval()
+    return build_model(cfg, VocabInfo(src_size=24, tgt_size=24, joint=True)).eval()
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])

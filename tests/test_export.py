@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,7 +20,6 @@ from nmt.export import MANIFEST, ExportError, export_ctranslate2, read_manifest,
 from nmt.models import build_model
 from nmt.translator import load_translator
 
-ctranslate2 = pytest.importorskip("ctranslate2")
 CPU = torch.device("cpu")
 
 
@@ -50,7 +50,7 @@ def _variant(trained_run, folder, **model) -> str:
     {"pre_norm": True, "tie_embeddings": False, "positions": "learned"},
     {"pre_norm": False, "tie_embeddings": False, "positions": "learned", "temperature": 0.5},
 ])
-def test_every_variant_round_trips(trained_run, tmp_path, test_lines, model):
+def test_each_exportable_layout_scores_like_pytorch(trained_run, tmp_path, test_lines, model):
     checkpoint = _variant(trained_run, tmp_path, **model)
     export_ctranslate2(checkpoint, tmp_path / "ct2", "float32")
     loaded = load_model(checkpoint, CPU)
@@ -95,7 +95,7 @@ def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, te
 
     Not at 1.0 on this barely trained model: its beams run to the length cap, where they all end at once and
     CTranslate2 keeps the `beam` best by its own penalty (length ** alpha), dropping the empty output that the
-    GNMT form ranks first at 1.0. A trained model seldom reaches the cap (scripts/bench_lp_agreement.py measures it).
+    GNMT form ranks first at 1.0. A trained model seldom reaches the cap (benchmarks/lp_agreement.py measures it).
     """
     settings = {"beam": 5, "length_penalty": alpha}
     pytorch = load_translator([trained_run], CPU, changes=settings).search(test_lines)
@@ -132,6 +132,13 @@ def test_tuning_an_export_stores_the_penalty_in_its_manifest(trained_run, export
     pytorch = tune_length_penalty(load_translator([trained_run], CPU))
     differences = [abs(a["bleu"] - b["bleu"]) for a, b in zip(pytorch["table"], tuning["table"], strict=True)]
     assert max(differences) <= 1.0  # a tiny, barely trained model: the engines differ only in float rounding
+
+
+def test_an_export_declares_that_it_gives_no_attention(exports):
+    engine = load_translator([exports / "float32"], CPU).engine
+    assert not engine.abilities.attention and engine.abilities.stops == ("finished",) and engine.parameter_count is None
+    with pytest.raises(ExportError, match="an exported model gives no attention weights"):
+        engine.layer_attention(np.array([5, 6]), [7])
 
 
 def test_loading_an_export_keeps_the_torch_thread_count(exports):

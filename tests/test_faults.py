@@ -18,7 +18,7 @@ import pytest
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
 from nmt.fileio import FileError, atomic_output, describe_os_error
-from nmt.runlock import LOCK_NAME
+from nmt.rundir import RunDir
 from nmt.signals import Interrupted, graceful_stop, stop_signal
 from tests.conftest import REPO, tiny_config
 
@@ -189,10 +189,10 @@ def test_second_training_on_a_locked_run_folder_is_refused_and_a_killed_owner_ta
     assert f"pid {holder.pid}" in err
     holder.kill()
     holder.wait()
-    assert (run / LOCK_NAME).read_text(encoding="utf-8").startswith(f"pid {holder.pid}")
+    assert RunDir(run).lock.read_text(encoding="utf-8").startswith(f"pid {holder.pid}")
     assert train_main([str(cfg), "--no-evaluate"]) == 0
     assert "took over the run folder's lock" in capsys.readouterr().err
-    assert (run / LOCK_NAME).read_text(encoding="utf-8") == ""  # released on a clean exit
+    assert RunDir(run).lock.read_text(encoding="utf-8") == ""  # released on a clean exit
 
 
 # ------------------------------------------------------------------ signals
@@ -242,7 +242,7 @@ def test_under_torchrun_the_launchers_copy_of_a_signal_is_not_a_second_one(monke
 def test_a_dead_peer_is_said_in_plain_words(tmp_path, monkeypatch):
     import torch.distributed as dist
 
-    from nmt.cli import _peer_gone
+    from nmt.commandline import _peer_gone
 
     error = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4711")
     assert not _peer_gone(error)  # no process group: not a torchrun worker

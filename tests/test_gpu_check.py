@@ -1,4 +1,4 @@
-"""scripts/gpu_check.py on the CPU: the one-line exit without CUDA, its plan, process groups, report and checks."""
+"""benchmarks/gpu_check.py on the CPU: the one-line exit without CUDA, its plan, process groups, report and checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -19,14 +18,12 @@ from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
-def gpu_check() -> Iterator[ModuleType]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO / "scripts"))
-        yield importlib.import_module("gpu_check")
+def gpu_check() -> ModuleType:
+    return importlib.import_module("benchmarks.gpu_check")
 
 
 def _runner(gpu_check, tmp_path: Path, budget: float = 60.0):
-    return gpu_check.Runner(budget, tmp_path / "work", "cpu", tmp_path / "out", "python scripts/gpu_check.py")
+    return gpu_check.Runner(budget, tmp_path / "work", "cpu", tmp_path / "out", "python -m benchmarks.gpu_check")
 
 
 def _alive(pid: int) -> bool:
@@ -39,7 +36,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the one-line exit is for machines without CUDA")
 def test_without_cuda_it_says_so_in_one_line_and_exits_0(tmp_path):
-    proc = subprocess.run([sys.executable, "scripts/gpu_check.py", "--out-dir", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--out-dir", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 1 and "no CUDA device" in proc.stdout

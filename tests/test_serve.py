@@ -20,8 +20,6 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("fastapi")
-pytest.importorskip("httpx")
 with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 over httpx, which works
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
@@ -158,7 +156,6 @@ def test_attention_bad_input(client):
 
 
 def test_export_translates_but_has_no_attention(trained_run, tmp_path):
-    pytest.importorskip("ctranslate2")
     from nmt.export import export_ctranslate2
 
     export_ctranslate2(trained_run / "checkpoints" / "best.pt", tmp_path / "ct2", "float32")

@@ -13,7 +13,6 @@ from tests.conftest import tiny_config
 
 
 def test_metrics_become_tensorboard_scalars(tmp_path):
-    pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     log = MetricsLog(tmp_path, enabled=True, tensorboard=True)

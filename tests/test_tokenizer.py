@@ -81,7 +81,7 @@ def test_saving_one_layout_removes_the_other(tmp_path):
 
 
 def reservoir_sample(n: int, k: int, seed: int, chunk: int) -> list[bytes]:
-    from nmt.data.pipeline import Reservoir
+    from nmt.data.sampling import Reservoir
 
     items = [str(i).encode() for i in range(n)]
     res = Reservoir(k, seed)

@@ -164,9 +164,9 @@ def test_fused_loss_gradient_matches_autograd_reference(eps):
 
 
 def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
-    from nmt.cli import _check_validation_lengths
     from nmt.config import ConfigError
     from nmt.data import Split
+    from nmt.run import _check_validation_lengths
     from nmt.train import pairs_within
 
     ids = [np.arange(n) for n in (3, 9, 4)]

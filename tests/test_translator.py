@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,8 +16,9 @@ from nmt.cli import evaluate_main, train_main, translate_main
 from nmt.config import TUNED_PENALTIES, ConfigError, DecodeConfig, decode_with
 from nmt.data import read_pair, resolve_files, sha256_file
 from nmt.decode import Ensemble, gnmt_penalty
+from nmt.engines import Abilities
 from nmt.evaluate import score, split_pair, tune_length_penalty
-from nmt.translator import from_loaded, load_translator
+from nmt.translator import check_abilities, from_loaded, load_translator
 from tests.conftest import tiny_config
 
 CPU = torch.device("cpu")
@@ -112,6 +115,26 @@ def test_ensemble_mixes_architectures(trained_run, gru_same_vocabulary, tmp_path
     assert evaluate_main([str(trained_run), "-c", str(gru_same_vocabulary), "--output", str(report)]) == 0
     members = json.loads(report.read_text())["members"]
     assert [m["arch"] for m in members] == ["transformer", "rnn"] and all(len(m["sha256"]) == 64 for m in members)
+
+
+def test_the_engine_shows_the_layers_of_each_transformer_member(trained_run, gru_same_vocabulary):
+    engine = from_loaded([load_model(gru_same_vocabulary, CPU), load_model(trained_run, CPU)], CPU).engine
+    assert engine.abilities.attention and engine.parameter_count > 0
+    layers = engine.layer_attention(np.array([5, 6, 7]), [8, 9])
+    assert [name for name, _ in layers] == ["model 2 layer 1"]  # the GRU has no layers of heads
+    heads = layers[0][1]  # (h, T, S)
+    assert heads.shape[1:] == (3, 4) and torch.allclose(heads.sum(-1), torch.ones(heads.shape[:2]), atol=1e-4)
+
+
+def test_settings_or_devices_an_engine_lacks_are_refused(trained_run):
+    engine = SimpleNamespace(name="toy", abilities=Abilities(attention=False, n_best=False, stops=("finished",),
+                                                             devices=("cpu",)))
+    with pytest.raises(ConfigError, match="--n-best 2: the toy engine gives one translation per sentence"):
+        check_abilities(engine, DecodeConfig(beam=2, n_best=2), lambda key: "--" + key.replace("_", "-"))
+    with pytest.raises(ConfigError, match="decode.stop bound: the toy engine stops a sentence only by finished"):
+        check_abilities(engine, DecodeConfig(beam=2, stop="bound"))
+    with pytest.raises(ConfigError, match="device meta: the pytorch engine decodes on cpu or cuda only"):
+        load_translator([trained_run], torch.device("meta"))
 
 
 def test_ensemble_with_another_vocabulary_is_refused(trained_run, tmp_path, capsys):

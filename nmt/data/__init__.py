@@ -1,8 +1,9 @@
-"""Parallel data: sources (sample, Multi30k, files, TSV), streaming preparation into a memory-mapped id store,
-token-bucket batching and the preparation summary."""
+"""Parallel data: sources (sample, Multi30k, files, TSV), streaming preparation (its worker pool and stream
+samplers) into a memory-mapped id store and the cache it opens, token-bucket batching and the preparation summary."""
 
 from nmt.data.batching import Batch, TokenBatchSampler, collate, make_loader, padding_fraction
-from nmt.data.pipeline import CACHE_FORMAT, DROP_REASONS, Prepared, cache_key, prepare
+from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
+from nmt.data.pipeline import Prepared, prepare
 from nmt.data.report import summary
 from nmt.data.sources import (
     MIRROR_ENV,

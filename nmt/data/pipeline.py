@@ -10,48 +10,29 @@ few bytes per pair.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import hashlib
 import itertools
-import json
-import math
-import multiprocessing
-import os
-import random
 import shutil
-import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import sentencepiece
 from tqdm import tqdm
 
 from nmt.config import Config, DataConfig
+from nmt.data.cache import DROP_REASONS, cache_key, file_identity, open_cache
+from nmt.data.pool import ordered, worker_count, worker_pool
+from nmt.data.sampling import FirstSeen, Reservoir
 from nmt.data.sources import Corpus, Log, resolve_corpora
-from nmt.data.store import IdWriter, Split, is_complete, load_split, new_build_folder, publish, save_ids, write_text
-from nmt.data.text import (
-    DataError,
-    RawChunk,
-    decode_chunk,
-    is_gzip,
-    normalize,
-    normalize_lines,
-    read_pair,
-    sha256_file,
-    stream_chunks,
-)
-from nmt.tokenizer import Tokenizer, TokenizerError, VocabInfo
+from nmt.data.store import IdWriter, Split, is_complete, new_build_folder, publish, save_ids, write_text
+from nmt.data.text import DataError, RawChunk, decode_chunk, normalize, normalize_lines, read_pair, stream_chunks
+from nmt.tokenizer import Tokenizer, TokenizerError
 
-CACHE_FORMAT = 3  # 3: the tokenizer sample is drawn after dedup
 CHUNK_PAIRS = 20_000
-DROP_REASONS = ("empty", "duplicate", "too_long", "ratio")
 NORMALIZED = "train.normalized.tsv"
 SAMPLE = "tokenizer_sample.tsv"
 
@@ -64,22 +45,6 @@ class Prepared:
     splits: dict[str, Split]
     stats: dict
     config: Config
-
-
-def cache_key(files: dict[str, Any], cfg: Config) -> str:
-    """Hash of the input files' identities (content hash and how each is read, see `file_identity`), the tokenizer
-    settings (sample included) and the cleaning settings."""
-    d = cfg.data
-    spec = {"format": CACHE_FORMAT, "sentencepiece": sentencepiece.__version__, "files": files,
-            "tokenizer": dataclasses.asdict(cfg.tokenizer),
-            "cleaning": {"max_tokens": d.max_tokens, "max_ratio": d.max_ratio, "ratio_min_len": d.ratio_min_len,
-                         "lowercase": d.lowercase, "dedup": d.dedup}}
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def file_identity(path: Path) -> dict[str, Any]:
-    """What of a file decides the data read from it: its bytes and whether they are read as gzip."""
-    return {"sha256": sha256_file(path), "gzip": is_gzip(path)}
 
 
 # ---------------------------------------------------------------------------------------------- worker tasks
@@ -150,116 +115,6 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
                    tgt_flat[np.repeat(kept, tgt_lens)], tgt_lens[kept], dropped)
 
 
-# ---------------------------------------------------------------------------------------------- the pool
-
-
-def worker_count(d: DataConfig) -> int:
-    """data.workers, or the CPU cores this process may use."""
-    return d.workers or len(os.sched_getaffinity(0))
-
-
-@contextlib.contextmanager
-def _pool(workers: int) -> Iterator[Executor | None]:
-    """A pool of `workers` processes for one pass (None: work in this process), shut down at the end.
-
-    fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would).
-    But not once CUDA (or NCCL, which needs it) is initialised: a forked child of a process with CUDA's threads
-    can deadlock, so such a process (nmt-train under torchrun on GPUs) spawns its workers.
-    Each pass has its own pool so that no worker is alive while sentencepiece trains (the largest allocation).
-    """
-    if workers <= 1:
-        yield None
-        return
-    forkable = "fork" in multiprocessing.get_all_start_methods() and not _cuda_initialized()
-    method = "fork" if forkable else "spawn"
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
-    try:
-        yield pool
-    finally:
-        pool.shutdown(cancel_futures=True)
-
-
-def _cuda_initialized() -> bool:
-    """Whether this process has initialised CUDA (without importing torch when nothing has)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.cuda.is_initialized()
-
-
-def _ordered(pool: Executor | None, fn: Callable, tasks: Iterable[tuple], window: int) -> Iterator[Any]:
-    """fn(*task) for each task, in order, with at most `window` tasks in flight (so memory stays bounded)."""
-    if pool is None:
-        for task in tasks:
-            yield fn(*task)
-        return
-    pending: deque = deque()
-    for task in tasks:
-        pending.append(pool.submit(fn, *task))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
-
-
-class Reservoir:
-    """A uniform random sample of k items from a stream, seeded (Li's algorithm L: it skips ahead, so only the
-    chosen items are touched). With at most k items it is all of them, in stream order."""
-
-    def __init__(self, k: int, seed: int) -> None:
-        self.k, self.rng = k, random.Random(seed)
-        self.items: list[tuple[int, bytes]] = []
-        self.w = math.exp(math.log(self._uniform()) / k)
-        self.next = k + self._skip()
-
-    def _uniform(self) -> float:
-        return 1.0 - self.rng.random()  # in (0, 1]: never log(0)
-
-    def _skip(self) -> int:
-        if self.w >= 1.0:
-            return 1 << 62
-        return int(math.log(self._uniform()) / math.log1p(-self.w))
-
-    def offer(self, start: int, lines: Callable[[], list[bytes]], n: int) -> None:
-        """Consider items start .. start + n - 1 of the stream; `lines()` gives them when any is chosen."""
-        chosen: list[bytes] | None = None
-        for i in range(start, min(start + n, self.k)):
-            chosen = chosen or lines()
-            self.items.append((i, chosen[i - start]))
-        while self.next < start + n:
-            chosen = chosen or lines()
-            self.items[self.rng.randrange(self.k)] = (self.next, chosen[self.next - start])
-            self.w *= math.exp(math.log(self._uniform()) / self.k)
-            self.next += self._skip() + 1
-
-    def sample(self) -> list[bytes]:
-        """The chosen items in stream order."""
-        return [line for _, line in sorted(self.items)]
-
-
-class FirstSeen:
-    """Marks the first occurrence of each hash in a stream given in pieces. The hashes seen so far are kept as
-    sorted runs, each more than twice as long as the next (a new run is merged into the one before until that
-    holds), so memory is 8 bytes per distinct hash and there are O(log n) runs to search and merges per hash."""
-
-    def __init__(self) -> None:
-        self.runs: list[np.ndarray] = []
-
-    def mark(self, hashes: np.ndarray) -> np.ndarray:
-        """(n,) bool: True where hashes[i] appears neither earlier in `hashes` nor in an earlier call."""
-        unique, index = np.unique(hashes, return_index=True)  # (u,) sorted, (u,) first positions
-        new = np.ones(len(unique), dtype=bool)
-        for run in self.runs:
-            at = np.minimum(np.searchsorted(run, unique), len(run) - 1)  # (u,)
-            new &= run[at] != unique
-        first = np.zeros(len(hashes), dtype=bool)
-        first[index[new]] = True
-        if new.any():
-            self.runs.append(unique[new])
-            while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
-                last = self.runs.pop()
-                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")  # two sorted runs
-        return first
-
-
 # ---------------------------------------------------------------------------------------------- building
 
 
@@ -295,7 +150,7 @@ def _first_pass(corpora: list[Corpus], d: DataConfig, k: int, seed: int, out: Pa
         for corpus in corpora:
             cs = _CorpusStats(corpus.name)
             tasks = ((chunk, d.lowercase, d.dedup) for chunk in stream_chunks(corpus.paths, chunk_pairs))
-            for result in _ordered(pool, normalize_chunk, tasks, window):
+            for result in ordered(pool, normalize_chunk, tasks, window):
                 f.write(result.blob)
                 first = None if seen is None else seen.mark(result.hashes)
                 if first is not None:
@@ -364,7 +219,7 @@ def _second_pass(corpora: list[_CorpusStats], normalized: Path, keep: np.ndarray
                     mask = None if keep is None else keep[first + a:first + a + len(lines)]
                     yield b"".join(lines), mask, str(out), d, threads
 
-            for result in _ordered(pool, encode_chunk, tasks(), window):
+            for result in ordered(pool, encode_chunk, tasks(), window):
                 writers["src"].append(result.src, result.src_lens)
                 writers["tgt"].append(result.tgt, result.tgt_lens)
                 for reason, count in result.dropped.items():
@@ -382,7 +237,7 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
     dev = {split: read_pair(*c[0].paths) for split, c in corpora.items() if split != "train"}
     workers = worker_count(d)
     window = 2 * workers
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         train, reservoir, keep = _first_pass(corpora["train"], d, cfg.tokenizer.sample_pairs,
                                              cfg.tokenizer.sample_seed, out / NORMALIZED, pool, window, chunk_pairs)
     names = ", ".join(str(c.paths[0]) for c in corpora["train"])
@@ -391,7 +246,7 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
     chosen = reservoir.sample()
     del reservoir  # the chosen lines live on only in `chosen`, which the tokenizer step empties
     tokenizer, sample = _train_tokenizer(cfg, chosen, out, log)
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs)
     (out / NORMALIZED).unlink()
     dropped = {r: sum(c.dropped[r] for c in train) for r in DROP_REASONS}
@@ -421,36 +276,6 @@ def _disk_error(cache: Path, err: OSError) -> DataError:
     return DataError(f"{cache}: cannot write the data cache ({err.strerror or err}){hint}")
 
 
-def _check_stats(stats: Any, splits: dict[str, Split], vocab: VocabInfo) -> None:
-    """ValueError unless stats.json holds what `prepare` and the summary read, agreeing with the splits and vocab."""
-    required = {"pairs_read": set(splits), "pairs_kept": set(splits), "dropped": set(DROP_REASONS),
-                "vocab": {"src", "tgt", "joint"}, "tokenizer_sample": {"pairs", "sha256"}}
-    for key, fields in required.items():
-        value = stats.get(key) if isinstance(stats, dict) else None
-        if not isinstance(value, dict) or not fields <= value.keys():
-            raise ValueError(f"stats.json: '{key}' is missing or lacks one of {', '.join(sorted(fields))}")
-    if not isinstance(stats.get("corpora"), list):
-        raise ValueError("stats.json: 'corpora' is missing")
-    if any(stats["pairs_kept"][name] != len(split) for name, split in splits.items()):
-        raise ValueError("stats.json: 'pairs_kept' disagrees with the stored ids")
-    if (stats["vocab"]["src"], stats["vocab"]["tgt"]) != (vocab.src_size, vocab.tgt_size):
-        raise ValueError("stats.json: 'vocab' disagrees with the sentencepiece model")
-
-
-def _open_cache(cache: Path, names: list[str]) -> tuple[Tokenizer, dict[str, Split], dict]:
-    """The tokenizer, the named splits and the stats of a complete cache folder, each checked (cheaply: one pass
-    over the ids, in blocks); anything missing or inconsistent is one DataError saying to delete the folder."""
-    try:
-        tokenizer = Tokenizer.load(cache)
-        sizes = {"src": tokenizer.vocab.src_size, "tgt": tokenizer.vocab.tgt_size}
-        splits = {name: load_split(cache, name, sizes, text=name != "train") for name in names}
-        stats = json.loads((cache / "stats.json").read_text(encoding="utf-8"))
-        _check_stats(stats, splits, tokenizer.vocab)
-    except (OSError, ValueError) as err:
-        raise DataError(f"{cache}: the data cache is damaged ({err}); delete the folder and run again") from None
-    return tokenizer, splits, stats
-
-
 def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Prepared:
     """Fetch, clean, tokenize and cache the configured corpus; a second call with equal inputs reads the cache."""
     corpora = resolve_corpora(cfg, log)
@@ -475,7 +300,7 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Pr
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         log(f"data cache written: {cache}")
-    tokenizer, splits, stats = _open_cache(cache, list(corpora))
+    tokenizer, splits, stats = open_cache(cache, list(corpora))
     if hit:
         log(f"data cache hit: {cache}")
     stats.update(cache_hit=hit, cache_key=key)

@@ -79,13 +79,13 @@ class RNNSeq2Seq(Seq2Seq):
         self.tgt_embed = self.src_embed if share else nn.Embedding(vocab.tgt_size, emb, padding_idx=vocab.pad_id)
         self.encoder = GRUEncoder(self.src_embed, hidden, cfg.encoder_layers, cfg.dropout)
         self.bridge = nn.Linear(cfg.encoder_layers * hidden, cfg.decoder_layers * hidden)
-        self.attention = RNN_ATTENTION[cfg.attention](hidden, hidden, cfg.temperature, cfg.attention_dropout)
+        self.attention = RNN_ATTENTION[cfg.attention].from_config(cfg)
         self.decoder = nn.GRU(emb + (hidden if cfg.input_feeding else 0), hidden, cfg.decoder_layers,
                               batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.combine = nn.Linear(2 * hidden, hidden)
         self.output = nn.Linear(hidden, vocab.tgt_size)
         self.dropout = Dropout(cfg.dropout)
-        for embed in {self.src_embed, self.tgt_embed}:
+        for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):  # once each, in a fixed order
             nn.init.normal_(embed.weight, std=emb**-0.5)
             nn.init.zeros_(embed.weight[vocab.pad_id])
         if cfg.tie_embeddings and emb == hidden:

@@ -188,8 +188,7 @@ class Transformer(Seq2Seq):
         tgt_tokens = src_tokens if share else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad_id)
         self.src_embed = Embedder(src_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
-        self.self_core = SELF_ATTENTION[cfg.self_attention](cfg.temperature, cfg.attention_dropout, cfg.window,
-                                                            cfg.stride)
+        self.self_core = SELF_ATTENTION[cfg.self_attention].from_config(cfg)
         cross_core = FullAttention(cfg.temperature, cfg.attention_dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core)

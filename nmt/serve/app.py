@@ -153,7 +153,7 @@ def _health(translator: Translator, limits: Limits) -> dict[str, Any]:
     name = translator.cfg.name if translator.cfg is not None else Path(members[0].path).name
     return {"status": "ok", "name": name, "sha256": [m.sha256 for m in members] if len(members) > 1
             else members[0].sha256, "arch": translator.cfg.model.arch if translator.cfg else None,
-            "attention": translator.engine.name == "pytorch", "settings": translator.settings(),
+            "attention": translator.engine.abilities.attention, "settings": translator.settings(),
             "limits": asdict(limits)}
 
 
@@ -228,7 +228,7 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
         if not isinstance(body["src"], str):
             raise ApiError(400, f"src must be one sentence (a string), got {type(body['src']).__name__}")
         check_text([body["src"]], limits)
-        if translator.engine.name != "pytorch":
+        if not translator.engine.abilities.attention:
             raise ApiError(400, "an exported model gives no attention weights; serve a checkpoint or run folder "
                                 "for /attention")
         decode = settings(body, replace(translator.decode, n_best=1), ("beam", "length_penalty"), limits)

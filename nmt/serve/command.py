@@ -8,9 +8,10 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from nmt.cli import UNIT, Parser, add_decode_args, command, number, translator_from_args
+from nmt.commandline import Parser, add_decode_args, command, number, translator_from_args
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, ConfigError, Range
 from nmt.diagnostics import Thresholds
+from nmt.translate import add_threshold_args
 
 if TYPE_CHECKING:
     import uvicorn
@@ -35,11 +36,7 @@ def _parser() -> Parser:
                         help="the largest beam a request may ask for")
     parser.add_argument("--batch-wait-ms", type=number(NON_NEGATIVE), default=5.0,
                         help="how long the decoder waits for more requests to join a batch")
-    parser.add_argument("--focus-threshold", type=number(UNIT), default=0.9,
-                        help="/attention: a row whose largest weight exceeds this is over-focused")
-    parser.add_argument("--uniform-threshold", type=number(UNIT), default=0.9,
-                        help="/attention: a row whose entropy exceeds this share of log(source length) is "
-                             "near-uniform")
+    add_threshold_args(parser, "/attention", shares=False)
     add_decode_args(parser)
     return parser
 

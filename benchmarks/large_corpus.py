@@ -9,8 +9,8 @@ Multi30k for comparison. Peak memory is given as the sum of the processes' resid
 pages counted in every process) and of their proportional set sizes (PSS: shared pages split between them).
 Writes benchmarks/results/data_<N>_cpu.json and the table in docs/data.md. Memory in MiB (2**20 bytes).
 
-    python scripts/bench_data.py [--pairs 1000000 5000000] [--steps 10] [--set tokenizer.sample_pairs=200000]
-    python scripts/bench_data.py --report-only
+    python -m benchmarks.large_corpus [--pairs 1000000 5000000] [--steps 10] [--set tokenizer.sample_pairs=200000]
+    python -m benchmarks.large_corpus --report-only
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import shlex
 import shutil
@@ -30,19 +29,15 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+from benchmarks.common import RESULTS, ROOT, arguments, command_line, cpu_model, prog, replace_block, table_header
+from nmt.config import DataConfig
+from nmt.data import fetch_multi30k, read_pair
+from nmt.rundir import RunDir
 
-from markdown_block import replace_block  # noqa: E402
-
-from nmt.config import DataConfig  # noqa: E402
-from nmt.data import fetch_multi30k, read_pair  # noqa: E402
-
-RESULTS = REPO / "benchmarks" / "results"
-README = REPO / "docs" / "data.md"
+MODULE = "benchmarks.large_corpus"
+README = ROOT / "docs" / "data.md"
 START, END = "<!-- data:start -->", "<!-- data:end -->"
-CONFIG = REPO / "configs" / "multi30k_transformer.yaml"
+CONFIG = ROOT / "configs" / "multi30k_transformer.yaml"
 BIN = Path(sys.executable).parent
 TARGETS = {"prepare_s": 240, "prepare_gb": 1.5, "train_rss_ratio": 1.25, "first_update_s": 30, "scaling": 0.8}
 
@@ -168,15 +163,13 @@ def train_run(data: dict, args: argparse.Namespace, work: Path, name: str) -> di
                        "train.log_every": 1, "train.eval_every": 10**9, "train.eval_bleu": "false"}
     cmd = [str(BIN / "nmt-train"), str(CONFIG), "--no-evaluate", "--restart", *_sets(settings),
            *[a for s in args.set for a in ("--set", s)]]
-    result = run_measured(cmd, first_update=run / "metrics.jsonl")
+    result = run_measured(cmd, first_update=RunDir(run).metrics)
     result["command"] = shlex.join(cmd)
     return result
 
 
 def machine() -> str:
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor())
-    return f"{model} ({len(os.sched_getaffinity(0))} cores)"
+    return f"{cpu_model()} ({len(os.sched_getaffinity(0))} cores)"
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -189,9 +182,9 @@ def _mark(ok: bool) -> str:
 def report(results: Path = RESULTS) -> str:
     runs = sorted((json.loads(p.read_text()) for p in results.glob("data_*_cpu.json")), key=lambda r: r["pairs"])
     if not runs:
-        return "No results yet: run `python scripts/bench_data.py`.\n"
-    lines = ["| pairs | prepare s | pairs/s | peak RSS MiB (sum) | peak PSS MiB | train peak RSS MiB | Multi30k train "
-             "peak RSS MiB | ratio | first update s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        return f"No results yet: run `python -m {MODULE}`.\n"
+    lines = table_header(["pairs", "prepare s", "pairs/s", "peak RSS MiB (sum)", "peak PSS MiB", "train peak RSS MiB",
+                          "Multi30k train peak RSS MiB", "ratio", "first update s"], "r" * 9)
     for r in runs:
         p, t, b = r["prepare"], r["train"], r["baseline_multi30k"]
         ratio = t["peak_rss_mb"] / b["peak_rss_mb"]
@@ -224,7 +217,7 @@ def report(results: Path = RESULTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--steps", type=int, default=10, help="updates of each training run")
     parser.add_argument("--seed", type=int, default=1, help="seed of the synthetic corpus")
@@ -236,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="only rewrite the README table")
     args = parser.parse_args(argv)
     if not args.report_only:
-        command = shlex.join(["python", "scripts/bench_data.py", *(argv if argv is not None else sys.argv[1:])])
+        command = command_line(MODULE, arguments(argv))
         files = fetch_multi30k(DataConfig(dataset="multi30k"), log=lambda _m: None)
         base = {"data.dataset": "multi30k", "data.cache_dir": args.work / "cache_multi30k"}
         print("== Multi30k baseline training", flush=True)

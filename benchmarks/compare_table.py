@@ -1,6 +1,6 @@
 """Regenerate the attention-comparison table in docs/comparing.md from a committed comparison report.
 
-Usage: python scripts/compare_table.py [--report reports/multi30k] [--readme docs/comparing.md] [--check]
+Usage: python -m benchmarks.compare_table [--report reports/multi30k] [--readme docs/comparing.md] [--check]
 
 The report folder is what `make compare SUITE=multi30k BUDGET=...` wrote: compare.json (scores, paired
 bootstrap against each family's baseline, speeds, attention diagnostics) and suite.json (budget, machine).
@@ -16,37 +16,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compare_suite import budget_overrides
-from markdown_block import write_or_check
-from report_files import blamed, read_json
-
-from nmt.cli import command
+from benchmarks.common import ROOT, arguments, blamed, cell, markdown_row, prog, read_json, table_header, write_or_check
+from benchmarks.compare_suite import budget_overrides
+from nmt.commandline import command
 from nmt.compare import p_text
 
-ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.compare_table"
+MISSING = "–"  # a figure the report has none of
 README = ROOT / "docs" / "comparing.md"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
-HEADER = ["| variant | BLEU | chrF | BLEU 95% CI | p (BLEU) | p (chrF) | updates | train tgt tok/s | decode sent/s "
-          "| entropy / uniform | rows > 90% on one token | near-uniform rows |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-
-
-def _cell(value: float | None, fmt: str) -> str:
-    return "–" if value is None else format(value, fmt)
+HEADER = table_header(["variant", "BLEU", "chrF", "BLEU 95% CI", "p (BLEU)", "p (chrF)", "updates", "train tgt tok/s",
+                       "decode sent/s", "entropy / uniform", "rows > 90% on one token", "near-uniform rows"],
+                      "l" + "r" * 11)
 
 
 def _row(row: dict[str, Any], sig: dict[str, Any], diag: dict[str, Any], resamples: int) -> str:
     bleu, chrf = sig["bleu"], sig["chrf"]
-    cells = [f"{row['attention']}", _cell(row["bleu"], ".2f"), _cell(row["chrf"], ".2f"),
+    cells = [f"{row['attention']}", cell(row["bleu"], ".2f", MISSING), cell(row["chrf"], ".2f", MISSING),
              f"{bleu['ci95'][0]:.2f}–{bleu['ci95'][1]:.2f}", p_text(bleu["p_value"], resamples),
-             p_text(chrf["p_value"], resamples), _cell(row.get("train_steps"), ","),
-             _cell(row.get("train_tgt_tok_s"), ",.0f"), _cell(row.get("decode_sentences_per_s"), ".1f")]
+             p_text(chrf["p_value"], resamples), cell(row.get("train_steps"), ",", MISSING),
+             cell(row.get("train_tgt_tok_s"), ",.0f", MISSING), cell(row.get("decode_sentences_per_s"), ".1f", MISSING)]
     if "error" in diag:
         cells += ["–", "–", "–"]
     else:
         cells += [f"{diag['mean_entropy']:.2f} / {diag['mean_uniform_entropy']:.2f}", f"{diag['focused_share']:.1%}",
                   f"{diag['uniform_share']:.1%}"]
-    return "| " + " | ".join(cells) + " |"
+    return markdown_row(cells)
 
 
 def _setup(suite: dict[str, Any]) -> tuple[str, str]:
@@ -55,7 +50,7 @@ def _setup(suite: dict[str, Any]) -> tuple[str, str]:
     if budget is not None and not isinstance(budget, str):
         raise ValueError(f"budget is {budget!r}, not a string such as 20m, 1.5h or 3000")
     machine = f"on {m['cpu']} ({m['cpu_count']} cores, {m['torch_threads']} threads, torch {m['torch']})"
-    if not budget_overrides(budget):  # a ValueError for a budget compare_suite.py would not take
+    if not budget_overrides(budget):  # a ValueError for a budget compare_suite would not take
         return "", f"until its config's own stopping rule {machine}"
     if budget.strip()[-1] in "mh":
         return f" BUDGET={budget}", f"for the same wall-clock budget ({budget}) {machine}"
@@ -98,14 +93,13 @@ def table(report: Path, readme: Path = README) -> str:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="compare_table.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "multi30k", help="comparison folder")
     parser.add_argument("--readme", type=Path, default=README, help="Markdown file whose block is rewritten")
     parser.add_argument("--check", action="store_true", help="exit 1 if the block is not current")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments(argv))
     return write_or_check(args.readme, START, END, table(args.report.resolve(), args.readme), args.check,
-                          "comparison table",
-                          "compare_table.py")
+                          "comparison table", f"python -m {MODULE}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Throughput and latency of nmt-serve: N one-sentence requests from C concurrent clients over the loopback.
 
-Usage: python scripts/bench_serve.py RUN [--clients 1 8 32] [--requests 256] [--seconds 60] [--split test]
+Usage: python -m benchmarks.serve RUN [--clients 1 8 32] [--requests 256] [--seconds 60] [--split test]
        [--batch-wait-ms 5] [--beam B]
 
 Starts `nmt-serve -c RUN` on a free loopback port in its own process, sends each level's requests (one test
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shlex
 import signal
 import socket
@@ -22,24 +21,31 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.cli import Parser, command, number
+from benchmarks.common import (
+    add_out_dir,
+    arguments,
+    command_line,
+    module_command,
+    module_env,
+    prog,
+    run_name,
+    write_result,
+)
+from nmt.commandline import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, ConfigError
 from nmt.evaluate import split_pair
-from nmt.flops import command_line, write_result
 from nmt.translator import load_translator
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+MODULE = "benchmarks.serve"
 START_SECONDS = 120.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog="bench_serve.py", description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("run", help="run folder, checkpoint file or export folder")
     parser.add_argument("--clients", type=number(AT_LEAST_ONE, integer=True), nargs="+", default=[1, 8, 32],
                         help="concurrent clients of each level (default 1 8 32)")
@@ -52,7 +58,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="nmt-serve's batch window (default 5)")
     parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=None,
                         help="beam size (default: the one stored with the model)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -68,9 +74,8 @@ def _start(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
     port = _free_port()
     flags = ["--batch-wait-ms", str(args.batch_wait_ms)] + (["--beam", str(args.beam)] if args.beam else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, "-m", "nmt.serve.command", "-c", args.run, "--port", str(port),
-                                *flags], env=env)
+    process = subprocess.Popen(module_command("nmt.serve.command", "-c", args.run, "--port", str(port), *flags),
+                               env=module_env())
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline and process.poll() is None:
@@ -115,13 +120,12 @@ async def _level(url: str, sentences: list[str], clients: int, requests: int, se
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = arguments(argv)
     args = parse_args(argv)
     translator = load_translator([args.run], torch.device("cpu"))
     sentences = [line for line in split_pair(translator, args.split)[0] if line.strip()]
     member = translator.members[0]
-    first = Path(member.path)
-    run_name = first.parent.parent.name if first.parent.name == "checkpoints" else translator.cfg.name
+    run = run_name(member.path, translator.cfg.name)
     del translator  # the server loads its own copy
     process, url = _start(args)
     try:
@@ -136,13 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
     base = levels[0]["sentences_per_s"]
-    result = {"benchmark": "serve", "run": run_name, "checkpoint": member.path, "sha256": member.sha256,
+    result = {"benchmark": "serve", "run": run, "checkpoint": member.path, "sha256": member.sha256,
               "updates": member.steps, "arch": member.arch, "device": "cpu", "split": args.split,
               "batch_wait_ms": args.batch_wait_ms, "beam": args.beam, "levels": levels,
               "speedup": {str(level["clients"]): round(level["sentences_per_s"] / base, 2) for level in levels},
               "server": shlex.join(["nmt-serve", "-c", args.run, "--batch-wait-ms", str(args.batch_wait_ms)])}
-    out = args.out_dir / f"serve_{run_name}_cpu.json"
-    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    out = args.out_dir / f"serve_{run}_cpu.json"
+    write_result(out, torch.device("cpu"), command_line(MODULE, argv), result)
     print(f"-> {out}")
     return 0
 

@@ -1,16 +1,16 @@
 """Training throughput against fairseq and OpenNMT-py, measured one right after the other on this machine.
 
-Usage: python scripts/bench_peers.py [CONFIG] [--seconds 180] [--kit ../shared/peers]
-       python scripts/bench_peers.py --decode RUN [--fairseq-checkpoint CKPT] [--kit ../shared/peers]
+Usage: python -m benchmarks.peers [CONFIG] [--seconds 180] [--kit ../shared/peers]
+       python -m benchmarks.peers --decode RUN [--fairseq-checkpoint CKPT] [--kit ../shared/peers]
 
-Runs `scripts/bench_train.py CONFIG --seconds N`, then the peers kit's `bench_train.sh N` (fairseq, then
+Runs `python -m benchmarks.train CONFIG --seconds N`, then the peers kit's `bench_train.sh N` (fairseq, then
 OpenNMT-py, each for N seconds on the same model: Transformer 3+3, d256, FFN 1024, 4 heads, pre-norm, tied
 embeddings, 4,096-token batches, fp32), and writes all three into one JSON under benchmarks/results with the
 ratio of our target tokens/s to the faster peer's. Figures from different runs are never paired: these
 machines differ by up to 1.6x from day to day. Install the kit first (`KIT/setup.sh`, once); run this alone
 on the machine. Target tokens are real (non-padding) target tokens with EOS in all three.
 
-With --decode RUN it pairs decoding instead: `scripts/bench_decode.py RUN` (greedy and beam 5 over the test
+With --decode RUN it pairs decoding instead: `python -m benchmarks.decode RUN` (greedy and beam 5 over the test
 set), then the kit's `fairseq/decode.sh` (fairseq-generate, beam 5 and greedy, 64 sentences per batch) on a
 fairseq checkpoint trained by the kit's `fairseq/train_20min.sh`, and writes both with the ratios into
 peers_decode_<run>_cpu.json. Sentences/s of fairseq are its own "Translated ... sentences/s" figure.
@@ -29,30 +29,29 @@ from pathlib import Path
 
 import torch
 
-from nmt.cli import command
-from nmt.flops import command_line, write_result
+from benchmarks.common import ROOT, add_out_dir, arguments, command_line, module_command, module_env, prog, write_result
+from nmt.commandline import command
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+MODULE = "benchmarks.peers"
 KIT = ROOT.parent / "shared" / "peers"
 PEERS = {"fairseq": "fairseq", "opennmt": "OpenNMT-py"}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_peers.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default="configs/multi30k_transformer.yaml",
                         help="our config of the same model (default configs/multi30k_transformer.yaml)")
     parser.add_argument("--seconds", type=float, default=180.0, help="training seconds of each system (default 180)")
     parser.add_argument("--kit", type=Path, default=Path(os.environ.get("NMT_PEERS_KIT", KIT)),
                         help="the peers kit folder, holding bench_train.sh (default ../shared/peers)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     parser.add_argument("--decode", metavar="RUN", help="pair decoding of this run with fairseq-generate instead")
     parser.add_argument("--fairseq-checkpoint", type=Path, default=None,
                         help="fairseq checkpoint to decode (default: the kit's $PEERS/fairseq/ckpt/checkpoint_last.pt)")
     parser.add_argument("--decode-arg", dest="decode_args", action="append", default=[], metavar="ARG",
-                        help="one more argument for scripts/bench_decode.py (repeat for several)")
+                        help="one more argument for benchmarks.decode (repeat for several)")
     parser.add_argument("--train-arg", dest="train_args", action="append", default=[], metavar="ARG",
-                        help="one more argument for scripts/bench_train.py (repeat for several)")
+                        help="one more argument for benchmarks.train (repeat for several)")
     return parser.parse_args(argv)
 
 
@@ -107,10 +106,10 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
         return 2
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
-        ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_decode.py"), args.decode, "--split", "test",
-                    "--limit", "20", "--out-dir", tmp, *args.decode_args]
-        if subprocess.run(ours_cmd, check=False).returncode:
-            print("error: scripts/bench_decode.py failed", file=sys.stderr)
+        ours_cmd = module_command("benchmarks.decode", args.decode, "--split", "test", "--limit", "20",
+                                  "--out-dir", tmp, *args.decode_args)
+        if subprocess.run(ours_cmd, check=False, env=module_env()).returncode:
+            print("error: benchmarks.decode failed", file=sys.stderr)
             return 1
         ours = json.loads(next(Path(tmp).glob("decode_*.json")).read_text(encoding="utf-8"))
     results_file = peers_home / "fairseq" / "logs" / "results.txt"
@@ -120,7 +119,7 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
         return 1
     printed = results_file.read_text(encoding="utf-8")[len(before):]
     fairseq: dict[str, dict[str, float]] = {}
-    for name, beam in (("greedy", 1), ("beam5", 5)):  # bench_decode's default beam is 5, as decode.sh's
+    for name, beam in (("greedy", 1), ("beam5", 5)):  # benchmarks.decode's default beam is 5, as decode.sh's
         log = (peers_home / "fairseq" / "logs" / f"decode.beam{beam}.log").read_text(encoding="utf-8")
         section = printed.split(f"== fairseq beam={beam} ")[1].split("== fairseq")[0]
         fairseq[name] = parse_generate(log, section)
@@ -132,7 +131,7 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
               "ratio": {name: round(nmt[name]["sentences_per_s"] / fairseq[name]["sentences_per_s"], 3)
                         for name in fairseq}}
     out = args.out_dir / f"peers_decode_{ours['run']}_cpu.json"
-    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    write_result(out, torch.device("cpu"), command_line(MODULE, argv), result)
     print("; ".join(f"{name}: nmt {nmt[name]['sentences_per_s']:.1f} sent/s, fairseq "
                     f"{fairseq[name]['sentences_per_s']:.1f} (x{result['ratio'][name]:.2f})" for name in fairseq)
           + f" -> {out}")
@@ -141,7 +140,7 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = arguments(argv)
     args = parse_args(argv)
     if args.decode:
         return decode_pairing(args, argv)
@@ -152,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_peers.") as tmp:
         work = Path(tmp)
-        ours_cmd = [sys.executable, str(ROOT / "scripts" / "bench_train.py"), args.config,
-                    "--seconds", str(args.seconds), "--out-dir", str(work), *args.train_args]
-        if subprocess.run(ours_cmd, check=False).returncode:
-            print("error: scripts/bench_train.py failed", file=sys.stderr)
+        ours_cmd = module_command("benchmarks.train", args.config, "--seconds", str(args.seconds), "--out-dir",
+                                  str(work), *args.train_args)
+        if subprocess.run(ours_cmd, check=False, env=module_env()).returncode:
+            print("error: benchmarks.train failed", file=sys.stderr)
             return 1
         ours = json.loads(next(work.glob("train_*.json")).read_text(encoding="utf-8"))
         bench_dir = work / "peers"
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"benchmark": "peers", "seconds": args.seconds, "load_average_before": round(load_before, 2),
               **pairing(ours, peers)}
     out = args.out_dir / f"peers_{ours['config']}_cpu.json"
-    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    write_result(out, torch.device("cpu"), command_line(MODULE, argv), result)
     ratio = result["ratio_to_fastest"]
     print(f"nmt {ours['tgt_tokens_per_s']:.0f} tgt tok/s; " + "; ".join(
         f"{PEERS[k]} {v['tgt_tokens_per_s']:.0f}" for k, v in peers.items())

@@ -1,12 +1,13 @@
 """Training throughput of a config: tokens/s, steps/s, padding, peak memory and model-FLOPs utilisation.
 
-Usage: python scripts/bench_train.py CONFIG --seconds N [--warmup-steps K] [--set key=value ...] [--threads T]
+Usage: python -m benchmarks.train CONFIG --seconds N [--warmup-steps K] [--set key=value ...] [--threads T]
 
-Builds the trainer on the config's data (prepared and cached as nmt-prepare does), runs K warm-up updates,
-then trains for N seconds and writes benchmarks/results/train_<config name>_<device>.json. MFU is the model's
-analytic FLOPs per second (nmt.flops, 3 x forward per update) over the peak of a large square matmul that
-this script measures on the same device, in the training precision, after training. On CUDA one update after
-the warm-up runs under torch.cuda.set_sync_debug_mode: `host_syncs_per_update` counts its waits for the GPU.
+Builds the trainer with nmt.run.prepare_trainer (the config's data prepared and cached as nmt-prepare does),
+runs K warm-up updates, then trains for N seconds and writes benchmarks/results/train_<config
+name>_<device>.json. MFU is the model's analytic FLOPs per second (nmt.flops, 3 x forward per update) over the
+peak of a large square matmul that this script measures on the same device, in the training precision, after
+training. On CUDA one update after the warm-up runs under torch.cuda.set_sync_debug_mode:
+`host_syncs_per_update` counts its waits for the GPU.
 """
 
 from __future__ import annotations
@@ -16,37 +17,41 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from nmt.cli import _device, command, load
-from nmt.data import Batch, prepare
-from nmt.flops import command_line, device_tag, matmul_peak, peak_rss_mb, training_flops, write_result
-from nmt.train import Trainer
+from benchmarks.common import (
+    add_out_dir,
+    arguments,
+    command_line,
+    device_tag,
+    matmul_peak,
+    peak_rss_mb,
+    prog,
+    set_threads,
+    sync,
+    write_result,
+)
+from nmt.commandline import command, config_parser, load
+from nmt.commandline import device as pick_device
+from nmt.data import Batch
+from nmt.flops import training_flops
+from nmt.run import prepare_trainer
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+MODULE = "benchmarks.train"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_train.py", description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="YAML config file")
+    parser = config_parser(prog(MODULE), __doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="timed training seconds (default 60)")
     parser.add_argument("--warmup-steps", type=int, default=5, help="untimed updates first (default 5)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set train.precision=bf16 (repeatable)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: train.threads, "
                                                                "else torch's choice)")
     parser.add_argument("--matmul-size", type=int, default=0,
                         help="side of the peak-measuring matmul (default 2048 on CPU, 8192 on CUDA)")
     parser.add_argument("--peak-seconds", type=float, default=3.0, help="seconds per matmul peak measurement")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     return parser.parse_args(argv)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def host_syncs(update: Callable[[], object], device: torch.device) -> int | None:
@@ -65,22 +70,23 @@ def host_syncs(update: Callable[[], object], device: torch.device) -> int | None
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = arguments(argv)
     args = parse_args(argv)
     cfg = load(args.config, args.overrides)
-    device = _device(cfg.train.device)
-    threads = args.threads or cfg.train.threads
-    if threads:
-        torch.set_num_threads(threads)
+    device = pick_device(cfg.train.device)
+    set_threads(args.threads or cfg.train.threads)
     began = time.perf_counter()
 
     def stage(what: str) -> None:
         """One progress line on stderr, so a run cut off by a time limit shows where its time went."""
         print(f"bench_train: {what} at {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
 
-    data = prepare(cfg, log=lambda _msg: None)
-    stage("data prepared")
-    trainer = Trainer(cfg, data, device)
+    def prepared(message: str) -> None:
+        """The data summary comes once preparation is done; the progress lines before it are not shown."""
+        if message.startswith("\n"):
+            stage("data prepared")
+
+    trainer = prepare_trainer(cfg, device, prepared)
     stage(f"model built ({trainer.n_params:,} parameters)")
     pad_id, vocab_size = trainer.vocab.pad_id, trainer.vocab.tgt_size
     groups = trainer.batch_groups()
@@ -94,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     for done in range(1, args.warmup_steps + 1):
         if update() is None:
             break
-        _sync(device)
+        sync(device)
         stage(f"warm-up update {done} done")  # a run cut off in warm-up still shows the time per update
     syncs = host_syncs(update, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     steps = src_tokens = tgt_tokens = padded = 0
     lengths: list[tuple[torch.Tensor, torch.Tensor]] = []
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     while time.perf_counter() - start < args.seconds:
         group = update()
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             tgt_tokens += batch.n_tgt_tokens
             padded += batch.src.numel() + batch.tgt_in.numel()
             lengths.append((batch.src_mask.sum(1), batch.tgt_out.ne(pad_id).sum(1)))  # (B,), (B,)
-    _sync(device)
+    sync(device)
     seconds = time.perf_counter() - start
     if not steps:
         print("error: no training batches", file=sys.stderr)
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "mfu": round(flops / seconds / peaks[precision], 4),
     }
     out = args.out_dir / f"train_{cfg.name}_{device_tag(device, precision)}.json"
-    write_result(out, device, command_line(__file__, argv), result)
+    write_result(out, device, command_line(MODULE, argv), result)
     print(f"{cfg.name} on {result['device']} {precision}, {result['threads']} threads: "
           f"{result['tgt_tokens_per_s']:.0f} tgt tok/s, {result['src_tokens_per_s']:.0f} src tok/s, "
           f"{result['steps_per_s']:.2f} steps/s, padding {100 * result['padding_share']:.1f}%, "

@@ -1,7 +1,7 @@
 """Run the training, decoding and attention benchmarks, then regenerate the tables in docs/benchmarks.md.
 
-Usage: python scripts/bench_all.py [--seconds 60] [--run RUN] [--only train decode attention] [--report-only]
-       python scripts/bench_all.py --check
+Usage: python -m benchmarks.run_all [--seconds 60] [--run RUN] [--only train decode attention] [--report-only]
+       python -m benchmarks.run_all --check
 
 Training runs for each Multi30k config (the data come from NMT_DATA_MIRROR when it is set, as for
 nmt-prepare); decoding uses --run or, when present, the run folder of configs/multi30k_transformer.yaml;
@@ -22,17 +22,26 @@ import sys
 import time
 from pathlib import Path
 
-from bench_attention import markdown_table
-from markdown_block import replace_block, write_or_check
-from profile_step import markdown_table as profile_table
-from report_files import blamed, read_json
-
-from nmt.cli import command, load
+from benchmarks.attention import markdown_table
+from benchmarks.common import (
+    RESULTS,
+    ROOT,
+    arguments,
+    blamed,
+    cell,
+    module_command,
+    module_env,
+    prog,
+    read_json,
+    replace_block,
+    table_header,
+    write_or_check,
+)
+from benchmarks.profile_step import markdown_table as profile_table
+from nmt.commandline import command, load
 from nmt.fileio import FileError
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "scripts"
-RESULTS = ROOT / "benchmarks" / "results"
+MODULE = "benchmarks.run_all"
 CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.yaml"]
 DECODE_CONFIG = "configs/multi30k_transformer.yaml"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -42,7 +51,7 @@ STAGES = ("train", "decode", "attention")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_all.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="timed training seconds per config (default 60)")
     parser.add_argument("--warmup-steps", type=int, default=2, help="untimed training updates per config")
     parser.add_argument("--configs", nargs="+", default=CONFIGS, help="configs to benchmark training on")
@@ -60,7 +69,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _script(name: str, args: list[str], common: list[str]) -> list[str]:
-    return [sys.executable, str(SCRIPTS / name), *args, *common]
+    return module_command(f"benchmarks.{name}", *args, *common)
 
 
 def _commands(args: argparse.Namespace) -> list[list[str]]:
@@ -69,27 +78,23 @@ def _commands(args: argparse.Namespace) -> list[list[str]]:
         ["--threads", str(args.threads)] if args.threads else [])
     commands = []
     if "train" in args.only:
-        commands += [_script("bench_train.py", [config, "--seconds", str(args.seconds), "--warmup-steps",
+        commands += [_script("train", [config, "--seconds", str(args.seconds), "--warmup-steps",
                                                 str(args.warmup_steps)], common) for config in args.configs]
     if "decode" in args.only:
         run = Path(args.run) if args.run else load(DECODE_CONFIG, []).run_dir
         if run.exists():
-            commands.append(_script("bench_decode.py", [str(run), "--split", "test", "--limit",
+            commands.append(_script("decode", [str(run), "--split", "test", "--limit",
                                                         str(args.decode_limit)], common))
         else:
             print(f"decoding benchmark skipped: no run at {run} (train {DECODE_CONFIG} or pass --run)")
     if "attention" in args.only:
-        commands.append(_script("bench_attention.py", ["--budget", str(args.attention_budget)], common))
+        commands.append(_script("attention", ["--budget", str(args.attention_budget)], common))
     return commands
-
-
-def _cell(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _penalty(value: float | str | None) -> str:
     """A length penalty as recorded: a number, or a word such as `auto`."""
-    return value if isinstance(value, str) else _cell(value, 1)
+    return value if isinstance(value, str) else cell(value, ",.1f")
 
 
 def _provenance(name: str, record: dict) -> str:
@@ -113,15 +118,14 @@ def _model(name: str, record: dict) -> str:
 
 
 def _train_section(records: dict[str, dict]) -> list[str]:
-    lines = ["### Training", "",
-             "| config | device | precision | tgt tok/s | src tok/s | steps/s | padding | peak RSS MiB "
-             "| peak GPU MiB | train MFLOP / tgt token | MFU | matmul peak TFLOP/s: fp32 / bf16 |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["### Training", "", *table_header(
+        ["config", "device", "precision", "tgt tok/s", "src tok/s", "steps/s", "padding", "peak RSS MiB",
+         "peak GPU MiB", "train MFLOP / tgt token", "MFU", "matmul peak TFLOP/s: fp32 / bf16"], "lll" + "r" * 9)]
     for r in records.values():
         peaks = r["matmul_peak_tflops"]
-        lines.append(f"| {r['config']} | {r['device']} | {r['precision']} | {_cell(r['tgt_tokens_per_s'])} "
-                     f"| {_cell(r['src_tokens_per_s'])} | {r['steps_per_s']:.2f} | {100 * r['padding_share']:.1f}% "
-                     f"| {_cell(r['peak_rss_mb'])} | {_cell(r['peak_gpu_mb'])} "
+        lines.append(f"| {r['config']} | {r['device']} | {r['precision']} | {cell(r['tgt_tokens_per_s'])} "
+                     f"| {cell(r['src_tokens_per_s'])} | {r['steps_per_s']:.2f} | {100 * r['padding_share']:.1f}% "
+                     f"| {cell(r['peak_rss_mb'])} | {cell(r['peak_gpu_mb'])} "
                      f"| {r['train_flops_per_tgt_token'] / 1e6:.1f} | {100 * r['mfu']:.1f}% "
                      f"| {peaks['fp32']:.3g} / {peaks['bf16']:.3g} |")
     return lines + ["", "MFU: the model's FLOP/s over the matmul peak of the run's own precision, measured by the "
@@ -129,18 +133,17 @@ def _train_section(records: dict[str, dict]) -> list[str]:
 
 
 def _decode_section(records: dict[str, dict]) -> list[str]:
-    lines = ["### Decoding", "",
-             "| run | device | precision | length penalty | search | one at a time: sent/s | tok/s "
-             "| batched: sent/s | tok/s | speed-up | peak RSS MiB |",
-             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["### Decoding", "", *table_header(
+        ["run", "device", "precision", "length penalty", "search", "one at a time: sent/s", "tok/s",
+         "batched: sent/s", "tok/s", "speed-up", "peak RSS MiB"], "lllrl" + "r" * 6)]
     for r in records.values():
         for search, s in r["searches"].items():
             one, many = s["one_at_a_time"], s["batched"]
             lines.append(f"| {r['run']} | {r['device']} | {r['precision']} | {_penalty(r.get('length_penalty'))} "
                          f"| {search} "
-                         f"| {one['sentences_per_s']:.1f} | {_cell(one['tgt_tokens_per_s'])} "
-                         f"| {many['sentences_per_s']:.1f} | {_cell(many['tgt_tokens_per_s'])} "
-                         f"| x{s['speedup']:.1f} | {_cell(r['peak_rss_mb'])} |")
+                         f"| {one['sentences_per_s']:.1f} | {cell(one['tgt_tokens_per_s'])} "
+                         f"| {many['sentences_per_s']:.1f} | {cell(many['tgt_tokens_per_s'])} "
+                         f"| x{s['speedup']:.1f} | {cell(r['peak_rss_mb'])} |")
     lines += _engine_table(records)
     return (lines + [""] + [_model(name, r) for name, r in records.items()]
             + [_provenance(name, r) for name, r in records.items()] + [""])
@@ -151,8 +154,8 @@ def _engine_table(records: dict[str, dict]) -> list[str]:
     with_engines = [r for r in records.values() if r.get("engines")]
     if not with_engines:
         return []
-    lines = ["", "| run | threads | length penalty | engine | search | sent/s | tok/s | x PyTorch | BLEU |",
-             "|---|---:|---:|---|---|---:|---:|---:|---:|"]
+    lines = ["", *table_header(["run", "threads", "length penalty", "engine", "search", "sent/s", "tok/s",
+                                "x PyTorch", "BLEU"], "lrrllrrrr")]
     for r in with_engines:
         baseline = next(iter(r["engines"].values()))
         for engine, searches in r["engines"].items():
@@ -161,7 +164,7 @@ def _engine_table(records: dict[str, dict]) -> list[str]:
                 penalty = _penalty(r.get("length_penalty"))
                 lines.append(f"| {r['run']} | {r['threads']} | {penalty} | {engine} | {search} "
                              f"| {m['sentences_per_s']:.1f} "
-                             f"| {_cell(m['tgt_tokens_per_s'])} | x{ratio:.2f} | {m['bleu']:.2f} |")
+                             f"| {cell(m['tgt_tokens_per_s'])} | x{ratio:.2f} | {m['bleu']:.2f} |")
     return lines
 
 
@@ -179,15 +182,14 @@ def _attention_section(records: dict[str, dict]) -> list[str]:
 def _peers_section(records: dict[str, dict]) -> list[str]:
     """Our training throughput against fairseq and OpenNMT-py, each record measured in one run."""
     lines = ["### Against fairseq and OpenNMT-py (one run, one after the other)", "",
-             "| config | seconds each | nmt tgt tok/s | fairseq | OpenNMT-py | x the faster peer "
-             "| nmt peak RSS MiB | fairseq | OpenNMT-py |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *table_header(["config", "seconds each", "nmt tgt tok/s", "fairseq", "OpenNMT-py", "x the faster peer",
+                            "nmt peak RSS MiB", "fairseq", "OpenNMT-py"], "l" + "r" * 8)]
     for r in records.values():
-        cells = {field: [_cell(r["peers"][key][field]) if key in r["peers"] else "-" for key in ("fairseq", "opennmt")]
+        cells = {field: [cell(r["peers"][key][field]) if key in r["peers"] else "-" for key in ("fairseq", "opennmt")]
                  for field in ("tgt_tokens_per_s", "peak_rss_mb")}
         ratio = "-" if r["ratio_to_fastest"] is None else f"x{r['ratio_to_fastest']:.2f}"
-        lines.append(f"| {r['nmt']['config']} | {r['seconds']} | {_cell(r['nmt']['tgt_tokens_per_s'])} "
-                     f"| {' | '.join(cells['tgt_tokens_per_s'])} | {ratio} | {_cell(r['nmt']['peak_rss_mb'])} "
+        lines.append(f"| {r['nmt']['config']} | {r['seconds']} | {cell(r['nmt']['tgt_tokens_per_s'])} "
+                     f"| {' | '.join(cells['tgt_tokens_per_s'])} | {ratio} | {cell(r['nmt']['peak_rss_mb'])} "
                      f"| {' | '.join(cells['peak_rss_mb'])} |")
     return lines + [""] + [_provenance(name, r) for name, r in records.items()] + [""]
 
@@ -195,8 +197,8 @@ def _peers_section(records: dict[str, dict]) -> list[str]:
 def _peers_decode_section(records: dict[str, dict]) -> list[str]:
     """Our batched decoding against fairseq-generate on the same test set, each record measured in one run."""
     lines = ["### Decoding against fairseq-generate (one run, one after the other)", "",
-             "| run | search | nmt sent/s | BLEU | fairseq sent/s | BLEU | x fairseq |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             *table_header(["run", "search", "nmt sent/s", "BLEU", "fairseq sent/s", "BLEU", "x fairseq"],
+                           "ll" + "r" * 5)]
     for r in records.values():
         for search, ratio in r["ratio"].items():
             ours, theirs = r["nmt"][search], r["fairseq"][search]
@@ -223,8 +225,7 @@ def _profile_section(records: dict[str, dict]) -> list[str]:
 def _serve_section(records: dict[str, dict]) -> list[str]:
     """nmt-serve: one-sentence requests from 1, 8, 32 ... concurrent clients over the loopback."""
     lines = ["### Serving (nmt-serve over the loopback, one sentence per request)", "",
-             "| run | clients | requests | sent/s | x 1 client | p50 ms | p95 ms |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             *table_header(["run", "clients", "requests", "sent/s", "x 1 client", "p50 ms", "p95 ms"], "l" + "r" * 6)]
     for r in records.values():
         for level in r["levels"]:
             lines.append(f"| {r['run']} | {level['clients']} | {level['requests']} | {level['sentences_per_s']:.1f} "
@@ -261,15 +262,15 @@ def tables(results: Path, kinds: tuple[str, ...] = tuple(SECTIONS)) -> str:
     found = {kind: records for kind, records in _records(results).items() if kind in kinds}
     if not any(found.values()):
         return "No results yet: run `make bench`.\n"
-    lines = ["Generated by `scripts/bench_all.py` from `benchmarks/results/*.json`; under each table, the file, "
-             "date, machine and command of every row. Memory in MiB.", ""]
+    lines = ["Generated by `python -m benchmarks.run_all` from `benchmarks/results/*.json`; under each table, the "
+             "file, date, machine and command of every row. Memory in MiB.", ""]
     for kind, records in found.items():
         if records:
             lines += SECTIONS[kind](records)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _blocks(readme: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+def generated_blocks(readme: Path) -> list[tuple[str, str, tuple[str, ...]]]:
     """The generated blocks `readme` holds (the full one when it holds neither, so a new file gets it)."""
     text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
     blocks = [(START, END, tuple(SECTIONS)), (SUMMARY_START, SUMMARY_END, SUMMARY_KINDS)]
@@ -278,31 +279,31 @@ def _blocks(readme: Path) -> list[tuple[str, str, tuple[str, ...]]]:
 
 def update_readme(readme: Path, results: Path) -> None:
     """Rewrite the generated blocks of `readme` (created if missing) from the JSON files in `results`."""
-    for start, end, kinds in _blocks(readme):
+    for start, end, kinds in generated_blocks(readme):
         replace_block(readme, start, end, tables(results, kinds), title="# Benchmarks")
 
 
 def check_readme(readme: Path, results: Path) -> int:
     """0 when every generated block of `readme` is what the JSON files in `results` give, else 1 (said why)."""
     failed = 0
-    for start, end, kinds in _blocks(readme):
-        failed |= write_or_check(readme, start, end, tables(results, kinds), True, "speed tables", "bench_all.py "
-                                 "--report-only")
+    for start, end, kinds in generated_blocks(readme):
+        failed |= write_or_check(readme, start, end, tables(results, kinds), True, "speed tables",
+                                 f"python -m {MODULE} --report-only")
     return failed
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_args(arguments(argv))
     if args.check:
         return max(check_readme(readme, args.results) for readme in args.readme)
     failed = []
     if not args.report_only:
         start = time.monotonic()
         for cmd in _commands(args):
-            print(f"\n== {' '.join(cmd[1:])}", flush=True)
-            if subprocess.run(cmd, check=False).returncode:
-                failed.append(Path(cmd[1]).name)
+            print(f"\n== python {' '.join(cmd[1:])}", flush=True)
+            if subprocess.run(cmd, check=False, env=module_env()).returncode:
+                failed.append(cmd[2])
         print(f"\nbenchmarks took {(time.monotonic() - start) / 60:.1f} minutes")
     if failed:  # said before the tables, which fail in turn when no benchmark wrote anything
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """`make check`: every committed figure is what its evidence gives.
 
-Usage: python scripts/check.py [--root .] [--only blocks scores bootstrap] [--bootstrap-run NAME]
+Usage: python -m benchmarks.check [--root .] [--only blocks scores bootstrap] [--bootstrap-run NAME]
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
   and seed tables and the speed summary (README.md), the comparison table (docs/comparing.md), the speed
@@ -28,20 +28,15 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import bench_all
-import bench_data
-import compare_table
-import results_table
-import seed_spread
-from report_files import read_json
-
-from nmt.cli import command
+from benchmarks import compare_table, large_corpus, results_table, run_all, seed_spread
+from benchmarks.common import ROOT, arguments, prog, read_json
+from nmt.commandline import command
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig, reference_markdown
 from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
 from nmt.evaluate import score
 
-ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.check"
 KINDS = ("blocks", "scores", "bootstrap")
 BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
 Problems = list[str]
@@ -65,24 +60,24 @@ def blocks(root: Path) -> Problems:
     bench_results, seeds = root / "benchmarks" / "results", root / "results" / "multi30k" / "seeds"
     report = root / "reports" / "multi30k"
     problems = _block(readme, results_table.START, results_table.END,
-                      results_table.tables(root / "results" / "multi30k"), "python scripts/results_table.py")
+                      results_table.tables(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
     problems += _block(readme, seed_spread.START, seed_spread.END, seed_spread.table(seeds),
-                       "python scripts/seed_spread.py report")
+                       f"python -m {seed_spread.MODULE} report")
     if (seeds / "seeds.json").is_file():
         recorded, fresh = read_json(seeds / "seeds.json"), seed_spread.summarize(seeds)
         problems += [f"{seeds / 'seeds.json'}: {key} differs from the archived reports" for key in fresh
                      if recorded.get(key) != fresh[key]]
     comparing = docs / "comparing.md"
     problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
-                       "python scripts/compare_table.py")
+                       f"python -m {compare_table.MODULE}")
     problems += _file(report / "compare.md", markdown(read_json(report / "compare.json")),
                       "nmt-compare (compare.md is written from compare.json)")
     for target in (docs / "benchmarks.md", readme):
-        for start, end, kinds in bench_all._blocks(target):
-            problems += _block(target, start, end, bench_all.tables(bench_results, kinds),
-                               "python scripts/bench_all.py --report-only")
-    problems += _block(docs / "data.md", bench_data.START, bench_data.END, bench_data.report(bench_results),
-                       "python scripts/bench_data.py --report-only")
+        for start, end, kinds in run_all.generated_blocks(target):
+            problems += _block(target, start, end, run_all.tables(bench_results, kinds),
+                               f"python -m {run_all.MODULE} --report-only")
+    problems += _block(docs / "data.md", large_corpus.START, large_corpus.END, large_corpus.report(bench_results),
+                       f"python -m {large_corpus.MODULE} --report-only")
     if reference_markdown().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
     return problems
@@ -191,11 +186,11 @@ def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = B
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="check.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this one)")
     parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS), help="the checks to run")
     parser.add_argument("--bootstrap-run", default=BOOTSTRAP_RUN, help="comparison run whose bootstrap is redone")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments(argv))
     problems = run_checks(args.root.resolve(), tuple(args.only), args.bootstrap_run)
     for problem in problems:
         print(f"check: {problem}", file=sys.stderr)

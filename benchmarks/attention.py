@@ -1,15 +1,15 @@
 """Forward + backward time and peak memory of one attention layer's core against sequence length.
 
-Usage: python scripts/bench_attention.py [--lengths 128 256 ... 4096] [--device auto|cpu|cuda] [--methods ...]
+Usage: python -m benchmarks.attention [--lengths 128 256 ... 4096] [--device auto|cpu|cuda] [--methods ...]
 
-Methods: naive softmax(QK^T)V written out, the fused F.scaled_dot_product_attention, and the registry's
-`local` and `linear` variants of nmt.models.attention, all unmasked (encoder self-attention) on
-(batch 8, heads 8, length, head size 64) inputs. Time: the median of --repeats forward + backward passes
-after one warm-up pass. Memory: on CUDA torch.cuda.max_memory_allocated above the inputs; on CPU each case
-runs in a fresh subprocess and reports its peak RSS minus its RSS just before the computation (the inputs
-already allocated). Naive cases whose estimated footprint exceeds --memory-cap are skipped, and so is any case
-that would not finish within the --budget seconds left. Writes benchmarks/results/attention_<device>.json and
-prints the Markdown table.
+Methods: naive softmax(QK^T)V written out, the fused F.scaled_dot_product_attention, and the variants of
+nmt.models.attention's registry with a cost of their own (`local` and `linear`), all unmasked (encoder
+self-attention) on (batch 8, heads 8, length, head size 64) inputs. Time: the median of --repeats forward +
+backward passes after one warm-up pass. Memory: on CUDA torch.cuda.max_memory_allocated above the inputs; on CPU
+each case runs in a fresh subprocess and reports its peak RSS minus its RSS just before the computation (the
+inputs already allocated). Naive cases whose estimated footprint exceeds --memory-cap are skipped, and so is any
+case that would not finish within the --budget seconds left. Writes benchmarks/results/attention_<device>.json
+and prints the Markdown table.
 """
 
 from __future__ import annotations
@@ -28,30 +28,54 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from nmt.cli import _device, command
-from nmt.flops import DTYPES, command_line, device_tag, peak_rss_mb, write_result
-from nmt.models.attention import SELF_ATTENTION
+from benchmarks.common import (
+    DTYPES,
+    add_device,
+    add_out_dir,
+    begin,
+    command_line,
+    device_tag,
+    module_command,
+    module_env,
+    peak_rss_mb,
+    prog,
+    sync,
+    table_header,
+    timed,
+    write_result,
+)
+from nmt.commandline import command
+from nmt.config import ModelConfig
+from nmt.models.attention import SELF_ATTENTION, FullAttention
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-METHODS = ("naive", "fused", "local", "linear")
+MODULE = "benchmarks.attention"
+
+
+def _own_cost_variants() -> tuple[str, ...]:
+    """The registry's self-attention variants with a cost of their own: one that costs what full attention
+    costs (full itself, or a masked one such as sparse) computes what `fused` times."""
+    full = FullAttention.flops.__func__
+    return tuple(name for name, cls in SELF_ATTENTION.items() if cls.flops.__func__ is not full)
+
+
+METHODS = ("naive", "fused", *_own_cost_variants())
 BATCH, HEADS, HEAD_DIM = 8, 8, 64
 NAIVE_COPIES = 4  # scores, weights and the gradient of each are alive at once in the backward pass
 GB = 1e9
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_attention.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    add_device(parser)
     parser.add_argument("--repeats", type=int, default=3, help="timed forward + backward passes per case")
     parser.add_argument("--window", type=int, default=8, help="neighbours on each side for `local`")
     parser.add_argument("--memory-cap", type=float, default=8.0, help="GB; larger naive cases are skipped")
     parser.add_argument("--budget", type=float, default=240.0, help="seconds for the whole run")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--case", nargs=2, metavar=("METHOD", "LENGTH"), help=argparse.SUPPRESS)
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -65,7 +89,7 @@ def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _registry(name: str, window: int) -> Callable[..., torch.Tensor]:
-    core = SELF_ATTENTION[name](window=window)
+    core = SELF_ATTENTION[name].from_config(ModelConfig(self_attention=name, window=window))
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         mask = core.build_mask(q.size(2), None, causal=False, device=q.device)  # once per batch in the model
@@ -109,34 +133,27 @@ def run_case(method: str, length: int, device: torch.device, precision: str, rep
             x.grad = None
         fn(q, k, v).backward(grad)
 
+    sync(device)
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
     else:
         base = _rss_mb() * 2**20
     once()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        once()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
+    times = [timed(once, device)[1] for _ in range(repeats)]
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else peak_rss_mb() * 2**20
     return {"ms": round(1000 * statistics.median(times), 2), "gb": round(max(peak - base, 0) / GB, 3)}
 
 
 def _case_in_subprocess(args: argparse.Namespace, method: str, length: int, timeout: float) -> dict:
     """One case in a fresh interpreter, so that its peak RSS is its own."""
-    cmd = [sys.executable, __file__, "--case", method, str(length), "--device", "cpu", "--precision",
-           args.precision, "--repeats", str(args.repeats), "--window", str(args.window)]
+    cmd = module_command(MODULE, "--case", method, str(length), "--device", "cpu", "--precision", args.precision,
+                         "--repeats", str(args.repeats), "--window", str(args.window))
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                              env=module_env())
     except subprocess.TimeoutExpired:
         return {"skipped": f"stopped after {timeout:.0f} s (time budget)"}
     if done.returncode:
@@ -147,8 +164,7 @@ def _case_in_subprocess(args: argparse.Namespace, method: str, length: int, time
 def markdown_table(record: dict) -> str:
     """Rows of lengths, a `ms / MiB` column per method (the JSON holds decimal GB); skipped cases say why."""
     methods = record["methods"]
-    lines = ["| length | " + " | ".join(f"{m} ms / MiB" for m in methods) + " |",
-             "|---:|" + "---:|" * len(methods)]
+    lines = table_header(["length", *(f"{m} ms / MiB" for m in methods)], "r" * (1 + len(methods)))
     for length in record["lengths"]:
         cells = []
         for m in methods:
@@ -170,11 +186,7 @@ def _predicted(history: list[tuple[int, float, float]], length: int) -> float:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = _device(args.device)
+    argv, args, device = begin(argv, parse_args)
     if args.case:
         method, length = args.case[0], int(args.case[1])
         print(json.dumps(run_case(method, length, device, args.precision, args.repeats, args.window)))
@@ -208,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
               "budget_s": args.budget, "methods": args.methods, "lengths": sorted(args.lengths),
               "results": results}
     out = args.out_dir / f"attention_{device_tag(device, args.precision)}.json"
-    write_result(out, device, command_line(__file__, argv), record)
+    write_result(out, device, command_line(MODULE, argv), record)
     print(markdown_table(record))
     print(f"-> {out}")
     return 0

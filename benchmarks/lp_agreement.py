@@ -1,7 +1,7 @@
 """Do the PyTorch and CTranslate2 engines agree? Beam-search BLEU of a run and its float32 export at each length
 penalty, and the share of identical test translations.
 
-Usage: python scripts/bench_lp_agreement.py RUN [RUN...] [--beam 5] [--penalties 0.6 1.0 1.5 2.0] [--same-at 1.0]
+Usage: python -m benchmarks.lp_agreement RUN [RUN...] [--beam 5] [--penalties 0.6 1.0 1.5 2.0] [--same-at 1.0]
        [--stop finished] [--device auto] [--threads N]
 
 For each run (folder or checkpoint file): exports its final checkpoint to CTranslate2 float32 (into a temporary
@@ -22,17 +22,27 @@ from typing import Any
 import sacrebleu
 import torch
 
-from nmt.cli import Parser, _device, command, number
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, Range, decode_with
+from benchmarks.common import (
+    add_device,
+    add_out_dir,
+    add_threads,
+    begin,
+    command_line,
+    device_tag,
+    prog,
+    run_name,
+    write_result,
+)
+from nmt.commandline import Parser, command, number
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
 from nmt.evaluate import split_pair
-from nmt.flops import command_line, device_tag, write_result
 from nmt.translator import Translator, load_translator
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+MODULE = "benchmarks.lp_agreement"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog="bench_lp_agreement.py", description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="run folders or checkpoint files")
     parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help="beam size (default 5)")
     parser.add_argument("--penalties", type=number(NON_NEGATIVE), nargs="+", default=list(TUNED_PENALTIES),
@@ -42,10 +52,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="length penalty of the identical-lines count on the test split (default 1.0)")
     parser.add_argument("--stop", default="finished", choices=STOP_RULES[:1],
                         help="stopping rule (CTranslate2 has only 'finished')")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--threads", type=number(Range(0.0, 1024.0), integer=True), default=0,
-                        help="CPU threads of both engines (default: torch's choice)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSONs go")
+    add_device(parser, precision=False)
+    add_threads(parser, "CPU threads of both engines (default: torch's choice)")
+    add_out_dir(parser, "where the JSONs go")
     return parser.parse_args(argv)
 
 
@@ -79,9 +88,8 @@ def compare_run(run: str, args: argparse.Namespace, device: torch.device, out: P
     same = sum(a == b for a, b in zip(hyps["pytorch"], hyps["ctranslate2"], strict=True))
     print(f"{run} test lp {args.same_at:g}: identical {same}/{len(test_sources)}")
     member = pytorch.members[0]
-    first = Path(member.path)
-    name = first.parent.parent.name if first.parent.name == "checkpoints" else pytorch.cfg.name
-    return {"benchmark": "lp_agreement", "run": name, "checkpoint": member.path, "checkpoint_sha256": member.sha256,
+    return {"benchmark": "lp_agreement", "run": run_name(member.path, pytorch.cfg.name), "checkpoint": member.path,
+            "checkpoint_sha256": member.sha256,
             "updates": member.steps, "train_minutes": member.minutes, "arch": pytorch.cfg.model.arch,
             "stored_length_penalty": pytorch.decode.length_penalty, "beam": args.beam, "stop": args.stop,
             "threads": torch.get_num_threads(), "ctranslate2_version": read_manifest(out)["ctranslate2_version"],
@@ -95,16 +103,12 @@ def compare_run(run: str, args: argparse.Namespace, device: torch.device, out: P
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = _device(args.device)
+    argv, args, device = begin(argv, parse_args)
     with tempfile.TemporaryDirectory(prefix="bench_lp_agreement.") as folder:
         for index, run in enumerate(args.runs):
             result = compare_run(run, args, device, Path(folder) / str(index))
             out = args.out_dir / f"lp_agreement_{result['run']}_{device_tag(device)}.json"
-            write_result(out, device, command_line(__file__, argv), result)
+            write_result(out, device, command_line(MODULE, argv), result)
             print(f"largest val BLEU difference {result['val']['largest_difference']:.2f}, identical test lines "
                   f"{100 * result['test']['identical_share']:.1f}% -> {out}")
     return 0

@@ -23,14 +23,22 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import ROOT, machine_info
 from nmt.compare import FAILED_NOTE, RUN_FILES
-from nmt.config import ConfigError, load_config
+from nmt.config import ConfigError, ModelConfig, load_config
 from nmt.fileio import atomic_output
-from nmt.flops import machine_info
+from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
 
-REPO = Path(__file__).resolve().parents[1]
-ORDER = ("gru_none", "gru_dot", "gru_general", "gru_additive",
-         "transformer_full", "transformer_local", "transformer_sparse", "transformer_linear")
+
+def variant_order() -> tuple[str, ...]:
+    """The config-name tails of every registered variant in suite order: the GRU attentions from the cheapest
+    (none) to the costliest (additive), then the Transformer self-attentions in the registry's order."""
+    model = ModelConfig()
+    gru = sorted(RNN_ATTENTION, key=lambda name: RNN_ATTENTION[name].flops(model, 16, 16))  # stable on a tie
+    return (*(f"gru_{name}" for name in gru), *(f"transformer_{name}" for name in SELF_ATTENTION))
+
+
+ORDER = variant_order()
 
 
 def budget_overrides(budget: str | None) -> list[str]:
@@ -48,8 +56,8 @@ def budget_overrides(budget: str | None) -> list[str]:
 
 def suite_configs(suite: str) -> list[Path]:
     """The suite's configs, GRU variants first, then Transformer variants, each in the order of ORDER."""
-    known = sorted(p.name for p in (REPO / "configs" / "compare").iterdir() if p.is_dir())
-    folder = REPO / "configs" / "compare" / suite
+    known = sorted(p.name for p in (ROOT / "configs" / "compare").iterdir() if p.is_dir())
+    folder = ROOT / "configs" / "compare" / suite
     configs = sorted(folder.glob("*.yaml")) if suite in known else []  # a name, never a path out of the folder
     if not configs:
         raise ValueError(f"{suite!r}: not a suite with configs under configs/compare/; suites: {', '.join(known)}")

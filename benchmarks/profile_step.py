@@ -1,12 +1,12 @@
 """Where a training step's time goes: torch.profiler over a few updates, summed into a handful of categories.
 
-Usage: python scripts/profile_step.py CONFIG [--steps 5] [--warmup-steps 3] [--set key=value ...] [--threads T]
+Usage: python -m benchmarks.profile_step CONFIG [--steps 5] [--warmup-steps 3] [--set key=value ...] [--threads T]
 
-Builds the trainer as scripts/bench_train.py does, runs the warm-up updates, then profiles --steps updates on
-the CPU (batch building included) and sums each operator's self time into: matmuls, attention, layer norm,
-dropout, softmax and loss, optimizer, embedding, elementwise and other operators, and what no operator
-accounts for (data, Python and framework overhead). Writes benchmarks/results/profile_<config name>_cpu.json
-and prints the table that `scripts/bench_all.py` puts into benchmarks/README.md.
+Builds the trainer as benchmarks/train.py does (nmt.run.prepare_trainer), runs the warm-up updates, then
+profiles --steps updates on the CPU (batch building included) and sums each operator's self time into: matmuls,
+attention, layer norm, dropout, softmax and loss, optimizer, embedding, elementwise and other operators, and
+what no operator accounts for (data, Python and framework overhead). Writes benchmarks/results/profile_<config
+name>_cpu.json and prints the table that `benchmarks/run_all.py` puts into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -14,17 +14,24 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from nmt.cli import command, load
-from nmt.data import prepare
-from nmt.flops import command_line, write_result
-from nmt.train import Trainer
+from benchmarks.common import (
+    add_out_dir,
+    arguments,
+    command_line,
+    markdown_row,
+    prog,
+    set_threads,
+    table_header,
+    write_result,
+)
+from nmt.commandline import command, config_parser, load
+from nmt.run import prepare_trainer
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+MODULE = "benchmarks.profile_step"
 # (category, substrings of aten operator names), first match wins; order matters (softmax before "attention")
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("optimizer", ("_foreach_", "_fused_adam", "adam", "Optimizer.")),
@@ -39,14 +46,11 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="profile_step.py", description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="YAML config file")
+    parser = config_parser(prog(MODULE), __doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5, help="profiled updates (default 5)")
     parser.add_argument("--warmup-steps", type=int, default=3, help="updates before profiling (default 3)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, as for nmt-train")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: train.threads)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -87,21 +91,19 @@ def breakdown(events: list[tuple[str, float]], wall_us: float) -> dict[str, floa
 def markdown_table(record: dict) -> str:
     """The breakdown as a Markdown table: seconds per update and share of the step."""
     steps, total = record["steps"], record["seconds"]
-    rows = ["| part | ms per update | share |", "|---|---:|---:|"]
+    rows = table_header(["part", "ms per update", "share"], "lrr")
     for label, value in sorted(record["breakdown"].items(), key=lambda kv: -kv[1]):
-        rows.append(f"| {label} | {1000 * value / steps:.1f} | {100 * value / total:.1f}% |")
+        rows.append(markdown_row([label, f"{1000 * value / steps:.1f}", f"{100 * value / total:.1f}%"]))
     return "\n".join(rows)
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = arguments(argv)
     args = parse_args(argv)
     cfg = load(args.config, args.overrides)
-    threads = args.threads or cfg.train.threads
-    if threads:
-        torch.set_num_threads(threads)
-    trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
+    set_threads(args.threads or cfg.train.threads)
+    trainer = prepare_trainer(cfg, torch.device("cpu"))
     groups = trainer.batch_groups()
     for _ in range(args.warmup_steps):
         trainer.train_step(next(groups))
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
               "top_operators": [{"name": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count}
                                 for e in sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:15]]}
     out = args.out_dir / f"profile_{cfg.name}_cpu.json"
-    write_result(out, torch.device("cpu"), command_line(__file__, argv), result)
+    write_result(out, torch.device("cpu"), command_line(MODULE, argv), result)
     print(markdown_table(result))
     print(f"{args.steps} updates in {wall:.1f} s (profiler on) -> {out}")
     return 0

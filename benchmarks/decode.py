@@ -1,6 +1,6 @@
 """Decoding speed of a trained run: greedy and beam search, PyTorch and its CTranslate2 exports, with BLEU.
 
-Usage: python scripts/bench_decode.py RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
+Usage: python -m benchmarks.decode RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
        [--export float32 int8 | --export]
 
 Translates the run's split (as nmt-evaluate reads it, through the same Translator) and writes
@@ -18,23 +18,34 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import sacrebleu
 import torch
 
-from nmt.cli import Parser, _device, command, number
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, Range, decode_with
+from benchmarks.common import (
+    add_device,
+    add_out_dir,
+    add_threads,
+    begin,
+    command_line,
+    device_tag,
+    peak_rss_mb,
+    prog,
+    run_name,
+    timed,
+    write_result,
+)
+from nmt.commandline import Parser, command, number
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.evaluate import split_pair
-from nmt.flops import command_line, device_tag, peak_rss_mb, write_result
 from nmt.translator import Translator, load_translator
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+MODULE = "benchmarks.decode"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog="bench_decode.py", description=__doc__.splitlines()[0])
+    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("run", help="run folder or checkpoint file")
     parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
     parser.add_argument("--limit", type=number(NON_NEGATIVE, integer=True), default=200,
@@ -45,15 +56,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="beam size of the beam-search runs (default 5)")
     parser.add_argument("--length-penalty", type=number(NON_NEGATIVE), default=None,
                         help="GNMT length penalty of every engine (default: the one stored with the run)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    parser.add_argument("--threads", type=number(Range(0.0, 1024.0), integer=True), default=0,
-                        help="CPU threads of every engine (default: torch's choice)")
+    add_device(parser)
+    add_threads(parser, "CPU threads of every engine (default: torch's choice)")
     parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
     parser.add_argument("--repeats", type=number(AT_LEAST_ONE, integer=True), default=1,
                         help="batched passes per engine and search; the median time is kept (default 1)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the JSON goes")
+    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -63,17 +72,9 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
     t.search(lines[:2])  # warm-up: first-call allocations
-    device = t.engine.device
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        nbest = t.search(lines)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
+    passes = [timed(lambda: t.search(lines), t.engine.device) for _ in range(repeats)]
+    nbest = passes[-1][0]
+    seconds = statistics.median(s for _, s in passes)
     tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
     hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
     return {"sentences": len(lines), "seconds": round(seconds, 3),
@@ -96,16 +97,12 @@ def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = _device(args.device)
+    argv, args, device = begin(argv, parse_args)
     pytorch = load_translator([args.run], device, args.precision, {"length_penalty": args.length_penalty},
                               label=lambda key: "--" + key.replace("_", "-"))
     sources, refs = split_pair(pytorch, args.split)
     first = Path(pytorch.members[0].path)
-    run_name = first.parent.parent.name if first.parent.name == "checkpoints" else pytorch.cfg.name
+    run = run_name(first, pytorch.cfg.name)
     budget = pytorch.decode.batch_tokens
     searches = {"greedy": 1, f"beam{args.beam}": args.beam}
     one = slice(0, args.limit or None)
@@ -116,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         batched = _measure(pytorch, sources[many], refs[many], beam, budget, args.repeats)
         results[name] = {"beam": beam, "one_at_a_time": single, "batched": batched,
                          "speedup": round(batched["sentences_per_s"] / single["sentences_per_s"], 2)}
-        print(f"{run_name} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
+        print(f"{run} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
               f"({single['tgt_tokens_per_s']:.0f} tok/s), batched {batched['sentences_per_s']:.1f} sent/s "
               f"({batched['tgt_tokens_per_s']:.0f} tok/s), speed-up x{results[name]['speedup']:.1f}")
     member = pytorch.members[0]
-    result = {"benchmark": "decode", "run": run_name, "checkpoint": str(first), "checkpoint_sha256": member.sha256,
+    result = {"benchmark": "decode", "run": run, "checkpoint": str(first), "checkpoint_sha256": member.sha256,
               "updates": member.steps, "arch": pytorch.cfg.model.arch, "split": args.split,
               "device": device_tag(device), "precision": args.precision, "threads": torch.get_num_threads(),
               "batch_tokens": budget, "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop,
@@ -131,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             for engine, translator in _engines(args, device, pytorch, Path(folder)).items():
                 engines[engine] = {name: _measure(translator, sources[many], refs[many], beam, budget, args.repeats)
                                    for name, beam in searches.items()}
-                print(f"{run_name} {engine}: " + ", ".join(
+                print(f"{run} {engine}: " + ", ".join(
                     f"{name} {m['sentences_per_s']:.1f} sent/s BLEU {m['bleu']:.2f}"
                     for name, m in engines[engine].items()))
         result["engines"] = engines
@@ -139,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     suffix = "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
-    out = args.out_dir / f"decode_{run_name}_{device_tag(device, args.precision)}{suffix}.json"
-    write_result(out, device, command_line(__file__, argv), result)
+    out = args.out_dir / f"decode_{run}_{device_tag(device, args.precision)}{suffix}.json"
+    write_result(out, device, command_line(MODULE, argv), result)
     print(f"peak RSS {result['peak_rss_mb']:.0f} MB -> {out}")
     return 0
 

@@ -1,10 +1,10 @@
 """The spread of one config over seeds: archive the runs, evaluate their models and ensemble, report.
 
 Usage (the three steps in order, or `all` for the three at once):
-    python scripts/seed_spread.py archive RUN RUN RUN [--hardware TEXT] [--config configs/X.yaml]
-    python scripts/seed_spread.py evaluate RUN RUN RUN
-    python scripts/seed_spread.py report [--check]
-    python scripts/seed_spread.py all RUN RUN RUN [--hardware TEXT]
+    python -m benchmarks.seed_spread archive RUN RUN RUN [--hardware TEXT] [--config configs/X.yaml]
+    python -m benchmarks.seed_spread evaluate RUN RUN RUN
+    python -m benchmarks.seed_spread report [--check]
+    python -m benchmarks.seed_spread all RUN RUN RUN [--hardware TEXT]
 
 `archive` copies each finished run's test report as nmt-train wrote it (of its final model: the average of its
 best checkpoints), translations, metrics log and resolved config into results/multi30k/seeds/<run>/, with
@@ -21,8 +21,6 @@ nothing and exits 1 when seeds.json or the block is not what the archived report
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import shlex
 import shutil
 import statistics
@@ -32,21 +30,33 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from markdown_block import write_or_check
-from report_files import blamed, finite, read_json
 
-from nmt.cli import command
+from benchmarks.common import (
+    ROOT,
+    arguments,
+    blamed,
+    command_line,
+    finite,
+    machine_info,
+    now,
+    prog,
+    read_json,
+    table_header,
+    write_json,
+    write_or_check,
+)
+from nmt.commandline import command
 from nmt.config import load_config
-from nmt.fileio import FileError, atomic_output
-from nmt.flops import machine_info
+from nmt.fileio import FileError
+from nmt.rundir import RunDir
 
-ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.seed_spread"
 SEEDS = ROOT / "results" / "multi30k" / "seeds"
 START, END = "<!-- seeds:start -->", "<!-- seeds:end -->"
 ARCHIVED = ("eval_test.json", "test.hyp.en", "metrics.jsonl", "config.yaml")
 ENSEMBLE, FINAL, BEST = "ensemble", "final", "best"
 METRICS = ("bleu", "bleu_lc", "chrf", "ter")
-EMPTY = ("No seed spread yet: `python scripts/seed_spread.py all RUN RUN RUN` archives three finished runs of one "
+EMPTY = (f"No seed spread yet: `python -m {MODULE} all RUN RUN RUN` archives three finished runs of one "
          "config and writes this table.\n")
 
 
@@ -77,9 +87,7 @@ def archive(runs: list[Path], seeds: Path, hardware: str, config: str) -> None:
         seed = load_config(run / "config.yaml").train.seed
         train = shlex.join(["nmt-train", config, "--set", f"name={run.name}", "--set", f"train.seed={seed}",
                             "--set", "train.threads=1"])
-        with atomic_output(target / "run.json") as handle:
-            json.dump({"command": train, "hardware": hardware, "seed": seed}, handle, indent=2)
-            handle.write("\n")
+        write_json(target / "run.json", {"command": train, "hardware": hardware, "seed": seed})
         print(f"archived {run} in {target}")
 
 
@@ -107,7 +115,7 @@ def evaluate(runs: list[Path], seeds: Path) -> None:
     final models with the settings most of the runs chose (the first run's on a tie)."""
     for run in runs:
         _evaluate([str(run), *_decoding(run)], seeds / run.name / FINAL)
-        _evaluate([str(run / "checkpoints" / "best.pt"), *_decoding(run)], seeds / run.name / BEST)
+        _evaluate([str(RunDir(run).best), *_decoding(run)], seeds / run.name / BEST)
     first, *others = [str(run) for run in runs]
     flags = statistics.mode(tuple(_decoding(run)) for run in runs)
     _evaluate([first, *[flag for other in others for flag in ("-c", other)], *flags], seeds / ENSEMBLE)
@@ -179,8 +187,8 @@ def table(seeds: Path) -> str:
                  "decoded with its own validation-chosen beam and length penalty, the ensemble with the most common "
                  "one. Mean ± sample standard deviation. Evidence: [results/multi30k/seeds/seeds.json]"
                  "(results/multi30k/seeds/seeds.json).", "",
-                 "| model | updates | checkpoint sha256 | beam / lp | BLEU | chrF | best checkpoint: BLEU | chrF |",
-                 "|---|---:|---|---:|---:|---:|---:|---:|"]
+                 *table_header(["model", "updates", "checkpoint sha256", "beam / lp", "BLEU", "chrF",
+                                "best checkpoint: BLEU", "chrF"], "lrl" + "r" * 5)]
         for r in runs:
             final, best, member = r["final"], r["best"], r["final"]["members"][0]
             lines.append(f"| `{r['name']}` (seed {r['seed']}) | {member['updates']:,} | `{member['sha256'][:12]}` "
@@ -198,12 +206,9 @@ def table(seeds: Path) -> str:
 
 def report(seeds: Path, config: str, argv: list[str]) -> None:
     """Write seeds.json from the archived files."""
-    data = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine_info(torch.device("cpu")), "config": config,
-            "command": shlex.join(["python", "scripts/seed_spread.py", *argv]), **summarize(seeds)}
-    with atomic_output(seeds / "seeds.json") as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
+    data = {"date": now(), "machine": machine_info(torch.device("cpu")), "config": config,
+            "command": command_line(MODULE, argv), **summarize(seeds)}
+    write_json(seeds / "seeds.json", data)
     print(f"wrote {seeds / 'seeds.json'}")
 
 
@@ -215,15 +220,15 @@ def check(seeds: Path, readme: Path) -> int:
         stale = [key for key, value in fresh.items() if recorded.get(key) != value]
         if stale:
             print(f"{seeds / 'seeds.json'}: {', '.join(stale)} differ from the archived reports; run "
-                  "`python scripts/seed_spread.py report`", file=sys.stderr)
+                  f"`python -m {MODULE} report`", file=sys.stderr)
             return 1
-    return write_or_check(readme, START, END, table(seeds), True, "seed table", "seed_spread.py report")
+    return write_or_check(readme, START, END, table(seeds), True, "seed table", f"python -m {MODULE} report")
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="seed_spread.py", description=__doc__.splitlines()[0])
+    argv = arguments(argv)
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("archive", "evaluate", "report", "all"))
     parser.add_argument("runs", nargs="*", help="the finished run folders (archive, evaluate, all)")
     parser.add_argument("--seeds", type=Path, default=SEEDS, help="archive folder (default results/multi30k/seeds)")
@@ -243,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluate(_runs(args.runs), args.seeds)
     if args.step in ("report", "all"):
         report(args.seeds, args.config, argv)
-        return write_or_check(args.readme, START, END, table(args.seeds), False, "seed table", "seed_spread.py")
+        return write_or_check(args.readme, START, END, table(args.seeds), False, "seed table", f"python -m {MODULE}")
     return 0
 
 

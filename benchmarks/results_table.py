@@ -1,6 +1,6 @@
 """Regenerate the Multi30k results tables in README.md from the committed reports in results/multi30k/.
 
-Usage: python scripts/results_table.py [--results results/multi30k] [--readme README.md] [--check]
+Usage: python -m benchmarks.results_table [--results results/multi30k] [--readme README.md] [--check]
 
 Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
 which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
@@ -15,23 +15,30 @@ current.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from markdown_block import write_or_check
-from report_files import blamed, finite, read_json
-
-from nmt.cli import command
+from benchmarks.common import (
+    ROOT,
+    arguments,
+    blamed,
+    finite,
+    markdown_row,
+    prog,
+    read_json,
+    table_header,
+    write_or_check,
+)
+from nmt.commandline import command
 from nmt.config import load_config
 from nmt.fileio import FileError, describe_os_error
+from nmt.rundir import RunDir, read_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.results_table"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-HEADER = ["| config | params | epochs / steps | training time | hardware | beam / lp "
-          "| BLEU | BLEU-lc | chrF | TER | training command | scores reproduced by |",
-          "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
+HEADER = table_header(["config", "params", "epochs / steps", "training time", "hardware", "beam / lp", "BLEU",
+                       "BLEU-lc", "chrF", "TER", "training command", "scores reproduced by"], "lrrrlrrrrrll")
 SOURCE_LIMIT = 250  # the source truncation of reports that do not record it
 OLD_STOP = "bound"  # the beam stopping rule of reports that do not record it
 NEWER_FIELDS = ("command", "engine", "members", "train")  # what an older report does not record
@@ -55,24 +62,14 @@ def evaluate_command(name: str, report: dict) -> str:
 
 
 def _records(metrics: Path) -> list[dict[str, Any]]:
-    """The records of a metrics log, each an object with an integer step; anything else names the line."""
+    """The records of a metrics log, each an object with an integer step; any other line is an error naming it."""
     try:
-        lines = metrics.read_text(encoding="utf-8").splitlines()
+        metrics.stat()  # read_metrics takes a missing log for an empty one; a results folder needs its log
+        records = read_metrics(metrics)
     except OSError as err:
         raise FileError(describe_os_error(err)) from None
-    except ValueError:
-        raise FileError(f"{metrics}: not UTF-8 text") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            raise FileError(f"{metrics}: line {number} is not a JSON record (cut off?)") from None
-        if not isinstance(record, dict) or type(record.get("step")) is not int:
-            raise FileError(f"{metrics}: line {number} is not a record with an integer step")
-        records.append(record)
+    if records.skipped:
+        raise FileError(f"{metrics}: line {records.skipped[0]} is not a JSON record with an integer step (cut off?)")
     if not records:
         raise FileError(f"{metrics}: no records")
     return records
@@ -91,10 +88,11 @@ def _progress(metrics: Path) -> tuple[str, int, float]:
 
 def _row(folder: Path) -> tuple[float, float, str]:
     """(the run's train.max_minutes (0: no time budget), its BLEU, its Markdown row) for one results folder."""
-    report_file, run_file = folder / "eval_test.json", folder / "run.json"
+    results = RunDir(folder)
+    report_file, run_file = results.report("test"), folder / "run.json"
     report, run = read_json(report_file), read_json(run_file)
     minutes_budget = load_config(ROOT / "configs" / f"{folder.name}.yaml").train.max_minutes
-    epochs, steps, minutes = _progress(folder / "metrics.jsonl")
+    epochs, steps, minutes = _progress(results.metrics)
     with blamed(report_file):
         s, d = report["scores"], report["decode"]
         params = report["parameters"] if "parameters" in report else report["train"]["parameters"]  # older reports
@@ -109,7 +107,7 @@ def _row(folder: Path) -> tuple[float, float, str]:
     cells = [name, f"{size:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min", hardware,
              f"{beam} / {penalty}", f"{bleu:.2f}", f"{bleu_lc:.2f}", f"{chrf:.2f}", f"{ter:.2f}", f"`{trained_by}`",
              f"`{reproduce}`"]
-    return minutes_budget, bleu, "| " + " | ".join(cells) + " |"
+    return minutes_budget, bleu, markdown_row(cells)
 
 
 def _title(minutes: float) -> str:
@@ -123,7 +121,7 @@ def _title(minutes: float) -> str:
 def tables(results: Path) -> str:
     """The generated Markdown: full-length runs first, then one table per time budget, each by BLEU."""
     try:
-        folders = sorted(p for p in results.iterdir() if (p / "eval_test.json").exists())
+        folders = sorted(p for p in results.iterdir() if RunDir(p).report("test").exists())
     except OSError as err:
         raise FileError(f"--results {describe_os_error(err)}") from None
     if not folders:
@@ -143,13 +141,13 @@ def tables(results: Path) -> str:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="results_table.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="reports folder")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="README whose block is rewritten")
     parser.add_argument("--check", action="store_true", help="exit 1 if the README block is not current")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments(argv))
     return write_or_check(args.readme, START, END, tables(args.results), args.check, "results tables",
-                          "results_table.py")
+                          f"python -m {MODULE}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """One-command GPU self-check in under 8 minutes: preflight, training in three precisions with MFU and host syncs,
 kill -9 and resume, NCCL torchrun, nmt-evaluate on CUDA against the CPU, the device-aware tests.
 
-Usage: python scripts/gpu_check.py [--minutes 7.5] [--train-seconds 8] [--skip-tests]   (or: make gpu-check)
-       python scripts/gpu_check.py --dry-run-cpu   (the same plumbing on the CPU with small models, < 3 minutes)
+Usage: python -m benchmarks.gpu_check [--minutes 7.5] [--train-seconds 8] [--skip-tests]   (or: make gpu-check)
+       python -m benchmarks.gpu_check --dry-run-cpu   (the same plumbing on the CPU with small models, < 3 minutes)
 
 On a machine without CUDA (and no --dry-run-cpu) it prints one line and exits 0. Otherwise it runs the checks
 of `plan` one after the other, each in a process group of its own (`--child NAME`) with its own time cap; a
@@ -11,7 +11,7 @@ own, included). This process never touches CUDA itself, and the data caches are 
 before any check does:
   preflight  device, driver, CUDA/cuDNN/NCCL and torch versions, a first CUDA kernel
   prepare    the data caches of every later check (nmt-prepare with CUDA hidden)
-  train_*    scripts/bench_train.py in fp32 (train.tf32), bf16 and fp16 (GradScaler) on a d_model 1024, 6+6
+  train_*    benchmarks.train in fp32 (train.tf32), bf16 and fp16 (GradScaler) on a d_model 1024, 6+6
              layer Transformer with 32k-token batches over the sample repeated: target tokens/s, MFU against
              the matmul peak it measures, and the host syncs of one update (torch.cuda.set_sync_debug_mode)
   resume     a run killed with SIGKILL after its first last.pt and resumed, against an uninterrupted one
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import json
 import os
 import platform
@@ -44,10 +43,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-BASE = REPO / "configs" / "sample_transformer.yaml"
-SAMPLE = REPO / "data" / "sample"
+from benchmarks.common import (
+    RESULTS,
+    ROOT,
+    arguments,
+    command_line,
+    module_command,
+    now,
+    prog,
+    table_header,
+    write_json,
+)
+from nmt.fileio import atomic_output
+from nmt.rundir import RunDir
+
+MODULE = "benchmarks.gpu_check"
+BASE = ROOT / "configs" / "sample_transformer.yaml"
+SAMPLE = ROOT / "data" / "sample"
 LARGE = ["model.d_model=1024", "model.ffn_dim=4096", "model.heads=16", "model.encoder_layers=6",
          "model.decoder_layers=6", "train.batch_tokens=32768"]
 SMALL = ["model.d_model=32", "model.ffn_dim=64", "model.heads=2", "model.encoder_layers=1",
@@ -66,7 +78,7 @@ DRY_TESTS = ["tests/test_training_parts.py::test_label_smoothing_zero_is_cross_e
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=0.0,
                         help=f"overall budget (default {GPU_BUDGET / 60} on a GPU, {DRY_BUDGET / 60:.1f} dry)")
     parser.add_argument("--train-seconds", type=float, default=0.0, help="timed seconds per precision (default 8, "
@@ -164,7 +176,7 @@ def run_group(args: list[str], limit: float, logs: Path, env: dict[str, str] | N
     logs.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
-        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True,
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True,
                                 preexec_fn=_die_with_parent)
         try:
             status: int | None = proc.wait(timeout=max(1.0, limit))
@@ -179,21 +191,13 @@ def run_group(args: list[str], limit: float, logs: Path, env: dict[str, str] | N
 # ------------------------------------------------------------------------------------ the report
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `path` through a temporary file renamed into place (a reader sees the old or the new file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
-
-
 def summary(record: dict[str, Any]) -> str:
     """A short Markdown report."""
     state = ("all passed" if record["ok"] else "SOME FAILED") if record.get("finished", True) else "UNFINISHED"
     lines = [f"# GPU check on {record['machine'].get('gpu', 'the CPU (dry run)')}", "",
              f"{record['date']}, torch {record['machine']['torch']}, CUDA {record['machine'].get('cuda')}, "
              f"{record['seconds']:.0f} s in all: {state}", "",
-             "| check | result | figures |", "|---|---|---|"]
+             *table_header(["check", "result", "figures"], "lll")]
     for name, result in record["checks"].items():
         figures = ", ".join(f"{k} {v}" for k, v in result.items()
                             if k not in ("ok", "stderr_tail", "stdout_tail", "files"))
@@ -209,11 +213,10 @@ class Runner:
         self.start = time.monotonic()
         self.deadline = self.start + budget
         self.work, self.device, self.out_dir, self.child_args = work, device, out_dir, child_args
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "NMT_TEST_DEVICE": device, "PYTHONUNBUFFERED": "1"}
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "NMT_TEST_DEVICE": device, "PYTHONUNBUFFERED": "1"}
         self.tag = "cpu_dry_run" if device == "cpu" else "cuda"
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self.record: dict[str, Any] = {
-            "benchmark": "gpu_check", "date": now,
+            "benchmark": "gpu_check", "date": now(),
             "command": command, "machine": {"torch": _torch_version(), "python": platform.python_version()},
             "budget_s": budget, "finished": False, "ok": False, "seconds": 0.0, "checks": {}}
 
@@ -228,10 +231,10 @@ class Runner:
         """The report so far, rewritten atomically (JSON and Markdown; also into $OUT when it is set)."""
         self.record["seconds"] = round(time.monotonic() - self.start, 1)
         self.record["ok"] = bool(self.record["checks"]) and all(r["ok"] for r in self.record["checks"].values())
-        text = json.dumps(self.record, indent=2) + "\n"
         for path in self.paths():
-            write_atomic(path, text)
-            write_atomic(path.with_suffix(".md"), summary(self.record))
+            write_json(path, self.record)
+            with atomic_output(path.with_suffix(".md")) as handle:
+                handle.write(summary(self.record))
 
     def run(self, name: str, cap: float, command: list[str] | None = None) -> dict[str, Any]:
         """One check in its own process group, capped at `cap` seconds (less when the deadline is nearer)."""
@@ -239,9 +242,9 @@ class Runner:
         if limit < 1.0:
             result: dict[str, Any] = {"ok": False, "error": f"skipped: {self.left():.0f} s left of the budget"}
         else:
-            command = command or [sys.executable, str(Path(__file__).resolve()), "--child", name, "--work",
-                                  str(self.work), "--gpus", str(self.record.get("gpus", 1)), "--cap", str(limit),
-                                  *self.child_args]
+            command = command or module_command(MODULE, "--child", name, "--work", str(self.work), "--gpus",
+                                                str(self.record.get("gpus", 1)), "--cap", str(limit),
+                                                *self.child_args)
             try:
                 result = _result_of(run_group(command, limit, self.work / "logs" / name, self.env), limit)
             except Exception as err:  # noqa: BLE001 -- recorded; the other checks still run
@@ -314,7 +317,7 @@ class Context:
         return self.device == "cpu"
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(REPO), "NMT_TEST_DEVICE": self.device, **extra}
+        return {**os.environ, "PYTHONPATH": str(ROOT), "NMT_TEST_DEVICE": self.device, **extra}
 
     def call(self, args: list[str], limit: float, name: str, **env: str) -> dict[str, Any]:
         """A command of this check, in a group of its own, killed with its tree after `limit` seconds."""
@@ -377,7 +380,7 @@ def check_prepare(ctx: Context) -> dict[str, Any]:
     procs = {}
     for name, overrides in jobs.items():
         log = ctx.work / "logs" / f"prepare_{name}"
-        procs[name] = (subprocess.Popen(nmt("prepare", str(BASE), *overrides), cwd=REPO,
+        procs[name] = (subprocess.Popen(nmt("prepare", str(BASE), *overrides), cwd=ROOT,
                                         env=ctx.env(CUDA_VISIBLE_DEVICES=""), stdout=open(f"{log}.out", "w"),
                                         stderr=open(f"{log}.err", "w")), log)
     failed = {name: Path(f"{log}.err").read_text()[-1500:] for name, (proc, log) in procs.items() if proc.wait()}
@@ -386,8 +389,7 @@ def check_prepare(ctx: Context) -> dict[str, Any]:
 
 
 def check_train(ctx: Context, precision: str) -> dict[str, Any]:
-    sys.path.insert(0, str(REPO / "scripts"))
-    import bench_train
+    from benchmarks import train
 
     out = ctx.work / f"bench_{precision}"
     args = [str(BASE), "--seconds", str(ctx.train_seconds), "--warmup-steps", "2" if ctx.dry else "3",
@@ -395,8 +397,8 @@ def check_train(ctx: Context, precision: str) -> dict[str, Any]:
             "--peak-seconds", "0.3" if ctx.dry else "2", *(["--matmul-size", "128"] if ctx.dry else []),
             *_run_config(ctx, f"gpu_{precision}", *_repeated_sample(ctx), *([] if ctx.dry else LARGE),
                          f"train.precision={precision}")]
-    if bench_train.main(args) != 0:
-        raise RuntimeError("bench_train.py failed (see stderr)")
+    if train.main(args) != 0:
+        raise RuntimeError("benchmarks.train failed (see stderr)")
     report = json.loads(next(out.glob("*.json")).read_text())
     keys = ("tgt_tokens_per_s", "steps_per_s", "mfu", "matmul_peak_tflops", "model_tflops_per_s", "peak_gpu_mb",
             "parameters", "batch_tokens", "host_syncs_per_update", "tf32")
@@ -413,11 +415,11 @@ def check_resume(ctx: Context) -> dict[str, Any]:
     straight = nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "straight", *steps))
     command = nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "killed", *steps))
     logs = ctx.work / "logs"
-    first = subprocess.Popen(straight, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(straight, cwd=ROOT, env=ctx.env(), stdout=subprocess.DEVNULL,
                              stderr=open(logs / "resume_straight.err", "w"))
-    victim = subprocess.Popen(command, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+    victim = subprocess.Popen(command, cwd=ROOT, env=ctx.env(), stdout=subprocess.DEVNULL,
                               stderr=open(logs / "resume_killed.err", "w"))
-    last = ctx.work / "runs" / "killed" / "checkpoints" / "last.pt"
+    last = RunDir(ctx.work / "runs" / "killed").last
     while not last.exists() and victim.poll() is None:
         time.sleep(0.01)
     killed = victim.poll() is None
@@ -426,7 +428,7 @@ def check_resume(ctx: Context) -> dict[str, Any]:
     _must(ctx.call(command, 120, "resume_again"), "the resumed run")
     if first.wait():
         raise RuntimeError(f"the uninterrupted run: exit status {first.returncode}")
-    a, b = load_bundle(ctx.work / "runs" / "straight" / "checkpoints" / "last.pt"), load_bundle(last)
+    a, b = load_bundle(RunDir(ctx.work / "runs" / "straight").last), load_bundle(last)
     diff = max(float((a.model[k].float() - b.model[k].float()).abs().max()) for k in a.model)
     reached = a.progress["step"] == b.progress["step"] == n
     return {"ok": killed and reached and (diff == 0.0 or not ctx.dry), "killed_mid_run": killed,
@@ -440,7 +442,7 @@ def check_torchrun(ctx: Context, processes: int) -> dict[str, Any]:
             "-m", "nmt", "train", str(BASE), "--no-evaluate",
             *_run_config(ctx, name, f"train.max_steps={steps}", f"train.eval_every={steps}", "train.eval_bleu=false")]
     proc = ctx.call(args, 120, name)
-    log = ctx.work / "runs" / name / "train.log"
+    log = RunDir(ctx.work / "runs" / name).log
     text = log.read_text() if log.exists() else ""
     ok = proc["returncode"] == 0 and f"training stopped at step {steps}" in text
     return {"ok": ok, "processes": processes, "steps": steps, "backend": "gloo" if ctx.dry else "nccl",
@@ -449,7 +451,7 @@ def check_torchrun(ctx: Context, processes: int) -> dict[str, Any]:
 
 def check_evaluate(ctx: Context) -> dict[str, Any]:
     run = ctx.work / "runs" / "straight"
-    if not (run / "checkpoints" / "best.pt").exists():  # the resume check did not leave its run
+    if not RunDir(run).best.exists():  # the resume check did not leave its run
         _must(ctx.call(nmt("train", str(BASE), "--no-evaluate", *_run_config(ctx, "straight", "train.max_steps=40",
                                                                               "train.eval_every=40")), 120,
                        "evaluate_train"), "training the model to evaluate")
@@ -457,7 +459,7 @@ def check_evaluate(ctx: Context) -> dict[str, Any]:
     for name, device in (("gpu", ctx.device), ("cpu", "cpu")):  # a dry run compares the CPU with itself
         out = ctx.work / f"eval_{name}.json"
         args = nmt("evaluate", str(run), "--device", device, "--beam", "1", "--output", str(out))
-        procs[name] = (subprocess.Popen(args, cwd=REPO, env=ctx.env(), stdout=subprocess.DEVNULL,
+        procs[name] = (subprocess.Popen(args, cwd=ROOT, env=ctx.env(), stdout=subprocess.DEVNULL,
                                         stderr=open(ctx.work / "logs" / f"evaluate_{name}.err", "w")), out)
     for name, (proc, _) in procs.items():
         if proc.wait():
@@ -482,7 +484,7 @@ def check_tests(ctx: Context) -> dict[str, Any]:
     for i, selection in enumerate(selections):
         log = ctx.work / "logs" / f"tests_{i}"
         procs[selection] = (subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                              selection], cwd=REPO, env=ctx.env(), stdout=open(f"{log}.out", "w"),
+                                              selection], cwd=ROOT, env=ctx.env(), stdout=open(f"{log}.out", "w"),
                                              stderr=subprocess.STDOUT, start_new_session=True), log)
     files, end = {}, time.monotonic() + limit
     for selection, (proc, log) in procs.items():
@@ -522,7 +524,7 @@ def child(name: str, ctx: Context) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = arguments(argv)
     args = parse_args(argv)
     dry = args.dry_run_cpu
     seconds = args.train_seconds or (1.0 if dry else 8.0)
@@ -536,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = 60 * args.minutes if args.minutes else (DRY_BUDGET if dry else GPU_BUDGET)
     work = Path(tempfile.mkdtemp(prefix="nmt_gpu_check_"))
     runner = Runner(budget, work, "cpu" if dry else "cuda", args.out_dir,
-                    " ".join(["python", "scripts/gpu_check.py", *argv]),
+                    command_line(MODULE, argv),
                     ("--train-seconds", str(seconds), *(["--dry-run-cpu"] if dry else [])))
     checks = plan(1 if dry else torch.cuda.device_count(), dry, budget, args.skip_tests)
     for name, cap in checks:

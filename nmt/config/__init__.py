@@ -1,0 +1,71 @@
+"""Typed configuration: one dataclass per YAML section, validated before any data is read.
+
+fields.py holds the building blocks (ConfigError, Range, `setting`), model.py the model section, decoding.py the
+decode section, sections.py the other sections and Config, validation.py the cross-field checks, loading.py YAML
+in and out, reference.py the generated key reference.
+"""
+
+from nmt.config.decoding import (
+    AUTO,
+    STOP_RULES,
+    TUNED_PENALTIES,
+    UNTUNED_PENALTY,
+    DecodeConfig,
+    check_decode,
+    decode_with,
+)
+from nmt.config.fields import (
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    ConfigError,
+    Range,
+    Section,
+    check_ranges,
+    setting,
+)
+from nmt.config.loading import config_from_dict, load_config, parse_override, save_config, to_dict
+from nmt.config.model import ModelConfig, check_model
+from nmt.config.reference import reference_markdown
+from nmt.config.sections import Config, DataConfig, TokenizerConfig, TrainConfig
+from nmt.config.validation import FILES_KEYS, validate, validate_new_run
+from nmt.config.variants import VariantSetting, declare_settings, declared_settings, withdraw_settings
+
+__all__ = [
+    "AT_LEAST_ONE",
+    "AUTO",
+    "FILES_KEYS",
+    "FRACTION",
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "STOP_RULES",
+    "TUNED_PENALTIES",
+    "UNTUNED_PENALTY",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DecodeConfig",
+    "ModelConfig",
+    "Range",
+    "Section",
+    "TokenizerConfig",
+    "TrainConfig",
+    "VariantSetting",
+    "check_decode",
+    "check_model",
+    "check_ranges",
+    "config_from_dict",
+    "declare_settings",
+    "declared_settings",
+    "decode_with",
+    "load_config",
+    "parse_override",
+    "reference_markdown",
+    "save_config",
+    "setting",
+    "to_dict",
+    "validate",
+    "validate_new_run",
+    "withdraw_settings",
+]

@@ -1,0 +1,163 @@
+"""From YAML and `--set key=value` overrides to a checked Config, and back to YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.config.fields import ConfigError
+from nmt.config.sections import Config
+from nmt.config.validation import validate, validate_new_run
+from nmt.fileio import atomic_output, cause
+from nmt.yamlsafe import short_repr, strict_yaml
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    near = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    return f" (did you mean '{near[0]}'?)" if near else f" (valid keys: {', '.join(valid)})"
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check `value` against the type `hint`, converting only where no information is lost."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        *first, last = [a for a in typing.get_args(hint) if a is not type(None)]
+        for arg in first:  # the first type that takes the value: `float | str` reads 2 as 2.0 and "auto" as text
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError:
+                pass
+        return _coerce(value, last, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {short_repr(value)}")
+        (item,) = typing.get_args(hint)
+        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__} {short_repr(value)}")
+        key_t, val_t = typing.get_args(hint)
+        return {_coerce(k, key_t, where): _coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "3e-4" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:
+        raise ConfigError(f"{where}: unsupported type {hint}")
+    raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {short_repr(value)}")
+
+
+def _build(cls: type, raw: dict, where: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in raw.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in fields:
+            raise ConfigError(f"unknown key {short_repr(path)}{_suggest(str(key), list(fields))}")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            kwargs[key] = _build(hint, value if value is not None else {}, path)
+            continue
+        kwargs[key] = _coerce(value, hint, path)
+        choices = fields[key].metadata.get("choices")
+        if choices and kwargs[key] not in choices:
+            raise ConfigError(f"{path}: {short_repr(kwargs[key])} is not one of {', '.join(choices)}")
+    return cls(**kwargs)
+
+
+def _set_path(tree: dict, dotted: str, value: Any) -> None:
+    """Set `value` at the dotted key; a missing or empty section becomes a mapping."""
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split `key.path=value`; the value is read as YAML (so 3, 0.1, true, [1, 2] keep their types)."""
+    if "=" not in text:
+        raise ConfigError(f"--set '{text}': expected key=value, for example train.lr=3e-4")
+    key, raw = text.split("=", 1)
+    try:
+        value = strict_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def config_from_dict(raw: dict) -> Config:
+    """Build and validate a Config from a plain mapping."""
+    cfg = _build(Config, raw or {}, "")
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config, apply `--set key=value` overrides, and validate it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config ({cause(err)})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config is not UTF-8 text") from None
+    try:
+        raw = strict_yaml(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    try:
+        for text_override in overrides:
+            key, value = parse_override(text_override)
+            _set_path(raw, key, value)
+        cfg = config_from_dict(raw)
+        validate_new_run(cfg)
+        return cfg
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def to_dict(cfg: Any) -> dict:
+    """The config as plain data (for YAML, JSON and checkpoints)."""
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML, atomically."""
+    with atomic_output(path) as handle:
+        handle.write(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,51 @@
+"""The engines a `Translator` searches with, behind one protocol that says what each can do.
+
+`pytorch.TorchEngine` runs `nmt.decode` on a PyTorch model (one checkpoint, or an ensemble of several);
+`ctranslate2.CTranslate2Engine` runs a CTranslate2 export. Callers ask an engine's `abilities`, never its type
+or name (the name only labels reports and messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.decode import Hypothesis
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What an engine can do."""
+
+    attention: bool  # cross-attention weights: with each hypothesis (return_attention) and per layer and head
+    n_best: bool  # several hypotheses per sentence (decode.n_best > 1)
+    stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
+    devices: tuple[str, ...]  # the device types it decodes on
+
+
+class Engine(Protocol):
+    """Searches over source ids (no EOS), returning each sentence's n-best list in input order."""
+
+    name: str
+    abilities: Abilities
+    precision: str
+    device: torch.device
+    max_positions: int | None  # the longest sequence (BOS or EOS included) the model reads; None: any length
+
+    @property
+    def parameter_count(self) -> int | None:
+        """The model's trainable parameters; None where the engine cannot count them."""
+        ...
+
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
+               return_attention: bool = False) -> list[list[Hypothesis]]: ...
+
+    def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
+        """Named cross-attention (h, T, S) of every layer (of every member of an ensemble) over `src` (ids, no EOS)
+        while reading `tokens` and EOS; none for a model without layers of heads (a GRU)."""
+        ...

@@ -1,0 +1,97 @@
+"""The PyTorch engine: `nmt.decode`'s greedy or beam search on one model or an ensemble."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from nmt.config import STOP_RULES, DecodeConfig
+from nmt.data import collate
+from nmt.decode import Ensemble, Hypothesis, decode_batch
+from nmt.engines import Abilities
+from nmt.models import count_parameters
+from nmt.models.base import Seq2Seq
+from nmt.models.transformer import Transformer
+from nmt.utils import autocast
+
+
+def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (lengths[i] + 1) * (len(current) + 1) > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence[int]) -> list[torch.Tensor]:
+    """Each decoder layer's cross-attention (h, T, S) over `src` (ids, no EOS) while reading `tokens` and EOS,
+    by one teacher-forced pass: the search keeps only the last layer's mean over heads."""
+    captured: list[torch.Tensor] = []
+
+    def ask(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "need_weights": True}
+
+    def keep(_module: nn.Module, _args: tuple, _kwargs: dict, output: tuple) -> None:
+        captured.append(output[1][0].float().cpu())  # (h, T, S)
+
+    hooks = [hook for layer in model.decoder_layers
+             for hook in (layer.cross_attn.register_forward_pre_hook(ask, with_kwargs=True),
+                          layer.cross_attn.register_forward_hook(keep, with_kwargs=True))]
+    device = next(model.parameters()).device
+    try:
+        batch = collate([(src, np.asarray(tokens, dtype=np.int64))], model.pad_id).to(device)
+        with torch.inference_mode():  # the model is in eval mode: the search just ran
+            model(batch.src, batch.src_mask, batch.tgt_in)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+class TorchEngine:
+    """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
+
+    name = "pytorch"
+    abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"))
+
+    def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
+        self.model, self.device, self.precision = model, device, precision
+        self.max_positions = model.max_positions
+        self.members = list(model.members) if isinstance(model, Ensemble) else [model]  # the models it averages
+
+    @property
+    def parameter_count(self) -> int | None:
+        return count_parameters(self.model)
+
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
+               return_attention: bool = False) -> list[list[Hypothesis]]:
+        self.model.eval()
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        no_target = np.zeros(0, dtype=np.int64)
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
+                batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
+                nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
+                for i, hyps in zip(indices, nbest, strict=True):
+                    results[i] = hyps
+        return results
+
+    def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
+        out = []
+        for number, member in enumerate(self.members, 1):
+            if not isinstance(member, Transformer):  # a GRU's one attention is the search's own
+                continue
+            prefix = f"model {number} " if len(self.members) > 1 else ""
+            out += [(f"{prefix}layer {index}", weights)
+                    for index, weights in enumerate(cross_attention_layers(member, src, tokens), 1)]
+        return out

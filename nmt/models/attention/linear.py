@@ -1,0 +1,68 @@
+"""Linear (kernelised) self-attention: no softmax, O(n) memory, a running sum as its decoding cache."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from nmt.config import ModelConfig
+from nmt.models.attention.base import SelfAttention, linear_flops, register_self_attention
+
+_EPS = 1e-6
+
+
+def _phi(x: torch.Tensor) -> torch.Tensor:
+    """The positive feature map of linear attention."""
+    return F.elu(x) + 1.0
+
+
+@register_self_attention("linear")
+class LinearAttention(SelfAttention):
+    """Kernelised attention phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1, in O(n) memory.
+
+    It has no softmax, so `temperature` and attention dropout do not apply; `need_weights` returns the
+    equivalent explicit weights phi(q) phi(k)^T normalised over the keys.
+    """
+
+    @classmethod
+    def flops(cls, cfg: ModelConfig, length: int) -> float:
+        head_dim = cfg.d_model // cfg.heads
+        # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
+        return 2 * linear_flops(length, cfg.d_model, head_dim) + linear_flops(length, cfg.d_model, 1)
+
+    def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
+                   device: torch.device) -> torch.Tensor | None:
+        """Padding only, (B, 1, 1, T); causality is the cumulative form in `forward`."""
+        return None if key_mask is None else key_mask[:, None, None, :]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                causal: bool = False, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        fq, fk = _phi(q), _phi(k)  # (B, h, T, d), (B, h, S, d)
+        if mask is not None:
+            fk = fk * mask.transpose(-2, -1).to(fk.dtype)  # padded keys contribute nothing
+        if need_weights:
+            scores = fq @ fk.transpose(-2, -1)  # (B, h, T, S)
+            if causal:
+                scores = scores.tril()
+            weights = scores / scores.sum(-1, keepdim=True).clamp_min(_EPS)  # (B, h, T, S)
+            return weights @ v, weights
+        if causal:
+            kv = torch.cumsum(fk[..., :, None] * v[..., None, :], dim=2)  # (B, h, T, d, dv)
+            num = (fq[..., None, :] @ kv).squeeze(-2)  # (B, h, T, dv)
+            den = (fq * fk.cumsum(dim=2)).sum(-1, keepdim=True)  # (B, h, T, 1)
+        else:
+            num = fq @ (fk.transpose(-2, -1) @ v)  # (B, h, T, dv)
+            den = fq @ fk.sum(dim=2)[..., None]  # (B, h, T, 1)
+        return num / den.clamp_min(_EPS), None
+
+    def init_cache(self, batch: int, heads: int, head_dim: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"s": like.new_zeros(batch, heads, head_dim, head_dim),  # sum phi(k) v^T, (B, h, d, dv)
+                "z": like.new_zeros(batch, heads, head_dim)}  # sum phi(k), (B, h, d)
+
+    def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        fq, fk = _phi(q), _phi(k)  # (B, h, 1, d)
+        s = cache["s"] + fk.transpose(-2, -1) @ v  # (B, h, d, dv)
+        z = cache["z"] + fk.squeeze(2)  # (B, h, d)
+        out = (fq @ s) / (fq @ z[..., None]).clamp_min(_EPS)  # (B, h, 1, dv)
+        return out, {"s": s, "z": z}

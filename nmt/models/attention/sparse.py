@@ -1,0 +1,33 @@
+"""Fixed sparse self-attention: the local window plus every `model.stride`-th key."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.config import AT_LEAST_ONE, VariantSetting
+from nmt.models.attention.base import register_self_attention
+from nmt.models.attention.full import FullAttention
+from nmt.models.attention.local import WINDOW, within_window
+
+STRIDE = VariantSetting("stride", int, 8, "transformer sparse attention: every stride-th position is also seen.",
+                        bounds=AT_LEAST_ONE)
+
+
+@register_self_attention("sparse")
+class SparseAttention(FullAttention):
+    """Fixed sparse pattern: the local window plus every key whose position is a multiple of `stride`.
+
+    It masks the full score matrix, so it costs what full attention costs (`FullAttention.flops`).
+    """
+
+    settings = (WINDOW, STRIDE)
+
+    def __init__(self, temperature: float = 1.0, dropout: float = 0.0, window: int = WINDOW.default,
+                 stride: int = STRIDE.default) -> None:
+        super().__init__(temperature, dropout)
+        self.window = window
+        self.stride = stride
+
+    def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        strided = (k_pos % self.stride == 0)[None, :]  # (1, S)
+        return within_window(q_pos, k_pos, self.window) | strided  # (T, S)

@@ -1,0 +1,105 @@
+"""The package's shape: no import cycle among nmt's modules, lazy imports inside functions included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "nmt"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The nmt modules `path` imports anywhere in it (a `from X import y` names module X.y when there is one)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # `import nmt.a.b` resolves to the longest module it names
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every nmt module and the nmt modules it imports."""
+    paths = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    return {name: _imports(path, name, set(paths)) for name, path in paths.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as the modules along it (first repeated last), or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[module] = 2
+        path.pop()
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return []
+
+
+def test_nmt_has_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_check_sees_lazy_and_relative_imports():
+    graph = import_graph()
+    assert "nmt.translator" in graph["nmt.cli"] or "nmt.translator" in graph["nmt.commandline"]  # a lazy import
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_modules_and_classes_stay_readable_in_one_sitting():
+    """No nmt module over 400 lines, no class over 200, and the command line under 350."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 400:
+            too_long.append(f"{path.relative_to(REPO)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            size = node.end_lineno - node.lineno + 1 if isinstance(node, ast.ClassDef) else 0
+            if size > 200:
+                too_long.append(f"{path.relative_to(REPO)}: class {node.name}, {size} lines")
+    assert not too_long, too_long
+    assert len((PACKAGE / "cli.py").read_text(encoding="utf-8").splitlines()) < 350
+
+
+def test_benchmarks_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alone():
+    found = []
+    for path in sorted([*(REPO / "benchmarks").glob("*.py"), *(REPO / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt"):
+                found += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
+                found.append(f"{path.name}: sys.path")
+    assert not found, found
