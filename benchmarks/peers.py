@@ -19,6 +19,7 @@ peers_decode_<run>_cpu.json. Sentences/s of fairseq are its own "Translated ... 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -92,6 +93,22 @@ def parse_generate(log: str, results: str) -> dict[str, float]:
             "bleu": float(bleu[-1])}
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fairseq_updates(logs: Path) -> int | None:
+    """The update count fairseq's newest training log reached (None when no log says)."""
+    found = [(path.stat().st_mtime, re.findall(r"num_updates=(\d+)", path.read_text("utf-8", errors="replace")))
+             for path in logs.glob("train*.log")]
+    counts = [numbers for _, numbers in sorted(found) if numbers]
+    return int(counts[-1][-1]) if counts else None
+
+
 def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
     """Our decoding of RUN's test set, then fairseq-generate's, one right after the other; both into one JSON."""
     script = args.kit / "fairseq" / "decode.sh"
@@ -125,9 +142,13 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
         fairseq[name] = parse_generate(log, section)
     nmt = {name: ours["searches"][name]["batched"] for name in fairseq}
     result = {"benchmark": "peers_decode", "run": ours["run"], "load_average_before": round(load_before, 2),
+              "checkpoint": ours["checkpoint"], "checkpoint_sha256": ours["checkpoint_sha256"],
+              "updates": ours["updates"],
               "nmt": {"batch_tokens": ours["batch_tokens"], "length_penalty": ours["length_penalty"],
                       "threads": ours["threads"], **nmt},
-              "fairseq": {"checkpoint": str(checkpoint), "batch_sentences": 64, **fairseq},
+              "fairseq": {"checkpoint": str(checkpoint), "sha256": file_sha256(checkpoint),
+                          "updates": fairseq_updates(peers_home / "fairseq" / "logs"), "batch_sentences": 64,
+                          **fairseq},
               "ratio": {name: round(nmt[name]["sentences_per_s"] / fairseq[name]["sentences_per_s"], 3)
                         for name in fairseq}}
     out = args.out_dir / f"peers_decode_{ours['run']}_cpu.json"

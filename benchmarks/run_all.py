@@ -110,9 +110,12 @@ def _provenance(name: str, record: dict) -> str:
 def _model(name: str, record: dict) -> str:
     """Which model a decoding record measured: its checkpoint, sha256 and updates when the record has them."""
     where = record.get("checkpoint") or f"runs/{record['run']}"
-    if record.get("checkpoint_sha256") and record.get("steps"):
-        return (f"- `{name}`: model `{where}`, sha256 {record['checkpoint_sha256'][:12]}, "
-                f"{record['steps']:,} updates")
+    updates = record.get("updates") or record.get("steps")
+    if record.get("checkpoint_sha256") and updates:
+        fairseq = record.get("fairseq", {})
+        theirs = (f"; fairseq checkpoint sha256 {fairseq['sha256'][:12]}, {fairseq['updates']:,} updates"
+                  if fairseq.get("sha256") and fairseq.get("updates") else "")
+        return f"- `{name}`: model `{where}`, sha256 {record['checkpoint_sha256'][:12]}, {updates:,} updates{theirs}"
     return (f"- `{name}`: model `{where}` as it was on the day; the record has no checkpoint sha256 or update "
             "count, so these figures are not tied to the committed run of that name")
 
@@ -236,9 +239,30 @@ def _serve_section(records: dict[str, dict]) -> list[str]:
     return lines + [""] + models + [_provenance(name, r) for name, r in records.items()] + [""]
 
 
+def _agreement_section(records: dict[str, dict]) -> list[str]:
+    """PyTorch beam search against its float32 CTranslate2 export: BLEU at each length penalty, identical lines."""
+    lines = ["### PyTorch against its CTranslate2 export (beam search, validation split)", "",
+             *table_header(["run", "updates", "length penalty", "PyTorch BLEU", "CTranslate2 BLEU", "difference",
+                            "identical lines"], "l" + "r" * 6)]
+    tests = []
+    for r in records.values():
+        for row in r["val"]["table"]:
+            lines.append(f"| {r['run']} | {r['updates']:,} | {row['length_penalty']:.1f} | {row['pytorch_bleu']:.2f} "
+                         f"| {row['ctranslate2_bleu']:.2f} | {row['difference']:.2f} "
+                         f"| {100 * row['identical_share']:.1f}% |")
+        t = r["test"]
+        tests.append(f"- `{r['run']}` on the test split at length penalty {t['length_penalty']:.1f}: "
+                     f"{100 * t['identical_share']:.1f}% of {t['sentences']:,} lines identical, BLEU "
+                     f"{t['pytorch_bleu']:.2f} (PyTorch) and {t['ctranslate2_bleu']:.2f} (CTranslate2)")
+    models = [f"- `{name}`: model `{r['checkpoint']}`, sha256 {r['checkpoint_sha256'][:12]}, {r['updates']:,} "
+              f"updates; beam {r['beam']}, stop rule `{r['stop']}`, CTranslate2 {r['ctranslate2_version']}"
+              for name, r in records.items()]
+    return lines + [""] + tests + models + [_provenance(name, r) for name, r in records.items()] + [""]
+
+
 SECTIONS = {"train": _train_section, "decode": _decode_section, "attention": _attention_section,
             "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section,
-            "serve": _serve_section}
+            "serve": _serve_section, "lp_agreement": _agreement_section}
 
 
 def _records(results: Path) -> dict[str, dict[str, dict]]:

@@ -1,7 +1,7 @@
 """The hops from a console command to a target function: what a reader follows to see where control goes.
 
 Usage: python -m benchmarks.trace_calls TARGET ENTRY -- ARGS...
-       e.g. python -m benchmarks.trace_calls nmt/train.py:train_step nmt.cli:train_main -- configs/sample_transformer.yaml
+e.g.   python -m benchmarks.trace_calls nmt/train.py:train_step nmt.cli:train_main -- configs/sample_transformer.yaml
 
 Runs ENTRY (module:function, called with ARGS) under a profiler that sees only calls into nmt's own files, and
 stops the process at the first call of TARGET (file:function, the file relative to the folder holding the

@@ -519,3 +519,16 @@ def test_bench_tables_check_mode_compares_without_writing(scripts, tmp_path, cap
     text = readme.read_text()
     assert "### Training" in text and "### Against fairseq and OpenNMT-py" in text and "### Attention" not in text
     assert bench.main(["--check", "--results", str(results), "--readme", str(readme)]) == 0
+
+
+def test_agreement_table_shows_every_penalty_of_every_committed_record(scripts):
+    """Each lp_agreement record gives one row per length penalty, with the difference it recorded."""
+    records = {path.name: json.loads(path.read_text(encoding="utf-8"))
+               for path in sorted((REPO / "benchmarks" / "results").glob("lp_agreement_*.json"))}
+    assert records
+    text = "\n".join(scripts["run_all"].SECTIONS["lp_agreement"](records))
+    for record in records.values():
+        for row in record["val"]["table"]:
+            assert (f"| {record['run']} | {record['updates']:,} | {row['length_penalty']:.1f} "
+                    f"| {row['pytorch_bleu']:.2f} | {row['ctranslate2_bleu']:.2f} | {row['difference']:.2f} |") in text
+        assert record["checkpoint_sha256"][:12] in text
