@@ -6,6 +6,8 @@ import importlib
 import json
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -532,3 +534,15 @@ def test_agreement_table_shows_every_penalty_of_every_committed_record(scripts):
             assert (f"| {record['run']} | {record['updates']:,} | {row['length_penalty']:.1f} "
                     f"| {row['pytorch_bleu']:.2f} | {row['ctranslate2_bleu']:.2f} | {row['difference']:.2f} |") in text
         assert record["checkpoint_sha256"][:12] in text
+
+
+def test_trace_calls_prints_the_hops_that_reach_the_target():
+    """benchmarks.trace_calls stops at the target's first call and lists the calls made along the chain to it."""
+    target = "nmt/config/loading.py:load_config"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.trace_calls", target, "nmt.cli:prepare_main", "--",
+                           "configs/sample_transformer.yaml"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)
+    assert trace["chain"][-1] == target and "nmt/cli.py:prepare_main" in trace["chain"]
+    assert "nmt/cli.py:prepare_main -> nmt/commandline.py:load" in trace["hops"]
+    assert trace["hop_count"] == len(trace["hops"]) and trace["files_before"] == len(trace["files"])
