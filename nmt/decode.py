@@ -6,8 +6,10 @@ active batch (`reorder_state` to the remaining rows), so a batch costs what its 
 
 Beam search keeps, per sentence, the `beam` best finished hypotheses by score = log_prob / lp, with the GNMT
 penalty lp = ((5 + length) / 6) ** alpha, where length counts the scored tokens (EOS included). Each step takes
-the best 2 * beam expansions of the sentence by summed log-probability; the EOS ones among the first `beam` are
-finished, the best `beam` non-EOS ones continue. A sentence is done at its maximum length, or by the stopping rule:
+the best 2 * beam expansions of the sentence by summed log-probability (taken from each row's best 2 * beam tokens,
+which hold them all); the EOS ones among the first `beam` are finished, the best `beam` non-EOS ones continue. The
+first step runs one row per sentence (its `beam` rows would all read BOS) and grows to `beam` rows afterwards.
+A sentence is done at its maximum length, or by the stopping rule:
 - `finished` (the default, as in CTranslate2, fairseq and Hugging Face): once `beam` hypotheses have finished.
   The search never looks at alpha, which only ranks the finished hypotheses.
 - `bound`: once it holds `beam` finished hypotheses and the best active beam's score, normalised at its current
@@ -121,36 +123,38 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
     k, eos = beam, model.eos_id
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
-    state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
-    active = torch.arange(batch, device=device)  # (n,) sentence of each active group of k rows
+    width = 1  # rows per active sentence: one (BOS) at the first step, `beam` from then on
+    active = torch.arange(batch, device=device)  # (n,) sentence of each active group of rows
     limit = max_lengths(src_mask, max_len_a, max_len_b, model.max_positions)  # (n,)
     worst = torch.full((batch,), NEG_INF, device=device)  # (n,) score of the k-th finished, -inf until k exist
-    scores = torch.full((batch, k), NEG_INF, device=device)  # (n, K) summed log-probs of the active beams
-    scores[:, 0] = 0.0  # the first step expands one beam per sentence
-    prev = torch.full((batch * k,), model.bos_id, dtype=torch.long, device=device)  # (n*K,)
-    history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (n*K, t)
-    attn_history = torch.empty(batch * k, 0, src.size(1), device=device)  # (n*K, t, S)
+    scores = torch.zeros(batch, 1, device=device)  # (n, width) summed log-probs of the active beams
+    prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n*width,)
+    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n*width, t)
+    attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n*width, t, S)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     step = 0
     while active.numel():
         n = active.numel()
         log_probs, state = model.step(prev, state)
-        log_probs = log_probs.float()  # (n*K, V)
+        log_probs = log_probs.float()  # (n*width, V)
         vocab = log_probs.size(-1)
-        at_limit = (limit <= step).repeat_interleave(k)  # (n*K,)
+        at_limit = (limit <= step).repeat_interleave(width)  # (n*width,)
         if at_limit.any():
-            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*K, V)
+            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
             only_eos[:, eos] = log_probs[:, eos]
-            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*K, V)
+            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
         if return_attention:
-            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n*K, t+1, S)
-        candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)  # (n, K*V)
-        top_scores, top_ids = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2K)
-        top_tokens = top_ids % vocab  # (n, 2K)
-        top_rows = top_ids // vocab + torch.arange(0, n * k, k, device=device)[:, None]  # (n, 2K) parent rows
+            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n*width, t+1, S)
+        # The best 2K expansions of each row, then of each sentence: no (n, width * V) sum is formed.
+        row_scores, row_tokens = log_probs.topk(min(2 * k, vocab), dim=1)  # (n*width, C)
+        per_row = row_scores.size(1)
+        candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
+        top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
+        top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=device)[:, None]  # (n, 2K)
+        top_tokens = row_tokens.view(-1).gather(0, (top_rows * per_row + top_ids % per_row).view(-1)).view_as(top_ids)
         is_eos = top_tokens == eos  # (n, 2K)
         normed = top_scores / gnmt_penalty(step + 1, length_penalty)  # (n, 2K) every candidate has step+1 tokens
-        new_done = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, K)
+        new_done = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, <=K)
         if new_done.any():
             groups, ranks = new_done.nonzero(as_tuple=True)
             columns = [groups, active[groups], top_rows[groups, ranks], top_scores[groups, ranks],
@@ -165,7 +169,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
                 del kept[k:]
                 if len(kept) == k:
                     worst[group] = kept[-1].score
-        alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(k, dim=1)  # (n, K)
+        alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(min(k, top_ids.size(1)), dim=1)  # (n, <=K)
+        if pick.size(1) < k:  # fewer candidates than beams (a vocabulary under K): the missing beams start dead
+            missing = k - pick.size(1)
+            alive_scores = torch.cat([alive_scores, alive_scores.new_full((n, missing), NEG_INF)], dim=1)  # (n, K)
+            pick = torch.cat([pick, pick.new_zeros(n, missing)], dim=1)  # (n, K)
         if stop == "bound":
             best_alive = alive_scores[:, 0] / gnmt_penalty(step + 1, length_penalty)  # (n,) at its current length
             done = (worst >= best_alive) | (limit <= step)  # (n,)
@@ -177,7 +185,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
         state = model.reorder_state(state, rows)
         history = torch.cat([history[rows], prev[:, None]], dim=1)  # (n'*K, t+1)
         attn_history = attn_history[rows]
-        scores, active, limit, worst = alive_scores[keep], active[keep], limit[keep], worst[keep]
+        scores, active, limit, worst, width = alive_scores[keep], active[keep], limit[keep], worst[keep], k
         step += 1
     return [kept[:n_best] for kept in finished]
 

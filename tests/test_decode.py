@@ -164,7 +164,7 @@ def test_finished_rule_stops_once_beam_hypotheses_have_ended() -> None:
     (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="finished")
     assert [h.tokens for h in nbest] == [[A], []]
     assert nbest[0].score == pytest.approx(math.log(0.33) / (7 / 6) ** 2, abs=1e-5)
-    assert model.rows_per_step == [2, 2]
+    assert model.rows_per_step == [1, 2]  # the first step reads BOS once per sentence, then `beam` rows
 
 
 def test_bound_rule_keeps_searching_and_prefers_the_long_output() -> None:
@@ -176,7 +176,7 @@ def test_bound_rule_keeps_searching_and_prefers_the_long_output() -> None:
     (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="bound")
     assert [h.tokens for h in nbest] == [[A, C, D], [A]]
     assert nbest[0].log_prob == pytest.approx(math.log(0.6 * 0.45 * 0.9 * 0.95), abs=1e-5)
-    assert model.rows_per_step == [2, 2, 2, 2]
+    assert model.rows_per_step == [1, 2, 2, 2]
 
 
 @pytest.mark.parametrize("stop", STOPS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,8 +16,10 @@ from nmt.checkpoint import load_bundle, load_model, save_bundle
 from nmt.cli import evaluate_main, train_main, translate_main
 from nmt.config import TUNED_PENALTIES, ConfigError, DecodeConfig, decode_with
 from nmt.data import read_pair, resolve_files, sha256_file
-from nmt.decode import Ensemble, gnmt_penalty
+from nmt.decode import Ensemble, decode_batch, gnmt_penalty
 from nmt.engines import Abilities
+from nmt.engines import pytorch as pytorch_engine
+from nmt.engines.pytorch import batches_by_tokens, side_by_side
 from nmt.evaluate import score, split_pair, tune_length_penalty
 from nmt.translator import check_abilities, from_loaded, load_translator
 from tests.conftest import tiny_config
@@ -85,6 +88,41 @@ def test_ensemble_of_one_model_twice_decodes_like_the_model(trained_run):
     double = from_loaded([loaded, load_model(trained_run, CPU)], CPU).search(lines)
     assert isinstance(from_loaded([loaded, loaded], CPU).engine.model, Ensemble)
     for a, b in zip(single, double):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monkeypatch, beam):
+    """On the CPU the PyTorch engine decodes one batch per torch thread, each batch with one thread; the outputs,
+    their order and the thread count afterwards are those of decoding the batches one at a time."""
+    seen: list[tuple[int, int]] = []  # (Python thread, torch threads) of each batch
+
+    def recording(*args, **kwargs):
+        seen.append((threading.get_ident(), torch.get_num_threads()))
+        return decode_batch(*args, **kwargs)
+
+    monkeypatch.setattr(pytorch_engine, "decode_batch", recording)
+    loaded = load_model(trained_run, CPU)
+    lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
+    translator = from_loaded([loaded], CPU)
+    translator = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": beam,
+                                                                        "batch_tokens": 64}))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = translator.search(lines)
+        assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) == 1
+        seen.clear()
+        torch.set_num_threads(3)
+        assert side_by_side(CPU, 7) == 3 and side_by_side(CPU, 1) == 1
+        together = translator.search(lines)
+        assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) > 1
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    assert len(batches_by_tokens([len(ids) for ids in translator.encode(lines)], 64)) >= 6
+    for a, b in zip(alone, together, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 

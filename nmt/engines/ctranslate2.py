@@ -6,15 +6,18 @@ loaded.
 
 `CTranslate2Engine` decodes with CTranslate2's batched search under the settings of `nmt.decode`: beam
 size, n-best, batches of `batch_tokens / beam` source tokens (cut by CTranslate2, one batch per CPU thread at
-a time), the per-sentence length cap floor(a * source length + b) (the search runs to the longest cap; longer
-outputs are cut to their sentence's cap and rescored with EOS there) and the length penalty
-alpha, which CTranslate2 applies as log-probability / length ** alpha while ranking its finished hypotheses
-(`nmt.decode` uses the GNMT form ((5 + length) / 6) ** alpha; beam 1 is unaffected). Its search is the one of
-`decode.stop: finished` (a sentence ends once `beam` hypotheses have ended; at alpha 0 CTranslate2 also waits for
-the best beam to end), so `stop: bound` is refused. CTranslate2 returns the `beam` finished hypotheses, and they
-are ranked again with the GNMT penalty, so the n-best list is chosen as `nmt.decode` chooses it among the same
-candidates. ctranslate2 is an optional dependency (`pip install 'nmt[deploy]'`), imported only here and in
-`nmt.export`, and only when used.
+a time), the per-sentence length cap floor(a * source length + b) (sentences are searched in groups of equal cap,
+each group one step past it; outputs longer than the cap are cut to it and rescored with EOS there) and the
+length penalty alpha. Its search is the one of `decode.stop: finished` (a sentence ends once `beam` hypotheses
+have ended; at alpha 0 CTranslate2 also waits for the best beam to end), so `stop: bound` is refused. It returns
+`beam` finished hypotheses, and they are ranked again with the GNMT penalty ((5 + length) / 6) ** alpha of
+`nmt.decode`. When more than `beam` hypotheses have ended by the last step (several end at once), CTranslate2
+keeps the `beam` best by its own penalty, length ** beta, and cannot be asked for more; beta is chosen per group
+so that this ranks as the GNMT penalty does around the group's source length (`ranking_penalty`). The two can
+still differ there, and at the cap, where `nmt.decode` ends every beam with EOS while CTranslate2 takes one more
+step and keeps its `beam` best expansions (whose parents, cut and ended there, may be fewer). Beam 1 is
+unaffected. ctranslate2 is an optional
+dependency (`pip install 'nmt[deploy]'`), imported only here and in `nmt.export`, and only when used.
 """
 
 from __future__ import annotations
@@ -133,6 +136,16 @@ def store_decode(folder: str | Path, changes: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------------------------- decoding
 
 
+def ranking_penalty(alpha: float, length: float) -> float:
+    """The exponent beta of CTranslate2's penalty length ** beta that ranks hypotheses of about `length` tokens as
+    the GNMT penalty ((5 + length) / 6) ** alpha does: equal elasticity, beta = alpha * length / (5 + length).
+
+    CTranslate2 uses its penalty only to choose the `beam` hypotheses it returns when more have ended; beta is 0
+    exactly when alpha is, which keeps its stopping rule (at 0 it also waits for the best beam).
+    """
+    return alpha * length / (5.0 + length)
+
+
 class CTranslate2Engine:
     """Search with CTranslate2 over source ids, under the settings `nmt.decode` uses."""
 
@@ -169,19 +182,35 @@ class CTranslate2Engine:
             mask[row, len(ids) + 1:] = False
         limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
         tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
-        # CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own: batch_tokens / beam
-        # source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens (int8 beam 5 on 2
-        # cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000). min_decoding_length 0: EOS may
-        # come first (an empty output), as in nmt.decode; CTranslate2's default of 1 searches other hypotheses.
-        outputs = self.translator.translate_batch(
-            tokens, max_batch_size=max(1, cfg.batch_tokens // cfg.beam), batch_type="tokens", beam_size=cfg.beam,
-            num_hypotheses=cfg.beam, length_penalty=cfg.alpha, max_decoding_length=max(limits) + 1,
-            max_input_length=0, min_decoding_length=0, return_scores=True, return_end_token=True)
+        # Sentences are grouped by their length cap, each group searched to its own cap + 1 (the last step's tokens
+        # are cut and replaced by EOS below), all groups queued at once so CTranslate2's threads share them. Within
+        # a group CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own:
+        # batch_tokens / beam source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens
+        # (int8 beam 5 on 2 cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000).
+        # min_decoding_length 0: EOS may come first (an empty output), as in nmt.decode; CTranslate2's default of
+        # 1 searches other hypotheses.
+        by_limit: dict[int, list[int]] = {}
+        for i, limit in enumerate(limits):
+            by_limit.setdefault(limit, []).append(i)
+        pending = []
+        for limit, rows in by_limit.items():
+            beta = ranking_penalty(cfg.alpha, sum(len(sources[i]) + 1 for i in rows) / len(rows))
+            futures = self.translator.translate_batch(
+                [tokens[i] for i in rows], max_batch_size=max(1, cfg.batch_tokens // cfg.beam), batch_type="tokens",
+                beam_size=cfg.beam, num_hypotheses=cfg.beam, length_penalty=beta, max_decoding_length=limit + 1,
+                max_input_length=0, min_decoding_length=0, return_scores=True, return_end_token=True,
+                asynchronous=True)
+            pending.append((rows, beta, futures))
+        outputs: list[Any] = [None] * len(sources)
+        betas = [0.0] * len(sources)
+        for rows, beta, futures in pending:
+            for i, future in zip(rows, futures, strict=True):
+                outputs[i], betas[i] = future.result(), beta
         cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
-        for i, (limit, out) in enumerate(zip(limits, outputs, strict=True)):
+        for i, (limit, out, beta) in enumerate(zip(limits, outputs, betas, strict=True)):
             for rank, (pieces, score) in enumerate(zip(out.hypotheses, out.scores, strict=True)):
                 ids = [self.tgt_ids[p] for p in pieces if p != self.eos]
-                results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** cfg.alpha))
+                results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** beta))
                 if len(ids) > limit:
                     cut.append((i, rank, pieces[:limit]))
         if cut:  # forced EOS at the cap, as nmt.decode does: score the cut outputs with their EOS
@@ -190,7 +219,7 @@ class CTranslate2Engine:
                                                  max_input_length=0)
             for (i, rank, _), result in zip(cut, scored, strict=True):
                 results[i][rank].log_prob = float(sum(result.log_probs))
-        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** alpha; rank as nmt.decode
+        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** beta; rank as nmt.decode
             for hyp in hyps:
                 hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.alpha)
             unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cut ones can meet

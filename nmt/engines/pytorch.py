@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -58,6 +60,23 @@ def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence
     return captured
 
 
+def side_by_side(device: torch.device, batches: int) -> int:
+    """How many batches to decode at once: on the CPU one per torch thread, as CTranslate2 does (a batch's
+    matmuls are too small to keep several threads busy, and the search's own work runs on one), on a GPU one."""
+    return min(torch.get_num_threads(), batches) if device.type == "cpu" and batches > 1 else 1
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's CPU thread count set to `count` for the block, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, count))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class TorchEngine:
     """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
 
@@ -78,12 +97,22 @@ class TorchEngine:
         self.model.eval()
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
-        with torch.inference_mode(), autocast(self.device, self.precision):
-            for indices in batches_by_tokens([len(s) for s in sources], cfg.batch_tokens):
+
+        def decode(indices: list[int]) -> None:
+            with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
                 batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
                 nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
-                for i, hyps in zip(indices, nbest, strict=True):
-                    results[i] = hyps
+            for i, hyps in zip(indices, nbest, strict=True):
+                results[i] = hyps
+
+        batches = batches_by_tokens([len(s) for s in sources], cfg.batch_tokens)
+        workers = side_by_side(self.device, len(batches))
+        if workers == 1:
+            for indices in batches:
+                decode(indices)
+            return results
+        with torch_threads(torch.get_num_threads() // workers), ThreadPoolExecutor(workers) as pool:
+            list(pool.map(decode, reversed(batches)))  # longest first, so that no long batch is left to run alone
         return results
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
