@@ -8,7 +8,8 @@ nmt-prepare); decoding uses --run or, when present, the run folder of configs/mu
 the attention sweep gets a time budget. The defaults fit in about 10 minutes on 2 CPU cores. Each benchmark
 runs in its own process, so its peak memory is its own; the tables are rebuilt from every JSON file in
 benchmarks/results: all of them between <!-- bench:start --> and <!-- bench:end --> (docs/benchmarks.md), the
-training and peer tables between <!-- bench-summary:start --> and <!-- bench-summary:end --> (README.md).
+training, peer (training and decoding) and serving tables between <!-- bench-summary:start --> and
+<!-- bench-summary:end --> (README.md).
 --check runs nothing and writes nothing: it exits 1 when a block differs from what the JSON files give. Run it
 from the repository root (as `make bench` does): config, run and data paths are relative to it. Memory is in
 MiB (2**20 bytes) throughout.
@@ -46,7 +47,7 @@ CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.y
 DECODE_CONFIG = "configs/multi30k_transformer.yaml"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SUMMARY_START, SUMMARY_END = "<!-- bench-summary:start -->", "<!-- bench-summary:end -->"
-SUMMARY_KINDS = ("train", "peers", "serve")  # the headline tables the front page shows
+SUMMARY_KINDS = ("train", "peers", "peers_decode", "serve")  # the headline tables the front page shows
 STAGES = ("train", "decode", "attention")
 
 

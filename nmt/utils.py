@@ -84,10 +84,11 @@ def keep_freed_memory() -> bool:
     """Let glibc keep freed blocks for reuse instead of handing them back to the kernel; True if it took effect.
 
     A training step allocates the same large CPU buffers every time (the logits and their gradient are over
-    100 MB each). By default glibc serves blocks that large with mmap and unmaps them when freed, so every
-    update faults and zeroes every page of them anew. With mmap off and no trimming they come from the heap
-    and are reused. The heap does not shrink afterwards, which suits a training process. Elsewhere than glibc
-    it does nothing.
+    100 MB each), and so does each step of a search (the logits and log-probabilities of every beam row). By
+    default glibc serves blocks that large with mmap and unmaps them when freed, so every step faults and zeroes
+    every page of them anew. With mmap off and no trimming they come from the heap and are reused. The heap
+    does not shrink afterwards, which suits a training or translating process. Elsewhere than glibc it does
+    nothing.
     """
     try:
         libc = ctypes.CDLL(None)

@@ -508,7 +508,8 @@ def test_bench_tables_refuse_a_missing_folder_or_readme_markers(scripts, tmp_pat
 
 
 def test_bench_tables_check_mode_compares_without_writing(scripts, tmp_path, capsys):
-    """--check runs nothing and writes nothing; the README's summary block holds the training and peer tables."""
+    """--check runs nothing and writes nothing; the README's summary block holds the training, peer and
+    decoding-against-fairseq tables."""
     bench = scripts["run_all"]
     assert bench.main(["--check"]) == 0, "run `python -m benchmarks.run_all --report-only`"
     results = tmp_path / "results"
@@ -520,6 +521,7 @@ def test_bench_tables_check_mode_compares_without_writing(scripts, tmp_path, cap
     assert bench.main(["--report-only", "--results", str(results), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert "### Training" in text and "### Against fairseq and OpenNMT-py" in text and "### Attention" not in text
+    assert "### Decoding against fairseq-generate" in text
     assert bench.main(["--check", "--results", str(results), "--readme", str(readme)]) == 0
 
 

@@ -17,7 +17,7 @@ from nmt.engines import Abilities
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
 from nmt.models.transformer import Transformer
-from nmt.utils import autocast
+from nmt.utils import autocast, keep_freed_memory
 
 
 def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -85,6 +85,8 @@ class TorchEngine:
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
+        if device.type == "cpu":  # each step's logits (rows x vocabulary) reuse freed blocks instead of new pages
+            keep_freed_memory()
         self.max_positions = model.max_positions
         self.members = list(model.members) if isinstance(model, Ensemble) else [model]  # the models it averages
 
