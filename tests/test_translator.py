@@ -127,6 +127,38 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 
 
+def test_a_failing_batch_side_by_side_stops_the_batches_not_yet_started(trained_run, monkeypatch):
+    """An error (or a signal's exception) in one batch reaches the caller, and the batches still queued are
+    dropped instead of decoded: Ctrl-C does not wait for the rest of the file."""
+    calls: list[int] = []
+    started = threading.Barrier(2)
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        number = len(calls)
+        if number <= 2:
+            started.wait(timeout=10)  # both workers are busy before the first one fails
+        if number == 1:
+            raise KeyboardInterrupt
+        return decode_batch(*args, **kwargs)
+
+    monkeypatch.setattr(pytorch_engine, "decode_batch", failing)
+    loaded = load_model(trained_run, CPU)
+    lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
+    translator = from_loaded([loaded], CPU)
+    translator = translator.with_decode(decode_with(translator.decode, {"beam": 2, "batch_tokens": 64}))
+    batches = len(batches_by_tokens([len(ids) for ids in translator.encode(lines)], 64))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(KeyboardInterrupt):
+            translator.search(lines)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert batches >= 6 and len(calls) <= 3
+
+
 @pytest.fixture(scope="module")
 def gru_same_vocabulary(trained_run, tmp_path_factory):
     """A GRU trained on the same data and tokenizer settings as the shared Transformer run."""

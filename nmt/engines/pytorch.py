@@ -113,8 +113,13 @@ class TorchEngine:
             for indices in batches:
                 decode(indices)
             return results
-        with torch_threads(torch.get_num_threads() // workers), ThreadPoolExecutor(workers) as pool:
-            list(pool.map(decode, reversed(batches)))  # longest first, so that no long batch is left to run alone
+        with torch_threads(torch.get_num_threads() // workers):
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode")
+            try:  # longest first, so that no long batch is left to run alone
+                for future in [pool.submit(decode, indices) for indices in reversed(batches)]:
+                    future.result()
+            finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
+                pool.shutdown(wait=True, cancel_futures=True)
         return results
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
