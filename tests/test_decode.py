@@ -180,6 +180,17 @@ def test_bound_rule_keeps_searching_and_prefers_the_long_output() -> None:
 
 
 @pytest.mark.parametrize("stop", STOPS)
+def test_a_beam_wider_than_the_vocabulary_finds_every_finite_hypothesis(stop: str) -> None:
+    # Beam 10 over 8 tokens: the first step has fewer candidates than beams, the missing beams start dead. The
+    # script has six finite-probability outputs; all come back, best first, and nothing else does.
+    src, mask = one_source([3])
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 10, 0.0, 2.0, 5, n_best=10, stop=stop)
+    assert [h.tokens for h in nbest] == [[B], [A, C], [A], [B, A], [A, A], [A, A, B]]
+    expected = [0.4 * 0.65, 0.6 * 0.4, 0.6 * 0.25, 0.4 * 0.35, 0.6 * 0.35 * 0.6, 0.6 * 0.35 * 0.4]
+    assert [h.log_prob for h in nbest] == pytest.approx([math.log(p) for p in expected], abs=1e-5)
+
+
+@pytest.mark.parametrize("stop", STOPS)
 def test_both_rules_agree_without_penalty_on_the_script(stop: str) -> None:
     src, mask = one_source([3])
     (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 0.0, 2.0, 5, n_best=2, stop=stop)

@@ -116,6 +116,7 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
         seen.clear()
         torch.set_num_threads(3)
         assert side_by_side(CPU, 7) == 3 and side_by_side(CPU, 1) == 1
+        assert side_by_side(torch.device("cuda"), 7) == 1  # a GPU decodes one batch at a time
         together = translator.search(lines)
         assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) > 1
         assert torch.get_num_threads() == 3
