@@ -1,12 +1,15 @@
 """`make check`: every committed figure is what its evidence gives.
 
-Usage: python -m benchmarks.check [--root .] [--only blocks scores bootstrap] [--bootstrap-run NAME]
+Usage: python -m benchmarks.check [--root .] [--only blocks commands scores bootstrap] [--bootstrap-run NAME]
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
   and seed tables and the speed summary (README.md), the comparison table (docs/comparing.md), the speed
   tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the configuration reference
   (docs/config.md), reports/multi30k/compare.md (from its compare.json) and seeds.json (from the archived
   seed reports).
+- commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
+  its module, script, make target or nmt command exists and its parser takes the recorded arguments
+  (`benchmarks.commands`; a script that moved into this package is read as its module).
 - scores: every committed translation file (results/**/test.hyp.en, reports/*/runs/*/test.hyp.en) is
   re-scored with sacreBLEU against the Multi30k test references; its BLEU, BLEU-lc, chrF and TER must equal
   its eval_test.json, and a comparison run's BLEU, chrF and TER its compare.json row.
@@ -29,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from benchmarks import compare_table, large_corpus, results_table, run_all, seed_spread
+from benchmarks.commands import problem as command_problem
+from benchmarks.commands import recorded as recorded_commands
 from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.commandline import command
 from nmt.compare import markdown, paired_bootstrap
@@ -37,7 +42,7 @@ from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
 from nmt.evaluate import score
 
 MODULE = "benchmarks.check"
-KINDS = ("blocks", "scores", "bootstrap")
+KINDS = ("blocks", "commands", "scores", "bootstrap")
 BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
 Problems = list[str]
 
@@ -81,6 +86,16 @@ def blocks(root: Path) -> Problems:
     if reference_markdown().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
     return problems
+
+
+def commands(root: Path) -> Problems:
+    """Every command a committed result records runs today: its module, script, target or nmt command exists,
+    and the benchmark's parser takes its arguments (a moved script is read as the module that replaced it)."""
+    files = sorted({*root.glob("benchmarks/results/*.json"), *root.glob("results/**/*.json"),
+                    *root.glob("reports/**/*.json")})
+    return [f"{path}: {key} `{recorded}`: {why}" for path in files
+            for key, recorded in recorded_commands(read_json(path))
+            if (why := command_problem(recorded, root)) is not None]
 
 
 def references(root: Path = ROOT) -> list[str]:
@@ -175,6 +190,7 @@ def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = B
                refs: Callable[[], list[str]] | None = None) -> Problems:
     """Every problem the chosen checks find (an empty list when everything holds)."""
     problems = blocks(root) if "blocks" in only else []
+    problems += commands(root) if "commands" in only else []
     if "scores" in only or "bootstrap" in only:
         texts = (refs or (lambda: references(root)))()
         if "scores" in only:

@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.commands import shown
 from benchmarks.common import RESULTS, ROOT, arguments, command_line, cpu_model, prog, replace_block, table_header
 from nmt.config import DataConfig
 from nmt.data import fetch_multi30k, read_pair
@@ -212,11 +213,11 @@ def report(results: Path = RESULTS) -> str:
                "- pairs/s scaling: not measured (results for one corpus size only)"), ""]
     for r in runs:
         note = f" {r['note']}" if r.get("note") else ""
-        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: `{r['command']}`.{note}")
+        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: {shown(r['command'])}.{note}")
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--steps", type=int, default=10, help="updates of each training run")
@@ -227,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="config override for preparation and training, e.g. tokenizer.sample_pairs=200000")
     parser.add_argument("--note", default="", help="a remark kept with the results, e.g. on the machine's load")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the README table")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(arguments(argv))
     if not args.report_only:
         command = command_line(MODULE, arguments(argv))
         files = fetch_multi30k(DataConfig(dataset="multi30k"), log=lambda _m: None)

@@ -225,9 +225,7 @@ def check(seeds: Path, readme: Path) -> int:
     return write_or_check(readme, START, END, table(seeds), True, "seed table", f"python -m {MODULE} report")
 
 
-@command
-def main(argv: list[str] | None = None) -> int:
-    argv = arguments(argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("archive", "evaluate", "report", "all"))
     parser.add_argument("runs", nargs="*", help="the finished run folders (archive, evaluate, all)")
@@ -240,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.step in ("archive", "evaluate", "all") and len(args.runs) < 2:
         parser.error(f"{args.step} needs the run folders (at least 2)")
+    return args
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = arguments(argv)
+    args = parse_args(argv)
     if args.step == "report" and args.check:
         return check(args.seeds, args.readme)
     if args.step in ("archive", "all"):

@@ -137,6 +137,61 @@ def test_the_bootstrap_recomputes_from_its_seed_and_catches_an_edited_p_value(sc
     assert len(problems) == 1 and f"{COMPARED}.chrf" in problems[0]
 
 
+# ---------------------------------------------------------------------------------------------- commands
+
+
+def test_every_command_the_committed_results_record_runs_today(scripts):
+    assert scripts["check"].commands(REPO) == []
+
+
+def test_a_moved_script_reads_as_the_module_that_replaced_it_and_tables_show_both():
+    from benchmarks.commands import current, problem, shown
+
+    old = "python scripts/bench_train.py configs/multi30k_transformer.yaml --seconds 60"
+    assert current(old) == "python -m benchmarks.train configs/multi30k_transformer.yaml --seconds 60"
+    assert problem(old) is None
+    assert shown(old) == f"`{old}` (today `{current(old)}`)"
+    today = "python -m benchmarks.decode runs/x --split test --export float32 int8"
+    assert current(today) == today and shown(today) == f"`{today}`" and problem(today) is None
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    ("python -m benchmarks.train configs/multi30k_transformer.yaml --secnds 60", "refuses its arguments"),
+    ("python scripts/bench_train.py configs/multi30k_transformer.yaml --secnds 60", "refuses its arguments"),
+    ("python -m benchmarks.no_such_benchmark", "does not exist"),
+    ("python -m json.tool x.json", "not one of this repository's"),
+    ("python scripts/no_such_script.py", "does not exist"),
+    ("make no-such-target CONFIG=configs/sample_transformer.yaml", "no target no-such-target"),
+    ("fairseq-train data-bin --arch transformer", "is not a module, script, make target or nmt command"),
+    ("python -m benchmarks.serve 'runs/x", "cannot be split"),
+])
+def test_a_recorded_command_that_would_not_run_today_is_a_problem(command, why):
+    from benchmarks.commands import problem
+
+    found = problem(command)
+    assert found is not None and why in found, found
+
+
+@pytest.mark.parametrize("command", [
+    'make train CONFIG=configs/multi30k_transformer.yaml SET="--set train.threads=1"; resumed at epoch 19 with more',
+    "nmt-evaluate runs/multi30k_transformer --split test --beam 5",
+    "/somewhere/.venv/bin/nmt-train configs/sample_transformer.yaml --restart",
+    "python scripts/demo.py",
+])
+def test_commands_that_run_today_are_accepted(command):
+    from benchmarks.commands import problem
+
+    assert problem(command) is None
+
+
+def test_an_edited_command_in_a_committed_result_fails_the_commands_check(scripts, tmp_path):
+    root = _copy(tmp_path / "repo", "benchmarks/results")
+    assert scripts["check"].commands(root) == []
+    _edit(root / "benchmarks" / "results" / "train_multi30k_transformer_cpu.json", "--seconds 60", "--secnds 60")
+    problems = scripts["check"].commands(root)
+    assert len(problems) == 1 and "train_multi30k_transformer_cpu.json: command" in problems[0], problems
+
+
 # ---------------------------------------------------------------------------------------------- seed spread
 
 

@@ -1,0 +1,125 @@
+"""The commands that committed results record, checked against today's code.
+
+A result records the command that measured it, as it was typed. Some benchmarks have moved since (the scripts in
+scripts/ became modules of this package, #26): a record keeps its old command, since that is what ran, and
+`current` gives the command that runs the same benchmark today, which the tables show beside it. `problem` says
+why a recorded command would not run today (a module, script, make target or nmt command that does not exist, or
+arguments its parser refuses), so that `make check` fails when a rename leaves a published command behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import re
+import shlex
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT
+
+MOVED = {  # a script of scripts/ before #26 -> the module that runs it today
+    "scripts/bench_all.py": "benchmarks.run_all",
+    "scripts/bench_attention.py": "benchmarks.attention",
+    "scripts/bench_data.py": "benchmarks.large_corpus",
+    "scripts/bench_decode.py": "benchmarks.decode",
+    "scripts/bench_lp_agreement.py": "benchmarks.lp_agreement",
+    "scripts/bench_peers.py": "benchmarks.peers",
+    "scripts/bench_serve.py": "benchmarks.serve",
+    "scripts/bench_train.py": "benchmarks.train",
+    "scripts/check.py": "benchmarks.check",
+    "scripts/compare_suite.py": "benchmarks.compare_suite",
+    "scripts/compare_table.py": "benchmarks.compare_table",
+    "scripts/gpu_check.py": "benchmarks.gpu_check",
+    "scripts/profile_step.py": "benchmarks.profile_step",
+    "scripts/results_table.py": "benchmarks.results_table",
+    "scripts/seed_spread.py": "benchmarks.seed_spread",
+}
+RECORD_KEYS = ("command", "training_command")  # the keys under which results record a command
+OWN_MODULES = ("benchmarks.", "nmt.")
+
+
+def current(command: str) -> str:
+    """`command` as it runs today: a moved script is replaced by `python -m` its module; the rest is unchanged."""
+    found = re.match(r"python (scripts/\S+\.py)(?=\s|$)", command)
+    if found is None or found.group(1) not in MOVED:
+        return command
+    return f"python -m {MOVED[found.group(1)]}{command[found.end():]}"
+
+
+def shown(command: str) -> str:
+    """`command` for a table: as recorded, followed by today's form when that differs."""
+    today = current(command)
+    return f"`{command}`" if today == command else f"`{command}` (today `{today}`)"
+
+
+def _makefile_targets(root: Path) -> set[str]:
+    text = (root / "Makefile").read_text(encoding="utf-8") if (root / "Makefile").is_file() else ""
+    return {found.group(1) for line in text.splitlines() if (found := re.match(r"([\w.-]+)\s*:(?!=)", line))}
+
+
+def _nmt_commands() -> set[str]:
+    """The console scripts the installed nmt package provides (nmt-train, nmt-evaluate, ...)."""
+    return {ep.name for ep in entry_points(group="console_scripts") if ep.value.startswith("nmt.")}
+
+
+def _module_problem(name: str, args: list[str]) -> str | None:
+    """Why `python -m name args` would not run: no such module of ours, or arguments its parse_args refuses."""
+    if not name.startswith(OWN_MODULES):
+        return f"module {name} is not one of this repository's"
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return f"module {name} does not exist"
+    parse = getattr(module, "parse_args", None)
+    if parse is None:
+        return f"module {name} has no parse_args to check the arguments against"
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            parse(args)
+        except SystemExit:
+            said = errors.getvalue().strip().splitlines()
+            return f"python -m {name} refuses its arguments ({said[-1] if said else 'no message'})"
+    return None
+
+
+def problem(command: str, root: Path = ROOT) -> str | None:
+    """Why `command` (as a result records it) would not run today from `root`, or None when it would.
+
+    Only the part before a `;` is a command; a record may add how a run went on after it (resumed with ...).
+    """
+    try:
+        words = shlex.split(current(command).split(";")[0])
+    except ValueError as err:
+        return f"cannot be split into words ({err})"
+    if not words:
+        return "is empty"
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        return _module_problem(words[2], words[3:])
+    if words[0] == "python" and len(words) > 1:
+        return None if (root / words[1]).is_file() else f"{words[1]} does not exist"
+    if words[0] == "make":
+        targets = [word for word in words[1:] if "=" not in word and not word.startswith("-")]
+        unknown = [target for target in targets if target not in _makefile_targets(root)]
+        return f"the Makefile has no target {', '.join(unknown)}" if unknown else None
+    if Path(words[0]).name in _nmt_commands():  # a benchmark's own runs record the venv's full path
+        return None
+    return f"{words[0]} is not a module, script, make target or nmt command of this repository"
+
+
+def recorded(record: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """(JSON path, command) for every command a result records, at any depth."""
+    if isinstance(record, dict):
+        for key, value in record.items():
+            path = f"{where}.{key}" if where else key
+            if key in RECORD_KEYS and isinstance(value, str):
+                yield path, value
+            else:
+                yield from recorded(value, path)
+    elif isinstance(record, list):
+        for i, value in enumerate(record):
+            yield from recorded(value, f"{where}[{i}]")
