@@ -178,6 +178,26 @@ def test_concurrent_requests_are_decoded_together(translator):
     assert batches < len(sentences), batches
 
 
+def test_requests_queued_while_the_worker_is_busy_form_one_batch_even_without_a_wait(translator):
+    async def scenario() -> tuple[int, list]:
+        batcher = Batcher(translator, wait_ms=0)  # no waiting for arrivals: only what is already queued joins
+        release = threading.Event()
+        busy = asyncio.ensure_future(batcher.run(lambda: release.wait(10)))  # holds the worker
+        await asyncio.sleep(0.05)
+        queued = [asyncio.ensure_future(batcher.translate([line], translator.decode)) for line in LINES]
+        await asyncio.sleep(0.05)
+        release.set()
+        results = await asyncio.gather(*queued)
+        await busy
+        await asyncio.to_thread(batcher.close)
+        return batcher.batches, results
+
+    batches, results = asyncio.run(scenario())
+    alone = [translator.search([line])[0] for line in LINES]
+    assert batches == 1
+    assert [[hyp.tokens for hyp in result[0]] for result in results] == [[hyp.tokens for hyp in n] for n in alone]
+
+
 def test_a_cancelled_request_is_never_decoded(translator):
     async def scenario() -> tuple[int, list]:
         batcher = Batcher(translator, wait_ms=200)

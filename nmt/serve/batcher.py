@@ -1,4 +1,5 @@
-"""Dynamic batching: requests arriving within a few milliseconds are decoded together by one worker thread.
+"""Dynamic batching: requests queued while the worker was busy, and those arriving within a few milliseconds
+after, are decoded together by one worker thread.
 
 The event loop only queues work and awaits futures; tokenization, search and attention all run on the worker,
 which is also the only thread that touches the model. A request whose client went away before its batch
@@ -93,13 +94,19 @@ class Batcher:
         return sum(len(ids) + 1 for ids in self.translator.encode(job.lines))  # + EOS
 
     def _collect(self, jobs: list[Job], pending: list[Job | None]) -> None:
-        """Add the translation jobs arriving within the wait to `jobs`, up to the token budget."""
+        """Add to `jobs`, up to the token budget, every translation job already queued and those arriving within
+        the wait (the wait bounds only the time spent waiting for new arrivals)."""
         tokens, deadline = self._tokens(jobs[0]), time.monotonic() + self.wait
-        while tokens < self.budget and (left := deadline - time.monotonic()) > 0:
+        while tokens < self.budget:
             try:
-                extra = self.queue.get(timeout=left)
+                extra = self.queue.get_nowait()
             except queue.Empty:
-                return
+                if (left := deadline - time.monotonic()) <= 0:
+                    return
+                try:
+                    extra = self.queue.get(timeout=left)
+                except queue.Empty:
+                    return
             if extra is None or extra.call is not None:
                 pending.append(extra)  # runs after this batch
                 return
