@@ -16,7 +16,6 @@ from nmt.data import DataError
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.fileio import FileError, check_input, check_output
-from nmt.plots import attention_heatmap
 from nmt.translator import Translator, model_inputs
 from nmt.utils import atomic_output
 
@@ -70,6 +69,8 @@ class Stream:
                 record = {"line": line_number, **stats, "flags": flags(stats, self.thresholds)}
                 stats_handle.write(json.dumps(record) + "\n")
             if self.plot_dir is not None and self.plotted < self.plot_count:
+                from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
+
                 src = tok.src_pieces(self.translator.normalize(line))[:limit] + ["</s>"]
                 tgt = tok.tgt_id_pieces(hyps[0].tokens) + ["</s>"]
                 attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}.png",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -103,3 +105,11 @@ def test_benchmarks_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alo
             if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
                 found.append(f"{path.name}: sys.path")
     assert not found, found
+
+
+def test_translating_serving_and_evaluating_do_not_import_matplotlib():
+    """matplotlib takes about a second to import; only the commands that plot may load it."""
+    code = ("import sys, nmt.cli, nmt.translate, nmt.evaluate, nmt.serve.app, nmt.serve.command; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')[:3])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
