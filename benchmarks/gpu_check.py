@@ -402,8 +402,16 @@ def check_train(ctx: Context, precision: str) -> dict[str, Any]:
     report = json.loads(next(out.glob("*.json")).read_text())
     keys = ("tgt_tokens_per_s", "steps_per_s", "mfu", "matmul_peak_tflops", "model_tflops_per_s", "peak_gpu_mb",
             "parameters", "batch_tokens", "host_syncs_per_update", "tf32")
-    syncs = report["host_syncs_per_update"]
-    return {"ok": report["steps"] > 0 and (syncs is None or syncs <= 1), **{k: report.get(k) for k in keys}}
+    syncs, mfu = report["host_syncs_per_update"], report.get("mfu")
+    # An MFU above 1 says the measured peak was no ceiling for this model's matmuls, so the figure means nothing:
+    # on a GPU the check fails; the dry run's peak (128-size matmuls for 0.3 s) only exercises the plumbing.
+    sane = ctx.dry or (mfu is not None and 0 < mfu <= 1)
+    result = {"ok": report["steps"] > 0 and (syncs is None or syncs <= 1) and sane, **{k: report.get(k) for k in keys}}
+    if ctx.dry:
+        result["note"] = "dry run: MFU against a peak of 128-size matmuls over 0.3 s checks the plumbing, not the CPU"
+    elif not sane:
+        result["error"] = f"MFU {mfu} outside (0, 1]: the measured matmul peak is not a ceiling for this model"
+    return result
 
 
 def check_resume(ctx: Context) -> dict[str, Any]:

@@ -132,3 +132,22 @@ def test_a_training_check_reads_the_figures_bench_train_writes(gpu_check, tmp_pa
     assert result["tgt_tokens_per_s"] > 0 and 0 < result["mfu"] and result["parameters"] > 0
     assert set(result["matmul_peak_tflops"]) == {"fp32", "bf16"} and result["host_syncs_per_update"] is None
     assert (tmp_path / "bench_fp32").is_dir() and os.environ["PYTHONPATH"] == str(REPO)
+
+
+@pytest.mark.parametrize(("device", "mfu", "ok"), [("cuda", 0.55, True), ("cuda", 1.3, False), ("cuda", 0.0, False),
+                                                 ("cpu", 1.3, True)])
+def test_an_mfu_outside_0_to_1_fails_a_gpu_training_check_and_is_labelled_in_the_dry_run(gpu_check, tmp_path,
+                                                                                        monkeypatch, device, mfu, ok):
+    from benchmarks import train
+
+    def fake_train(args: list[str]) -> int:
+        out = Path(args[args.index("--out-dir") + 1])
+        out.mkdir(parents=True)
+        (out / "train.json").write_text(json.dumps({"steps": 5, "mfu": mfu, "host_syncs_per_update": 0}))
+        return 0
+
+    monkeypatch.setattr(train, "main", fake_train)
+    result = gpu_check.check_train(gpu_check.Context(tmp_path, device, 1, 0.5, 60.0), "bf16")
+    assert result["ok"] is ok
+    assert ("MFU" in result["error"]) if not ok else ("error" not in result)
+    assert ("note" in result) is (device == "cpu")
