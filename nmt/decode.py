@@ -151,7 +151,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
         candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
         top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
         top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=device)[:, None]  # (n, 2K)
-        top_tokens = row_tokens.view(-1).gather(0, (top_rows * per_row + top_ids % per_row).view(-1)).view_as(top_ids)
+        picked = (top_rows * per_row + top_ids % per_row).view(-1)  # (n*2K,) flat positions in row_tokens
+        top_tokens = row_tokens.view(-1).gather(0, picked).view_as(top_ids)  # (n, 2K)
         is_eos = top_tokens == eos  # (n, 2K)
         normed = top_scores / gnmt_penalty(step + 1, length_penalty)  # (n, 2K) every candidate has step+1 tokens
         new_done = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, <=K)

@@ -98,15 +98,10 @@ class Batcher:
         the wait (the wait bounds only the time spent waiting for new arrivals)."""
         tokens, deadline = self._tokens(jobs[0]), time.monotonic() + self.wait
         while tokens < self.budget:
-            try:
-                extra = self.queue.get_nowait()
+            try:  # a timeout of 0 still returns what is queued already
+                extra = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                if (left := deadline - time.monotonic()) <= 0:
-                    return
-                try:
-                    extra = self.queue.get(timeout=left)
-                except queue.Empty:
-                    return
+                return
             if extra is None or extra.call is not None:
                 pending.append(extra)  # runs after this batch
                 return
