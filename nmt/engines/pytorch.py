@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -100,10 +101,18 @@ class TorchEngine:
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
 
+        stop = threading.Event()  # set by a failing batch or the caller's error: batches not yet begun are skipped
+
         def decode(indices: list[int]) -> None:
-            with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
-                batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
-                nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
+            if stop.is_set():
+                return
+            try:
+                with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
+                    batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
+                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
+            except BaseException:
+                stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
+                raise
             for i, hyps in zip(indices, nbest, strict=True):
                 results[i] = hyps
 
@@ -119,6 +128,7 @@ class TorchEngine:
                 for future in [pool.submit(decode, indices) for indices in reversed(batches)]:
                     future.result()
             finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
+                stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
         return results
 
