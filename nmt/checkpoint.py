@@ -320,9 +320,12 @@ class RunCheckpoints:
         if improved:
             save_bundle(bundle, self.run.best)
 
-    def final(self, best: list[dict[str, Any]], k: int) -> Path:
-        """The checkpoint to evaluate: best.pt, or averaged.pt made from the best `k` when k > 1."""
-        if k <= 1:
-            return self.run.best
+    def average(self, best: list[dict[str, Any]], k: int) -> Path:
+        """averaged.pt, made from the best `k` of `best`."""
         save_bundle(average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]]), self.run.averaged)
         return self.run.averaged
+
+    def drop_average(self) -> Path:
+        """Remove averaged.pt, so that the run folder stands for best.pt again; returns best.pt."""
+        self.run.averaged.unlink(missing_ok=True)
+        return self.run.best

@@ -11,6 +11,8 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,7 +29,7 @@ from nmt.runlock import RunLockError, run_lock
 from nmt.runlog import check_tensorboard
 from nmt.signals import exit_status, graceful_stop, signal_name, stop_signal
 from nmt.tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
-from nmt.train import Progress, Trainer, pairs_within
+from nmt.train import Progress, Trainer, pairs_within, ranking, validation_scores
 from nmt.translator import from_loaded
 
 log = logging.getLogger("nmt")
@@ -128,13 +130,38 @@ def prepare_trainer(cfg: Config, where: torch.device | None = None,
     return Trainer(cfg, data, where)
 
 
+def final_checkpoint(trainer: Trainer) -> tuple[Path, dict[str, Any]]:
+    """Rank 0 after training: the final model and how it was chosen.
+
+    With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as
+    well as best.pt, else best.pt (averaged.pt is then removed): an average that takes in an early, much
+    worse checkpoint can score below the best one alone.
+    """
+    best, k, checkpoints = trainer.progress.best, trainer.cfg.train.average_last, trainer.checkpoints
+    if k <= 1 or len(best) < 2:
+        return checkpoints.drop_average(), {"checkpoint": RunDir.BEST}
+    averaged = checkpoints.average(best, k)
+    model = load_model(averaged, trainer.device).model
+    metric, score = ranking(trainer.cfg.train, validation_scores(model, trainer.data, trainer.cfg, trainer.device))
+    sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
+    choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
+              "best": sign * best[0]["score"]}
+    if score >= best[0]["score"]:
+        log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
+                 choice["averaged_steps"], metric, choice["average"], choice["best"])
+        return averaged, {"checkpoint": RunDir.AVERAGED, **choice}
+    log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
+                "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"], choice["best"])
+    return checkpoints.drop_average(), {"checkpoint": RunDir.BEST, **choice}
+
+
 def _final_reports(trainer: Trainer, progress: Progress, evaluate_test: bool, command: str) -> int:
     """Rank 0 after training: the final checkpoint, its length penalty (auto) and its test report."""
     cfg, run, where = trainer.cfg, RunDir(trainer.cfg.run_dir), trainer.device
     tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in trainer.data.splits
     if not (tune or test):
         return 0
-    final = trainer.checkpoints.final(progress.best, cfg.train.average_last)  # best.pt, or the best k averaged
+    final, choice = final_checkpoint(trainer)  # best.pt, or the best k averaged when that validates as well
     tuning = None
     if tune:  # the penalty is chosen on the validation split and stored in the final checkpoint
         tuning = tune_and_store(from_loaded([load_model(final, where)], where, cfg.train.precision), final)
@@ -146,6 +173,7 @@ def _final_reports(trainer: Trainer, progress: Progress, evaluate_test: bool, co
     report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command)
     report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
                        "parameters": trainer.n_params}
+    report["final_model"] = choice
     if tuning is not None:
         report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
     write_report(report, hyps, run.report("test"), run.hypotheses("test"))

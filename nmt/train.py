@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt.checkpoint import Bundle, CheckpointError, RunCheckpoints, TrainingState, load_for_resume
-from nmt.config import Config, save_config
+from nmt.config import Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
 from nmt.distributed import Control, current, gather_objects
@@ -181,7 +181,7 @@ class Trainer:
     def record_validation(self, result: dict[str, float]) -> bool:
         """Keep best checkpoints, update plateau and patience; returns True when early stopping fires."""
         tcfg, prog = self.cfg.train, self.progress
-        score = result["bleu"] if tcfg.early_stop_metric == "bleu" and "bleu" in result else -result["loss"]
+        score = ranking(tcfg, result)[1]
         self.plateau.observe(score, tcfg.lr)
         prog.bad_validations = 0 if not prog.best or score > prog.best[0]["score"] else prog.bad_validations + 1
         self.checkpoints.keep(prog.best, score, prog.step, self.bundle(training=False))
@@ -296,6 +296,13 @@ def _restore(trainer: Trainer, path: Path) -> None:
         raise CheckpointError(f"{path}: {err}") from None
     trainer.metrics.truncate(trainer.progress.step)
     log.info("resumed from %s at step %d (epoch %d)", path, trainer.progress.step, trainer.sampler.epoch)
+
+
+def ranking(tcfg: TrainConfig, result: dict[str, float]) -> tuple[str, float]:
+    """The metric checkpoints are ranked by ("bleu" or "loss") and `result`'s score on it (higher is better)."""
+    if tcfg.early_stop_metric == "bleu" and "bleu" in result:
+        return "bleu", result["bleu"]
+    return "loss", -result["loss"]
 
 
 def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:

@@ -58,6 +58,7 @@ def test_run_folder_is_complete(trained_run):
         assert (trained_run / name).exists(), name
     report = json.loads((trained_run / "eval_test.json").read_text())
     assert {"bleu", "bleu_lc", "chrf", "ter", "bleu_signature"} <= set(report["scores"])
+    assert report["final_model"] == {"checkpoint": "best.pt"}  # train.average_last is 0
     assert report["sentences"] == 80 and len((trained_run / "test.hyp.en").read_text().splitlines()) == 80
 
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 import nmt.train
-from nmt.checkpoint import load_checkpoint
+from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
 from nmt.cli import load, train_main
 from nmt.data import prepare
+from nmt.run import final_checkpoint
 from nmt.train import Trainer, TrainingError
 from nmt.utils import resolve_device
 from tests.conftest import REPO, tiny_config
@@ -130,6 +133,35 @@ def test_each_epoch_is_validated_when_update_groups_span_epochs(tmp_path):
     trainer.fit()
     lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
     assert [e["epoch"] for e in lines if e["type"] == "valid"] == [1, 2, 3]
+
+
+def _with_second_best(tmp_path, replace_with: str) -> tuple[Trainer, Path]:
+    """A fitted trainer averaging its best 2 checkpoints, whose second best file is swapped for `replace_with`:
+    "best" (a copy of best.pt) or "untrained" (the initial weights)."""
+    trainer = _trainer(tmp_path, train={"max_steps": 30, "eval_every": 10, "keep_best": 2, "average_last": 2})
+    save_bundle(trainer.bundle(training=False), tmp_path / "untrained.pt")
+    trainer.fit()
+    run, best = trainer.checkpoints.run, trainer.progress.best
+    assert len(best) == 2
+    shutil.copyfile(run.best if replace_with == "best" else tmp_path / "untrained.pt", run.checkpoint(best[1]["path"]))
+    return trainer, run.path
+
+
+def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(tmp_path):
+    trainer, folder = _with_second_best(tmp_path, "untrained")
+    final, choice = final_checkpoint(trainer)
+    assert final == folder / "checkpoints" / "best.pt" and find_checkpoint(folder) == final
+    assert not (folder / "checkpoints" / "averaged.pt").exists()  # the run folder stands for what its report scored
+    assert choice["checkpoint"] == "best.pt" and choice["metric"] == "loss" and choice["average"] > choice["best"]
+
+
+def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(tmp_path):
+    """Averaging best.pt with a copy of itself gives best.pt's weights again: the tie keeps the average."""
+    trainer, folder = _with_second_best(tmp_path, "best")
+    final, choice = final_checkpoint(trainer)
+    assert final == folder / "checkpoints" / "averaged.pt" and find_checkpoint(folder) == final
+    assert choice["checkpoint"] == "averaged.pt" and choice["average"] == choice["best"]
+    assert choice["averaged_steps"] == [b["step"] for b in trainer.progress.best]
 
 
 def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:

@@ -111,7 +111,8 @@ class TrainConfig(Section):
     keep_best: int = setting(3, "Best checkpoints kept.", bounds=AT_LEAST_ONE)
     max_nonfinite: int = setting(10, "Consecutive skipped non-finite updates before the run stops.",
                                  bounds=AT_LEAST_ONE)
-    average_last: int = setting(0, "Average this many best checkpoints for the final model (0: best only).",
+    average_last: int = setting(0, "Average this many best checkpoints for the final model, kept only when the "
+                                   "average validates at least as well as best.pt (0: best only).",
                                 bounds=NON_NEGATIVE)
 
 
