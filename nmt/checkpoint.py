@@ -320,12 +320,15 @@ class RunCheckpoints:
         if improved:
             save_bundle(bundle, self.run.best)
 
-    def average(self, best: list[dict[str, Any]], k: int) -> Path:
-        """averaged.pt, made from the best `k` of `best`."""
-        save_bundle(average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]]), self.run.averaged)
-        return self.run.averaged
+    def average(self, best: list[dict[str, Any]], k: int) -> Bundle:
+        """The average of the best `k` of `best`, not yet written."""
+        return average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]])
 
-    def drop_average(self) -> Path:
-        """Remove averaged.pt, so that the run folder stands for best.pt again; returns best.pt."""
-        self.run.averaged.unlink(missing_ok=True)
-        return self.run.best
+    def final(self, averaged: Bundle | None) -> Path:
+        """Make the run folder stand for its final model: `averaged` written to averaged.pt, or with None,
+        averaged.pt removed so that best.pt is found first. Returns the final model's path."""
+        if averaged is None:
+            self.run.averaged.unlink(missing_ok=True)
+            return self.run.best
+        save_bundle(averaged, self.run.averaged)
+        return self.run.averaged

@@ -24,6 +24,7 @@ from nmt.distributed import all_true, barrier, current, init_distributed, joined
 from nmt.evaluate import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
 from nmt.evaluate import summary as eval_summary
 from nmt.fileio import FileError, check_input, check_output
+from nmt.models import build_model
 from nmt.rundir import RunDir
 from nmt.runlock import RunLockError, run_lock
 from nmt.runlog import check_tensorboard
@@ -134,14 +135,15 @@ def final_checkpoint(trainer: Trainer) -> tuple[Path, dict[str, Any]]:
     """Rank 0 after training: the final model and how it was chosen.
 
     With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as
-    well as best.pt, else best.pt (averaged.pt is then removed): an average that takes in an early, much
-    worse checkpoint can score below the best one alone.
+    well as best.pt, else best.pt: an average that takes in an early, much worse checkpoint can score below the
+    best one alone. averaged.pt exists only for an average that was chosen.
     """
     best, k, checkpoints = trainer.progress.best, trainer.cfg.train.average_last, trainer.checkpoints
     if k <= 1 or len(best) < 2:
-        return checkpoints.drop_average(), {"checkpoint": RunDir.BEST}
+        return checkpoints.final(None), {"checkpoint": RunDir.BEST}
     averaged = checkpoints.average(best, k)
-    model = load_model(averaged, trainer.device).model
+    model = build_model(trainer.cfg.model, trainer.vocab).to(trainer.device)
+    model.load_state_dict(averaged.model)
     metric, score = ranking(trainer.cfg.train, validation_scores(model, trainer.data, trainer.cfg, trainer.device))
     sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
     choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
@@ -149,10 +151,10 @@ def final_checkpoint(trainer: Trainer) -> tuple[Path, dict[str, Any]]:
     if score >= best[0]["score"]:
         log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
                  choice["averaged_steps"], metric, choice["average"], choice["best"])
-        return averaged, {"checkpoint": RunDir.AVERAGED, **choice}
+        return checkpoints.final(averaged), {"checkpoint": RunDir.AVERAGED, **choice}
     log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
                 "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"], choice["best"])
-    return checkpoints.drop_average(), {"checkpoint": RunDir.BEST, **choice}
+    return checkpoints.final(None), {"checkpoint": RunDir.BEST, **choice}
 
 
 def _final_reports(trainer: Trainer, progress: Progress, evaluate_test: bool, command: str) -> int:

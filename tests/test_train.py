@@ -149,9 +149,11 @@ def _with_second_best(tmp_path, replace_with: str) -> tuple[Trainer, Path]:
 
 def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(tmp_path):
     trainer, folder = _with_second_best(tmp_path, "untrained")
+    stale = folder / "checkpoints" / "averaged.pt"
+    shutil.copyfile(folder / "checkpoints" / "best.pt", stale)  # as an earlier end of this run could have left it
     final, choice = final_checkpoint(trainer)
     assert final == folder / "checkpoints" / "best.pt" and find_checkpoint(folder) == final
-    assert not (folder / "checkpoints" / "averaged.pt").exists()  # the run folder stands for what its report scored
+    assert not stale.exists()  # the run folder stands for the model its report scored
     assert choice["checkpoint"] == "best.pt" and choice["metric"] == "loss" and choice["average"] > choice["best"]
 
 
