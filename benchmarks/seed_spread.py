@@ -7,15 +7,15 @@ Usage (the three steps in order, or `all` for the three at once):
     python -m benchmarks.seed_spread all RUN RUN RUN [--hardware TEXT]
 
 `archive` copies each finished run's test report as nmt-train wrote it (of its final model: the average of its
-best checkpoints), translations, metrics log and resolved config into results/multi30k/seeds/<run>/, with
-run.json (the training command, the seed, the hardware). `evaluate` runs `nmt-evaluate`, all with the same code
-and settings, on each run's final model (<run>/final/), on its best single checkpoint (<run>/best/) and on the
-ensemble of the final models (ensemble/), each report with its translations as test.hyp.en; the figures compared
-come from these, the training-time scores are kept beside them. `report` reads only the archived files and
-writes seeds.json (the machine, the date, the commands, each model's checkpoint sha256 and updates, mean and
-sample standard deviation of BLEU and chrF, the ensemble and its gain over the mean, final against best
-checkpoint) and the README block between <!-- seeds:start --> and <!-- seeds:end -->; with --check it writes
-nothing and exits 1 when seeds.json or the block is not what the archived reports give.
+best checkpoints, or best.pt where that average validated worse), translations, metrics log and resolved config
+into results/multi30k/seeds/<run>/, with run.json (the training command, the seed, the hardware). `evaluate` runs
+`nmt-evaluate`, all with the same code and settings, on each run's final model (<run>/final/), on its best single
+checkpoint (<run>/best/) and on the ensemble of the final models (ensemble/), each report with its translations as
+test.hyp.en; the figures compared come from these, the training-time scores are kept beside them. `report` reads
+only the archived files and writes seeds.json (the machine, the date, the commands, each model's checkpoint sha256
+and updates, mean and sample standard deviation of BLEU and chrF, the ensemble and its gain over the mean, final
+against best checkpoint) and the README block between <!-- seeds:start --> and <!-- seeds:end -->; with --check it
+writes nothing and exits 1 when seeds.json or the block is not what the archived reports give.
 """
 
 from __future__ import annotations
@@ -133,6 +133,17 @@ def _model(folder: Path) -> dict[str, Any]:
                 "decode": {k: report["decode"][k] for k in ("beam", "length_penalty")}}
 
 
+def _final_models(runs: list[dict[str, Any]]) -> str:
+    """What the runs' final models are, from their file names: the average of the best checkpoints, or best.pt
+    where that average validated worse (nmt-train then keeps best.pt)."""
+    names = {Path(r["final"]["members"][0]["checkpoint"]).name for r in runs}
+    if names == {RunDir.AVERAGED}:
+        return "the average of its best checkpoints"
+    if names == {RunDir.BEST}:
+        return "its best checkpoint, as the average of its best checkpoints validated worse"
+    return "the average of its best checkpoints, or its best checkpoint where that average validated worse"
+
+
 def _spread(models: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Mean and sample standard deviation (n - 1) of each metric."""
     return {key: {"mean": round(statistics.mean(m[key] for m in models), 2),
@@ -183,7 +194,7 @@ def table(seeds: Path) -> str:
         runs, spread, ensemble = data["runs"], data["spread"], data["ensemble"]
         lines = [f"**Seed spread**: `{data['config']}` trained {len(runs)} times, seeds "
                  f"{', '.join(str(r['seed']) for r in runs)}, {runs[0]['hardware']}; test BLEU and chrF of each "
-                 "final model (the average of its best checkpoints) and of its best single checkpoint, each run "
+                 f"final model ({_final_models(runs)}) and of its best single checkpoint, each run "
                  "decoded with its own validation-chosen beam and length penalty, the ensemble with the most common "
                  "one. Mean ± sample standard deviation. Evidence: [results/multi30k/seeds/seeds.json]"
                  "(results/multi30k/seeds/seeds.json).", "",

@@ -236,6 +236,16 @@ def test_seed_spread_reports_mean_std_ensemble_gain_and_final_against_best(scrip
     assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 1
 
 
+@pytest.mark.parametrize("files, says", [
+    (["averaged.pt"] * 3, "(the average of its best checkpoints)"),
+    (["best.pt"] * 3, "(its best checkpoint, as the average of its best checkpoints validated worse)"),
+    (["averaged.pt", "best.pt", "averaged.pt"], "(the average of its best checkpoints, or its best checkpoint where"),
+])
+def test_the_seed_table_says_what_the_final_models_are_by_their_files(scripts, files, says):
+    runs = [{"final": {"members": [{"checkpoint": f"runs/r{i}/checkpoints/{name}"}]}} for i, name in enumerate(files)]
+    assert f"({scripts['seed_spread']._final_models(runs)})".startswith(says)
+
+
 def test_seed_spread_refuses_runs_that_have_not_finished(scripts, tmp_path, capsys):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
