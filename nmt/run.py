@@ -161,7 +161,8 @@ def _final_reports(trainer: Trainer, progress: Progress, evaluate_test: bool, co
     """Rank 0 after training: the final checkpoint, its length penalty (auto) and its test report."""
     cfg, run, where = trainer.cfg, RunDir(trainer.cfg.run_dir), trainer.device
     tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in trainer.data.splits
-    if not (tune or test):
+    if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
+        trainer.checkpoints.final(None)
         return 0
     final, choice = final_checkpoint(trainer)  # best.pt, or the best k averaged when that validates as well
     tuning = None

@@ -18,7 +18,7 @@ import nmt.train
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
 from nmt.cli import load, train_main
 from nmt.data import prepare
-from nmt.run import final_checkpoint
+from nmt.run import _final_reports, final_checkpoint
 from nmt.train import Trainer, TrainingError
 from nmt.utils import resolve_device
 from tests.conftest import REPO, tiny_config
@@ -167,6 +167,17 @@ def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(tmp_pat
     assert final == folder / "checkpoints" / "averaged.pt" and find_checkpoint(folder) == final
     assert choice["checkpoint"] == "averaged.pt" and (choice["average"] == choice["best"] or not on_cpu)
     assert choice["averaged_steps"] == [b["step"] for b in trainer.progress.best]
+
+
+def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_average(tmp_path):
+    """--no-evaluate with a fixed length penalty chooses no final model: the run folder then stands for best.pt,
+    not for an averaged.pt that an earlier end of the run made from other checkpoints."""
+    trainer = _trainer(tmp_path, train={"max_steps": 20, "eval_every": 10}, decode={"length_penalty": 1.0})
+    trainer.fit()
+    folder = trainer.checkpoints.run.path
+    shutil.copyfile(folder / "checkpoints" / "best.pt", folder / "checkpoints" / "averaged.pt")
+    assert _final_reports(trainer, trainer.progress, False, "nmt-train") == 0
+    assert find_checkpoint(folder) == folder / "checkpoints" / "best.pt"
 
 
 def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:
