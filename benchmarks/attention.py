@@ -44,7 +44,7 @@ from benchmarks.common import (
     timed,
     write_result,
 )
-from nmt.commandline import command
+from nmt.cli import command
 from nmt.config import ModelConfig
 from nmt.models.attention import SELF_ATTENTION, FullAttention
 

@@ -35,7 +35,7 @@ from benchmarks import compare_table, large_corpus, results_table, run_all, seed
 from benchmarks.commands import problem as command_problem
 from benchmarks.commands import recorded as recorded_commands
 from benchmarks.common import ROOT, arguments, prog, read_json
-from nmt.commandline import command
+from nmt.cli import command
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig, reference_markdown
 from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair

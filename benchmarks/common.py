@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 
 import torch
 
-from nmt.commandline import device, number
+from nmt.cli import number
 from nmt.config import Range
-from nmt.fileio import FileError, atomic_output, describe_os_error
+from nmt.errors import FileError
+from nmt.fileio import atomic_output, describe_os_error
 from nmt.rundir import RunDir
+from nmt.utils import resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -76,7 +78,7 @@ def begin(argv: list[str] | None,
     argv = arguments(argv)
     args = parse(argv)
     set_threads(args.threads)
-    return argv, args, device(args.device)
+    return argv, args, resolve_device(args.device)
 
 
 def command_line(module: str, argv: list[str]) -> str:

@@ -25,7 +25,8 @@ import torch
 
 from benchmarks.common import ROOT, machine_info
 from nmt.compare import FAILED_NOTE, RUN_FILES
-from nmt.config import ConfigError, ModelConfig, load_config
+from nmt.config import ModelConfig, load_config
+from nmt.errors import ConfigError
 from nmt.fileio import atomic_output
 from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmarks.common import ROOT, arguments, blamed, cell, markdown_row, prog, read_json, table_header, write_or_check
 from benchmarks.compare_suite import budget_overrides
-from nmt.commandline import command
+from nmt.cli import command
 from nmt.compare import p_text
 
 MODULE = "benchmarks.compare_table"

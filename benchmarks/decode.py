@@ -36,7 +36,7 @@ from benchmarks.common import (
     timed,
     write_result,
 )
-from nmt.commandline import Parser, command, number
+from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.evaluate import split_pair
 from nmt.translator import Translator, load_translator

@@ -33,7 +33,7 @@ from benchmarks.common import (
     run_name,
     write_result,
 )
-from nmt.commandline import Parser, command, number
+from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
 from nmt.evaluate import split_pair
 from nmt.translator import Translator, load_translator

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import ROOT, add_out_dir, arguments, command_line, module_command, module_env, prog, write_result
-from nmt.commandline import command
+from nmt.cli import command
 
 MODULE = "benchmarks.peers"
 KIT = ROOT.parent / "shared" / "peers"

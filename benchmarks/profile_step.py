@@ -28,7 +28,8 @@ from benchmarks.common import (
     table_header,
     write_result,
 )
-from nmt.commandline import command, config_parser, load
+from nmt.api import load_config
+from nmt.cli import command, config_parser
 from nmt.run import prepare_trainer
 
 MODULE = "benchmarks.profile_step"
@@ -101,7 +102,7 @@ def markdown_table(record: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = arguments(argv)
     args = parse_args(argv)
-    cfg = load(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides)
     set_threads(args.threads or cfg.train.threads)
     trainer = prepare_trainer(cfg, torch.device("cpu"))
     groups = trainer.batch_groups()

@@ -30,9 +30,10 @@ from benchmarks.common import (
     table_header,
     write_or_check,
 )
-from nmt.commandline import command
+from nmt.cli import command
 from nmt.config import load_config
-from nmt.fileio import FileError, describe_os_error
+from nmt.errors import FileError
+from nmt.fileio import describe_os_error
 from nmt.rundir import RunDir, read_metrics
 
 MODULE = "benchmarks.results_table"

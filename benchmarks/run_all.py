@@ -40,8 +40,9 @@ from benchmarks.common import (
     write_or_check,
 )
 from benchmarks.profile_step import markdown_table as profile_table
-from nmt.commandline import command, load
-from nmt.fileio import FileError
+from nmt.api import load_config
+from nmt.cli import command
+from nmt.errors import FileError
 
 MODULE = "benchmarks.run_all"
 CONFIGS = ["configs/multi30k_transformer.yaml", "configs/multi30k_gru_bahdanau.yaml"]
@@ -83,7 +84,7 @@ def _commands(args: argparse.Namespace) -> list[list[str]]:
         commands += [_script("train", [config, "--seconds", str(args.seconds), "--warmup-steps",
                                                 str(args.warmup_steps)], common) for config in args.configs]
     if "decode" in args.only:
-        run = Path(args.run) if args.run else load(DECODE_CONFIG, []).run_dir
+        run = Path(args.run) if args.run else load_config(DECODE_CONFIG, []).run_dir
         if run.exists():
             commands.append(_script("decode", [str(run), "--split", "test", "--limit",
                                                         str(args.decode_limit)], common))

@@ -45,9 +45,9 @@ from benchmarks.common import (
     write_json,
     write_or_check,
 )
-from nmt.commandline import command
+from nmt.cli import command
 from nmt.config import load_config
-from nmt.fileio import FileError
+from nmt.errors import FileError
 from nmt.rundir import RunDir
 
 MODULE = "benchmarks.seed_spread"

@@ -35,8 +35,9 @@ from benchmarks.common import (
     run_name,
     write_result,
 )
-from nmt.commandline import Parser, command, number
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, ConfigError
+from nmt.cli import Parser, command, number
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE
+from nmt.errors import ConfigError
 from nmt.evaluate import split_pair
 from nmt.translator import load_translator
 

@@ -32,11 +32,12 @@ from benchmarks.common import (
     sync,
     write_result,
 )
-from nmt.commandline import command, config_parser, load
-from nmt.commandline import device as pick_device
+from nmt.api import load_config
+from nmt.cli import command, config_parser
 from nmt.data import Batch
 from nmt.flops import training_flops
 from nmt.run import prepare_trainer
+from nmt.utils import resolve_device as pick_device
 
 MODULE = "benchmarks.train"
 
@@ -72,7 +73,7 @@ def host_syncs(update: Callable[[], object], device: torch.device) -> int | None
 def main(argv: list[str] | None = None) -> int:
     argv = arguments(argv)
     args = parse_args(argv)
-    cfg = load(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides)
     device = pick_device(cfg.train.device)
     set_threads(args.threads or cfg.train.threads)
     began = time.perf_counter()

@@ -1,7 +1,47 @@
-"""nmt: a German-English neural machine translation trainer."""
+"""nmt: a German-English neural machine translation trainer.
+
+The public API (see docs/python.md): `load` a model and translate, `train` from a config, `evaluate` a model,
+`load_config`; the types `Translator`, `Run`, `Config`; and the error types, all subclasses of `NmtError`.
+Importing nmt is cheap: torch is imported when a function that needs it is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from nmt.config import Config
+from nmt.errors import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    ExportError,
+    FileError,
+    NmtError,
+    RunLockError,
+    TokenizerError,
+    TrainingError,
+    TrainingInterrupted,
+)
 
 __version__ = "0.1.0"
 
-# The built-in attention variants register their settings (model.window, model.stride) with the config on
-# import, so a config naming them loads through any entry point, nmt.config.load_config alone included.
-import nmt.models.attention  # noqa: E402, F401
+# Names that import torch, each from its module, on first use.
+_LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api", "load_config": "nmt.api",
+         "Translator": "nmt.translator", "Run": "nmt.run"}
+
+__all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError", "FileError", "NmtError",
+           "Run", "RunLockError", "TokenizerError", "TrainingError", "TrainingInterrupted", "Translator",
+           "__version__", "evaluate", "load", "load_config", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nmt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -19,20 +19,17 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, ConfigError, config_from_dict, to_dict
+from nmt.config import Config, config_from_dict, to_dict
+from nmt.errors import CheckpointError, ConfigError, TokenizerError
+from nmt.fileio import atomic_output
 from nmt.models import Seq2Seq, build_model
 from nmt.rundir import RunDir
-from nmt.tokenizer import Tokenizer, TokenizerError
-from nmt.utils import atomic_output
+from nmt.tokenizer import Tokenizer
 
 MAGIC = b"NMTCKPT1\n"
 VERSION = 2
 INFERENCE_KEYS = ("model", "config", "model_config", "vocab", "tokenizer", "tokenizer_id")
 TRAINING_KEYS = ("optimizer", "scaler", "plateau", "sampler", "rng")
-
-
-class CheckpointError(Exception):
-    """A checkpoint that is missing, truncated, corrupt or incompatible."""
 
 
 @dataclass

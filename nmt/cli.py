@@ -1,43 +1,217 @@
-"""Console commands. Each turns bad input into one clear line on stderr and a non-zero exit."""
+"""The console commands: parse the arguments, call the library, print one-line errors and set the exit status.
+
+Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluate, nmt.translate, ...);
+this module owns what only a process should: logging set-up on stderr, the signal-exit policy, exit codes, and
+the flags. The benchmarks and nmt-serve (nmt/serve/command.py) build their commands from the same pieces.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
+import os
+import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
+import torch
+
+from nmt.api import load_config
 from nmt.checkpoint import average_checkpoints, load_bundle, save_bundle
-from nmt.commandline import (
-    Parser,
-    add_decode_args,
-    command,
-    command_line,
-    config_parser,
-    device,
-    load,
-    number,
-    translator_from_args,
-)
 from nmt.config import (
-    AT_LEAST_ONE,
-    NON_NEGATIVE,
+    AUTO,
+    STOP_RULES,
     TUNED_PENALTIES,
-    ConfigError,
+    UNTUNED_PENALTY,
     Range,
     reference_markdown,
 )
 from nmt.data import prepare, read_pair, summary
-from nmt.engines.ctranslate2 import ExportError
-from nmt.fileio import check_input, check_output
-from nmt.run import check_data_paths, run_training
+from nmt.diagnostics import Thresholds
+from nmt.errors import ConfigError, ExportError, NmtError, TrainingInterrupted
+from nmt.evaluate import summary as eval_summary
+from nmt.fileio import check_input, check_output, describe_os_error
+from nmt.run import check_data_paths, train_run
 from nmt.rundir import RunDir
+from nmt.signals import Interrupted, exit_status, terminate_cleanly
+from nmt.utils import resolve_device
+from nmt.yamlsafe import MESSAGE, excerpt, short_repr
+
+if TYPE_CHECKING:
+    from nmt.translator import Translator
+
+TRACEBACK_ENV = "NMT_TRACEBACK"  # set to 1 to see the traceback of an unexpected error
+UNIT = Range(0.0, 1.0)
+DECODE_FLAGS = ("beam", "length_penalty", "stop", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")
+
+
+def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """Run a command, turning every error into one line on stderr and a non-zero exit status."""
+
+    @functools.wraps(func)
+    def wrapper(argv: list[str] | None = None) -> int:
+        try:
+            with terminate_cleanly():
+                return func(argv)
+        except TrainingInterrupted as err:
+            _say(str(err))
+            return exit_status(err.signum)
+        except NmtError as err:
+            _say(str(err))
+        except Interrupted as err:
+            print(f"error: stopped by {err}; files being written were discarded, earlier ones are intact",
+                  file=sys.stderr)
+            return exit_status(err.signum)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        except SystemExit as done:  # argparse: --help (0) or a bad flag (2, its one line already printed)
+            return done.code if isinstance(done.code, int) else 1
+        except BrokenPipeError:
+            return 1
+        except OSError as err:
+            _say(describe_os_error(err))
+        except torch.OutOfMemoryError:
+            print("error: out of memory on the device; lower train.batch_tokens (training) or --batch-tokens "
+                  "(decoding)", file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+            if os.environ.get(TRACEBACK_ENV):
+                raise
+            if _peer_gone(err):
+                print("error: another process of this torchrun job stopped, so this one cannot go on; its own "
+                      "error line says why", file=sys.stderr)
+                return 1
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            _say(f"unexpected {type(err).__name__}: {excerpt(first, MESSAGE)} (set {TRACEBACK_ENV}=1 to see where; "
+                 "please report it)")
+        return 1
+
+    return wrapper
+
+
+def _say(message: str) -> None:
+    """Print an error line, cut to a marked excerpt when it echoes a long value (a path, a config string)."""
+    print(f"error: {excerpt(message, MESSAGE)}", file=sys.stderr)
+
+
+def _peer_gone(err: Exception) -> bool:
+    """Whether a collective failed because another rank's process ended (gloo and NCCL say it in their words)."""
+    import torch.distributed as dist
+
+    text = str(err)
+    return (dist.is_available() and dist.is_initialized() and isinstance(err, RuntimeError)
+            and (isinstance(err, dist.DistError) or "closed by peer" in text or "reset by peer" in text))
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (its usage block stays in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {excerpt(message, MESSAGE)} (see {self.prog} --help)\n")
+
+
+def number(bounds: Range, integer: bool = False) -> Callable[[str], float]:
+    """An argparse type: a number within `bounds` (NaN and infinity never are)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            value = None
+        if value is None or value not in bounds:
+            raise argparse.ArgumentTypeError(f"got {short_repr(text)}, allowed: {bounds.describe(integer)}")
+        return value
+
+    return parse
+
+
+def config_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A command's parser that takes a config file and --set overrides."""
+    parser = Parser(prog=prog, description=doc)
+    parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.lr=3e-4 (repeatable)")
+    return parser
+
+
+def setup_logging() -> None:
+    """The process's log lines on stderr: torchrun's rank 0 (or a lone process) at INFO, the other ranks at
+    WARNING. The library adds the run's train.log itself while a training runs."""
+    rank = int(os.environ.get("RANK", "0") or 0)
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, handlers=[logging.StreamHandler()],
+                        force=True, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    # A full disk must surface once, as the checkpoint's one-line error, not as a traceback per log line.
+    logging.raiseExceptions = False
+
+
+def command_line(prog: str, argv: list[str] | None) -> str:
+    """The command as the user typed it, for reports (`argv` None: this process's own arguments)."""
+    return shlex.join([prog, *(sys.argv[1:] if argv is None else argv)])
+
+
+def flag(key: str) -> str:
+    """The command-line flag of a decoding setting."""
+    return "--" + key.replace("_", "-")
+
+
+def add_decode_args(parser: argparse.ArgumentParser) -> None:
+    """The decoding flags. Their values are checked by DecodeConfig, with the model's stored settings, so a
+    config key and its flag obey one rule."""
+    group = parser.add_argument_group("decoding (default: the settings stored with the model)")
+    group.add_argument("--beam", type=int, help="beam size (1: greedy search)")
+    group.add_argument("--length-penalty", type=float,
+                       help=f"GNMT length penalty alpha (a model whose stored value is still auto decodes at "
+                            f"{UNTUNED_PENALTY})")
+    group.add_argument("--stop", choices=STOP_RULES,
+                       help="beam search ends a sentence once beam hypotheses have finished (finished), or only "
+                            "when no unfinished one could still beat them under the penalty (bound: searches longer, "
+                            "favours long outputs at a large penalty)")
+    group.add_argument("--max-len-a", type=float, help="outputs stop at a * source length + b subwords")
+    group.add_argument("--max-len-b", type=int, help="outputs stop at a * source length + b subwords")
+    group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
+    group.add_argument("--max-source-tokens", "--max-tokens", type=int,
+                       help="longer sources are truncated to this many subwords")
+    group.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    group.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                       help="autocast precision of a checkpoint (bf16/fp16 mainly on CUDA); an export decodes at "
+                            "the quantization it was exported with")
+
+
+def add_threshold_args(parser: argparse.ArgumentParser, where: str, shares: bool = True) -> None:
+    """The attention-diagnostics thresholds of `Thresholds`, for the output named `where` (--attention-stats,
+    /attention); `shares` adds the per-sentence flags' shares."""
+    parser.add_argument("--focus-threshold", type=number(UNIT), default=Thresholds.focused,
+                        help=f"{where}: a row whose largest weight exceeds this is over-focused")
+    parser.add_argument("--uniform-threshold", type=number(UNIT), default=Thresholds.uniform,
+                        help=f"{where}: a row whose entropy exceeds this share of log(source length) is near-uniform")
+    if shares:
+        parser.add_argument("--max-focused-share", type=number(UNIT), default=Thresholds.max_focused_share,
+                            help=f"{where}: flag a sentence with more over-focused rows than this share")
+        parser.add_argument("--max-uniform-share", type=number(UNIT), default=Thresholds.max_uniform_share,
+                            help=f"{where}: flag a sentence with more near-uniform rows than this share")
+
+
+def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
+    """The translator for the models on the command line, with the decoding flags applied and checked."""
+    from nmt.translator import load_translator
+
+    changes = {key: getattr(args, key) for key in DECODE_FLAGS} | extra
+    translator = load_translator(paths, args.device, args.precision, changes, flag)
+    if translator.decode.length_penalty == AUTO and not getattr(args, "tune_length_penalty", False):
+        print(f"warning: {paths[0]}: its length penalty is auto but was never tuned; decoding at {UNTUNED_PENALTY} "
+              f"(choose one with nmt-evaluate {paths[0]} --split val --tune-length-penalty, or give --length-penalty)",
+              file=sys.stderr)
+    return translator
 
 
 @command
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
-    cfg = load(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides)
     check_data_paths(cfg)
     print(summary(prepare(cfg)))
     return 0
@@ -53,8 +227,12 @@ def train_main(argv: list[str] | None = None) -> int:
                         help="skip the final test-set evaluation (decode.length_penalty auto is still tuned on the "
                              "validation split)")
     args = parser.parse_args(argv)
-    cfg = load(args.config, args.overrides)
-    return run_training(cfg, args.restart, not args.no_evaluate, command_line("nmt-train", argv))
+    cfg = load_config(args.config, args.overrides)
+    setup_logging()
+    run = train_run(cfg, args.restart, not args.no_evaluate, command_line("nmt-train", argv))
+    if run.report is not None:
+        print(eval_summary(run.report))
+    return 0
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
@@ -120,8 +298,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 @command
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
-    from nmt.diagnostics import Thresholds
-    from nmt.translate import Stream, add_threshold_args, check_paths, translate_file
+    from nmt.translate import Stream, check_paths, translate_file
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
     parser.add_argument("--checkpoint", "-c", action="append", required=True, metavar="MODEL",
@@ -133,10 +310,10 @@ def translate_main(argv: list[str] | None = None) -> int:
                         help="append the hypothesis score after a tab; in greedy and beam search alike it is the "
                              "summed log-probability (EOS included) divided by the GNMT length penalty "
                              "((5 + length) / 6) ** alpha, the score n-best lists are ranked by")
-    parser.add_argument("--chunk-lines", type=number(AT_LEAST_ONE, integer=True), default=2000,
+    parser.add_argument("--chunk-lines", type=number(Range(1, 1_000_000), integer=True), default=2000,
                         help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
-    parser.add_argument("--plot-count", type=number(NON_NEGATIVE, integer=True), default=10,
+    parser.add_argument("--plot-count", type=number(Range(0, 10_000), integer=True), default=10,
                         help="sentences to plot with --attention-plots")
     parser.add_argument("--attention-stats", metavar="FILE",
                         help="write per-sentence cross-attention statistics and outlier flags (JSONL)")
@@ -181,7 +358,7 @@ def average_main(argv: list[str] | None = None) -> int:
     """nmt-average: average the weights of several checkpoints (or a run's best k) into one checkpoint."""
     parser = Parser(prog="nmt-average", description=average_main.__doc__)
     parser.add_argument("inputs", nargs="+", help="checkpoint files, or one run folder with --best")
-    parser.add_argument("--best", type=number(NON_NEGATIVE, integer=True), default=0,
+    parser.add_argument("--best", type=number(Range(0, 1000), integer=True), default=0,
                         help="with a run folder: average its best K checkpoints")
     parser.add_argument("-o", "--output", required=True, help="averaged checkpoint to write")
     args = parser.parse_args(argv)
@@ -218,14 +395,14 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
     parser.add_argument("--out", help="report folder (default: reports/<suite>)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--diag-sentences", type=number(AT_LEAST_ONE, integer=True), default=200,
+    parser.add_argument("--diag-sentences", type=number(Range(1, 1_000_000), integer=True), default=200,
                         help="test sentences for attention diagnostics")
-    parser.add_argument("--heatmaps", type=number(NON_NEGATIVE, integer=True), default=3,
+    parser.add_argument("--heatmaps", type=number(Range(0, 1000), integer=True), default=3,
                         help="test sentences drawn as attention heatmaps")
-    parser.add_argument("--resamples", type=number(Range(100.0), integer=True), default=1000,
+    parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
-    device(args.device)
+    resolve_device(args.device)
     out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
     reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
     for name in ("compare.json", "compare.md", "learning_curves.png"):
@@ -243,6 +420,9 @@ def compare_main(argv: list[str] | None = None) -> int:
 @command
 def config_doc_main(argv: list[str] | None = None) -> int:
     """nmt-config-doc: print the configuration reference generated from the dataclasses."""
+    from nmt.models.attention import variant_reference
+
     Parser(prog="nmt-config-doc", description=config_doc_main.__doc__).parse_args(argv)
     print(reference_markdown())
+    print(variant_reference(), end="")
     return 0

@@ -19,15 +19,17 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from nmt.checkpoint import CheckpointError, load_model
-from nmt.config import Config, ConfigError, load_config
-from nmt.data import DataError, normalize, read_pair, resolve_files
+from nmt.checkpoint import load_model
+from nmt.config import Config, load_config
+from nmt.data import normalize, read_pair, resolve_files
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, summarize
+from nmt.errors import CheckpointError, ConfigError, DataError
+from nmt.fileio import atomic_output
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.rundir import RunDir, read_metrics
 from nmt.translator import Translator, from_loaded
-from nmt.utils import atomic_output, resolve_device
+from nmt.utils import resolve_device
 
 FAILED_NOTE = RunDir.FAILED
 RUN_FILES = (RunDir.report_name("test"), RunDir.hypotheses_name("test"), RunDir.CONFIG, RunDir.METRICS,

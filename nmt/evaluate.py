@@ -20,13 +20,13 @@ import sacrebleu
 import torch
 
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, ConfigError, config_from_dict, to_dict
+from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, config_from_dict, to_dict
 from nmt.data import read_pair, resolve_files, sha256_file
 from nmt.engines.ctranslate2 import is_export, store_decode
-from nmt.fileio import check_output
+from nmt.errors import ConfigError
+from nmt.fileio import atomic_output, check_output
 from nmt.rundir import RunDir
 from nmt.translator import Translator
-from nmt.utils import atomic_output
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:

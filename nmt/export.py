@@ -29,13 +29,13 @@ from nmt.engines.ctranslate2 import (
     FORMAT_VERSION,
     MANIFEST,
     QUANTIZATIONS,
-    ExportError,
     check_quantization,
     import_ctranslate2,
     read_manifest,
     spm_files,
     supported_quantizations,
 )
+from nmt.errors import ExportError
 from nmt.fileio import new_mode
 from nmt.models.transformer import Transformer, sinusoidal_table
 
@@ -92,8 +92,13 @@ def _spec(loaded: Loaded) -> Any:
                           "(only 'full' can be exported)")
     head_scale = 1.0 / cfg.temperature  # softmax(q k / (sqrt(d) t)) == softmax((q / t) k / sqrt(d))
     d = cfg.d_model
-    encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm)
-    decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm)
+    from ctranslate2.specs.common_spec import Activation
+
+    activation = {"relu": Activation.RELU, "gelu": Activation.GELU, "swish": Activation.SWISH}[cfg.activation]
+    encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
+                                                      activation=activation)
+    decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.heads, pre_norm=cfg.pre_norm,
+                                                      activation=activation)
     encoder.embeddings[0].weight = _np(model.src_embed.tokens.weight)
     decoder.embeddings.weight = _np(model.tgt_embed.tokens.weight)
     encoder.position_encodings.encodings = _positions(model.src_embed, d, cfg.max_positions)

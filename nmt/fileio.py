@@ -10,6 +10,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from nmt.errors import FileError
+
 # Errors only a write can cause: inside an output block they are the output's fault, whoever raised them.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
 _CAUSES = {
@@ -24,10 +26,6 @@ _CAUSES = {
     errno.ENOENT: "no such file or folder",
     errno.ENAMETOOLONG: "file name too long",
 }
-
-
-class FileError(Exception):
-    """A file that cannot be read or written, or must not be written; the message names the path and the cause."""
 
 
 def cause(err: OSError) -> str:

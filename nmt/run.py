@@ -1,8 +1,10 @@
 """A training run's whole life, in order: checks, the process group, the run folder's lock, data preparation,
-the trainer, resume or start, the tokenizer, the training itself, the exit status after a signal, the final
-checkpoint, length-penalty tuning, and the test evaluation with its report.
+the trainer (a fresh start, a resume, or a child of `train.init_from`), the training itself, then the end the
+trainer owns (final model, length penalty, test report).
 
-`run_training` is nmt-train; `prepare_trainer` is only its set-up (config -> data -> Trainer), for benchmarks.
+`train_run` is what `nmt.train` and nmt-train call; `prepare_trainer` is only its set-up (config -> data ->
+Trainer), for benchmarks. Nothing here exits the process or configures the root logger: the run logs to the
+`nmt` logger, and to the run folder's train.log while it runs.
 """
 
 from __future__ import annotations
@@ -10,28 +12,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nmt.checkpoint import CheckpointError, load_model
-from nmt.commandline import USER_ERRORS, device, setup_logging
-from nmt.config import AUTO, FILES_KEYS, Config, ConfigError
+from nmt.config import FILES_KEYS, Config
 from nmt.data import Split, prepare, summary
 from nmt.distributed import all_true, barrier, current, init_distributed, joined, shutdown_distributed
-from nmt.evaluate import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
-from nmt.evaluate import summary as eval_summary
-from nmt.fileio import FileError, check_input, check_output
-from nmt.models import build_model
+from nmt.errors import CheckpointError, ConfigError, FileError, NmtError, RunLockError, TrainingInterrupted
+from nmt.fileio import check_input, check_output
+from nmt.finetune import Parent, load_parent
 from nmt.rundir import RunDir
-from nmt.runlock import RunLockError, run_lock
+from nmt.runlock import run_lock
 from nmt.runlog import check_tensorboard
-from nmt.signals import exit_status, graceful_stop, signal_name, stop_signal
+from nmt.signals import graceful_stop, signal_name, stop_signal
 from nmt.tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
-from nmt.train import Progress, Trainer, pairs_within, ranking, validation_scores
-from nmt.translator import from_loaded
+from nmt.train import Trainer, pairs_within
+from nmt.utils import resolve_device
+
+if TYPE_CHECKING:
+    from nmt.translator import Translator
 
 log = logging.getLogger("nmt")
 
@@ -40,21 +43,73 @@ def _quiet(_msg: str) -> None:
     """A progress callback that says nothing."""
 
 
-def run_training(cfg: Config, restart: bool = False, evaluate_test: bool = True, command: str = "nmt-train") -> int:
-    """Train `cfg` in its run folder from start (or resume) to the final report; returns the exit status.
+@dataclass
+class Run:
+    """A finished training run: its folder, final model and test report (what `nmt.train` returns)."""
+
+    path: Path
+    config: Config
+    steps: int
+    minutes: float
+    checkpoint: Path | None = None  # the final model; None where the run chose none (--no-evaluate, fixed penalty)
+    report: dict[str, Any] | None = None  # the test report (test.json), when the test split was scored
+    final_model: dict[str, Any] = field(default_factory=dict)  # how the final model was chosen
+
+    def translator(self, device: str | torch.device = "auto", **decoding: Any) -> Translator:
+        """A translator for the final model (or the run folder's best checkpoint), as `nmt.load` gives it."""
+        from nmt.translator import load_translator
+
+        return load_translator([self.checkpoint or self.path], device, changes=decoding)
+
+
+def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, command: str = "nmt.train") -> Run:
+    """Train `cfg` in its run folder from start (or resume) to the final report.
 
     Under torchrun every rank runs this; rank 0 holds the lock, validates and writes. `restart` deletes an
     earlier run's checkpoints and metrics; `evaluate_test` False skips the test evaluation (an `auto` length
-    penalty is still tuned); `command` is the command line the report records.
+    penalty is still tuned); `command` is what the report records. A signal (Ctrl-C, SIGTERM) saves last.pt and
+    raises TrainingInterrupted, which says how to resume; signal handlers are installed only during the call.
     """
     own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
-    where = init_distributed(cfg.train.device) or device(cfg.train.device)
-    with contextlib.ExitStack() as held:
-        owner = _start(cfg, restart, where, held)
-        status = _train(cfg, restart, evaluate_test, command, owner, where)
-    if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
-        shutdown_distributed()
-    return status
+    where = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
+    try:
+        with contextlib.ExitStack() as held:
+            owner = _start(cfg, restart, where, held)
+            held.enter_context(_run_log(RunDir(cfg.run_dir), current(where).rank))
+            return _train(cfg, restart, evaluate_test, command, owner, where)
+    finally:
+        if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
+            shutdown_distributed()
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """train.log: a full disk surfaces once, as the checkpoint's one-line error, not as a traceback per line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass
+
+
+@contextlib.contextmanager
+def _run_log(run: RunDir, rank: int) -> Iterator[None]:
+    """Rank 0's `nmt` log lines also go to the run's train.log while the run lasts; the logger's level is INFO
+    meanwhile (unless the caller set one), and both come back as they were."""
+    logger = logging.getLogger("nmt")
+    if rank != 0:
+        yield
+        return
+    run.path.mkdir(parents=True, exist_ok=True)
+    handler = _QuietFileHandler(run.log, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+    level = logger.level
+    if level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
 
 
 def _start(cfg: Config, restart: bool, where: torch.device, held: contextlib.ExitStack) -> str:
@@ -69,7 +124,7 @@ def _start(cfg: Config, restart: bool, where: torch.device, held: contextlib.Exi
         _check_fresh_start(RunDir(cfg.run_dir), restart)
         if place.main:
             owner = held.enter_context(run_lock(cfg.run_dir))
-    except USER_ERRORS as err:
+    except NmtError as err:
         problem = err
     if not all_true(place, problem is None):
         raise problem or RunLockError(f"{cfg.run_dir}: another process of this torchrun job could not start "
@@ -78,19 +133,21 @@ def _start(cfg: Config, restart: bool, where: torch.device, held: contextlib.Exi
 
 
 def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previous_owner: str,
-           where: torch.device) -> int:
-    """The run while the run folder is locked: set up, resume or start, train, then the final model's reports."""
+           where: torch.device) -> Run:
+    """The run while the run folder is locked: set up, resume or start, train, then the trainer's end."""
     run, rank = RunDir(cfg.run_dir), current(where).rank
-    setup_logging(run.path, rank)
     if previous_owner:
         log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
                     previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    trainer = prepare_trainer(cfg, where, log.info)
+    parent = load_parent(cfg) if cfg.train.init_from else None
+    trainer = prepare_trainer(cfg, where, log.info, parent)
     _check_validation_lengths(trainer.data.splits["val"], trainer.model.max_positions, rank)
     if run.last.exists() and not restart:
         trainer.resume(run.last)
+    elif parent is not None:
+        trainer.start_from(parent)
     if rank == 0:  # only now: a refused resume leaves the run's tokenizer as it was
         trainer.data.tokenizer.save(run.tokenizer)
     try:
@@ -100,88 +157,40 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
         raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
     if trainer.interrupted:  # every rank agrees, also one that received no signal itself
         signum = stop_signal() or signal.SIGTERM
-        log.info("stopped by %s at step %d; last.pt is saved: run the same command again to resume",
-                 signal_name(signum), progress.step)
-        return exit_status(signum)
+        raise TrainingInterrupted(f"stopped by {signal_name(signum)} at step {progress.step}; last.pt is saved in "
+                                  f"{run.checkpoints}: train the same config again to resume", signum)
+    result = Run(run.path, trainer.cfg, progress.step, round(progress.elapsed / 60, 2))
     if rank != 0:
-        return 0
+        return result
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
-    return _final_reports(trainer, progress, evaluate_test, command)
+    end = trainer.finish(evaluate_test, command)
+    result.checkpoint, result.report, result.final_model = end.checkpoint, end.report, end.choice
+    return result
 
 
-def prepare_trainer(cfg: Config, where: torch.device | None = None,
-                    say: Callable[[str], None] = _quiet) -> Trainer:
+def prepare_trainer(cfg: Config, where: torch.device | None = None, say: Callable[[str], None] = _quiet,
+                    parent: Parent | None = None) -> Trainer:
     """The set-up of a training without its run: the config's data prepared (cached, as nmt-prepare does) and
-    a Trainer on `where` (None: train.device). Nothing is written to the run folder.
+    a Trainer on `where` (None: train.device). Nothing is written to the run folder. With a `parent`
+    (train.init_from), the data is encoded with the parent's tokenizer and the model takes its settings.
 
     Under torchrun rank 0 prepares first and the others then read its cache (and meet its error, if any);
     rank 0 tells `say` what it prepared.
     """
-    where = where or device(cfg.train.device)
+    where = where or resolve_device(cfg.train.device)
     place = current(where)
+    if parent is not None:
+        cfg = parent.child_config(cfg)
     if place.rank:
         barrier(place)
     try:
-        data = prepare(cfg, log=say if place.main else _quiet)
+        data = prepare(cfg, log=say if place.main else _quiet, tokenizer=parent.tokenizer if parent else None)
     finally:
         if place.main:
             barrier(place)
     if place.main:
         say(f"\n{summary(data)}")
     return Trainer(cfg, data, where)
-
-
-def final_checkpoint(trainer: Trainer) -> tuple[Path, dict[str, Any]]:
-    """Rank 0 after training: the final model and how it was chosen.
-
-    With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as
-    well as best.pt, else best.pt: an average that takes in an early, much worse checkpoint can score below the
-    best one alone. averaged.pt exists only for an average that was chosen.
-    """
-    best, k, checkpoints = trainer.progress.best, trainer.cfg.train.average_last, trainer.checkpoints
-    if k <= 1 or len(best) < 2:
-        return checkpoints.final(None), {"checkpoint": RunDir.BEST}
-    averaged = checkpoints.average(best, k)
-    model = build_model(trainer.cfg.model, trainer.vocab).to(trainer.device)
-    model.load_state_dict(averaged.model)
-    metric, score = ranking(trainer.cfg.train, validation_scores(model, trainer.data, trainer.cfg, trainer.device))
-    sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
-    choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
-              "best": sign * best[0]["score"]}
-    if score >= best[0]["score"]:
-        log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
-                 choice["averaged_steps"], metric, choice["average"], choice["best"])
-        return checkpoints.final(averaged), {"checkpoint": RunDir.AVERAGED, **choice}
-    log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
-                "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"], choice["best"])
-    return checkpoints.final(None), {"checkpoint": RunDir.BEST, **choice}
-
-
-def _final_reports(trainer: Trainer, progress: Progress, evaluate_test: bool, command: str) -> int:
-    """Rank 0 after training: the final checkpoint, its length penalty (auto) and its test report."""
-    cfg, run, where = trainer.cfg, RunDir(trainer.cfg.run_dir), trainer.device
-    tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in trainer.data.splits
-    if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
-        trainer.checkpoints.final(None)
-        return 0
-    final, choice = final_checkpoint(trainer)  # best.pt, or the best k averaged when that validates as well
-    tuning = None
-    if tune:  # the penalty is chosen on the validation split and stored in the final checkpoint
-        tuning = tune_and_store(from_loaded([load_model(final, where)], where, cfg.train.precision), final)
-        write_json(tuning, run.length_penalty)
-        log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
-    if not test:
-        return 0
-    translator = from_loaded([load_model(final, where)], where, cfg.train.precision)
-    report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command)
-    report["train"] = {"steps": progress.step, "minutes": round(progress.elapsed / 60, 2),
-                       "parameters": trainer.n_params}
-    report["final_model"] = choice
-    if tuning is not None:
-        report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
-    write_report(report, hyps, run.report("test"), run.hypotheses("test"))
-    print(eval_summary(report))
-    return 0
 
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
@@ -211,6 +220,9 @@ def _check_run_paths(cfg: Config) -> None:
     inputs = _data_inputs(cfg)
     for path in RunDir(cfg.run_dir).outputs((JOINT_FILE, SRC_FILE, TGT_FILE)):
         check_output("run file", path, inputs)
+    if cfg.train.init_from and RunDir(cfg.run_dir).path.resolve() == Path(cfg.train.init_from).resolve():
+        raise ConfigError(f"train.init_from {cfg.train.init_from}: is this run's own folder; a child needs a run "
+                          "folder of its own (another name)")
 
 
 def _check_fresh_start(run: RunDir, restart: bool) -> None:
@@ -229,4 +241,3 @@ def _check_validation_lengths(split: Split, max_positions: int | None, rank: int
     if fits < len(split) and rank == 0:
         log.warning("the validation loss leaves out %d of %d pairs longer than model.max_positions (%d); "
                     "BLEU translates them truncated", len(split) - fits, len(split), max_positions)
-

@@ -14,12 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from nmt.fileio import FileError, cause
+from nmt.errors import FileError, RunLockError
+from nmt.fileio import cause
 from nmt.rundir import RunDir
-
-
-class RunLockError(Exception):
-    """The run folder is in use by another training."""
 
 
 def _owner() -> str:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nmt.config import ConfigError
+from nmt.errors import ConfigError
 from nmt.fileio import atomic_output
 from nmt.rundir import RunDir, read_metrics
 

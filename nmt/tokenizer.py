@@ -14,6 +14,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from nmt.config import TokenizerConfig
+from nmt.errors import TokenizerError
 from nmt.fileio import atomic_output
 
 PAD_ID = 0
@@ -25,11 +26,9 @@ SPECIAL_IDS = frozenset({PAD_ID, BOS_ID, EOS_ID})
 JOINT_FILE = "spm.model"
 SRC_FILE = "src.model"
 TGT_FILE = "tgt.model"
+VOCAB_FILE = "vocab.json"  # an id table's pieces (a model imported from Hugging Face)
 BLOB_FORMAT = 1
-
-
-class TokenizerError(ValueError):
-    """Sentencepiece could not be trained or loaded; the message says why."""
+TABLE_BLOB_FORMAT = 2  # a blob with id tables: older readers refuse it instead of using sentencepiece's ids
 
 
 @dataclass(frozen=True)
@@ -76,20 +75,38 @@ def _plain_words(message: str, cfg: TokenizerConfig) -> str:
 
 
 class Tokenizer:
-    """Source and target sentencepiece models (one shared model when the vocabulary is joint)."""
+    """Source and target sentencepiece models (one shared model when the vocabulary is joint).
 
-    def __init__(self, src_model: bytes, tgt_model: bytes | None = None) -> None:
-        """`tgt_model=None` means one joint model serves both sides."""
+    Ids are the sentencepiece models' own, unless id tables are given: then a piece's id is its index in the table
+    of its side (a piece not in it is UNK_ID), as MarianTokenizer maps pieces through vocab.json. One table shared
+    by two sentencepiece models is a joint vocabulary (Marian's layout); the tables hold the special ids' pieces at
+    PAD_ID, UNK_ID, BOS_ID and EOS_ID.
+    """
+
+    def __init__(self, src_model: bytes, tgt_model: bytes | None = None,
+                 tables: Sequence[Sequence[str]] | None = None) -> None:
+        """`tgt_model=None` means one joint model serves both sides; `tables`: one id table for both sides, or the
+        source's and the target's."""
         self._protos = [src_model] if tgt_model is None else [src_model, tgt_model]
         try:
             self._src = spm.SentencePieceProcessor(model_proto=src_model)
             self._tgt = self._src if tgt_model is None else spm.SentencePieceProcessor(model_proto=tgt_model)
         except RuntimeError as err:
             raise TokenizerError(f"invalid sentencepiece model: {err}") from None
+        self._tables = [list(table) for table in tables] if tables is not None else []
+        if tables is not None:
+            _check_tables(self._tables)
+        self._ids = [{piece: i for i, piece in enumerate(table)} for table in self._tables]
 
     @property
     def joint(self) -> bool:
-        return len(self._protos) == 1
+        """One vocabulary for both sides: one table, or without tables one sentencepiece model."""
+        return len(self._tables or self._protos) == 1
+
+    @property
+    def tables(self) -> list[list[str]]:
+        """The id tables (none: the sentencepiece models' own ids)."""
+        return [list(table) for table in self._tables]
 
     @classmethod
     def train(cls, cfg: TokenizerConfig, src_lines: Iterable[str], tgt_lines: Iterable[str],
@@ -109,10 +126,16 @@ class Tokenizer:
     def load(cls, directory: str | Path) -> Tokenizer:
         """Load the model files `save` wrote."""
         directory = Path(directory)
+        tables = None
+        if (directory / VOCAB_FILE).is_file():
+            try:
+                tables = json.loads((directory / VOCAB_FILE).read_text(encoding="utf-8"))["tables"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise TokenizerError(f"{directory / VOCAB_FILE}: unreadable id table ({err})") from None
         if (directory / JOINT_FILE).is_file():
-            return cls((directory / JOINT_FILE).read_bytes())
+            return cls((directory / JOINT_FILE).read_bytes(), tables=tables)
         if (directory / SRC_FILE).is_file() and (directory / TGT_FILE).is_file():
-            return cls((directory / SRC_FILE).read_bytes(), (directory / TGT_FILE).read_bytes())
+            return cls((directory / SRC_FILE).read_bytes(), (directory / TGT_FILE).read_bytes(), tables)
         raise TokenizerError(f"{directory}: no sentencepiece model ({JOINT_FILE}, or {SRC_FILE} and {TGT_FILE})")
 
     def save(self, directory: str | Path) -> None:
@@ -120,17 +143,23 @@ class Tokenizer:
         model replaces separate ones and the reverse), so that `load` finds this tokenizer."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        names = [JOINT_FILE] if self.joint else [SRC_FILE, TGT_FILE]
+        names = [JOINT_FILE] if len(self._protos) == 1 else [SRC_FILE, TGT_FILE]
         for name, proto in zip(names, self._protos, strict=True):
             with atomic_output(directory / name, "wb") as handle:
                 handle.write(proto)
-        for stale in {JOINT_FILE, SRC_FILE, TGT_FILE} - set(names):
+        if self._tables:
+            with atomic_output(directory / VOCAB_FILE) as handle:
+                handle.write(json.dumps({"tables": self._tables}, ensure_ascii=False))
+            names.append(VOCAB_FILE)
+        for stale in {JOINT_FILE, SRC_FILE, TGT_FILE, VOCAB_FILE} - set(names):
             (directory / stale).unlink(missing_ok=True)
 
     def to_bytes(self) -> bytes:
         """The model files in one blob (for checkpoints); `from_bytes` reverses it."""
-        header = json.dumps({"format": BLOB_FORMAT, "sizes": [len(p) for p in self._protos]}).encode()
-        return header + b"\n" + b"".join(self._protos)
+        meta: dict = {"format": BLOB_FORMAT, "sizes": [len(p) for p in self._protos]}
+        if self._tables:
+            meta.update(format=TABLE_BLOB_FORMAT, tables=self._tables)
+        return json.dumps(meta).encode() + b"\n" + b"".join(self._protos)
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> Tokenizer:
@@ -139,12 +168,14 @@ class Tokenizer:
             header, _, body = bytes(blob).partition(b"\n")
             meta = json.loads(header)
             sizes = meta["sizes"]
-            if meta["format"] != BLOB_FORMAT or len(sizes) not in (1, 2) or sum(sizes) != len(body):
+            tables = meta["tables"] if meta["format"] == TABLE_BLOB_FORMAT else None
+            if meta["format"] not in (BLOB_FORMAT, TABLE_BLOB_FORMAT) or len(sizes) not in (1, 2) \
+                    or sum(sizes) != len(body):
                 raise ValueError("unexpected layout")
         except (ValueError, KeyError, TypeError) as err:
             raise TokenizerError(f"not a serialized tokenizer ({err})") from None
         protos = [body[:sizes[0]], body[sizes[0]:]]
-        return cls(protos[0]) if len(sizes) == 1 else cls(*protos)
+        return cls(protos[0], tables=tables) if len(sizes) == 1 else cls(*protos, tables)
 
     @property
     def identity(self) -> str:
@@ -152,27 +183,48 @@ class Tokenizer:
         digest = hashlib.sha256(b"joint" if self.joint else b"separate")
         for proto in self._protos:
             digest.update(hashlib.sha256(proto).digest())
+        if self._tables:
+            digest.update(hashlib.sha256(json.dumps(self._tables).encode()).digest())
         return digest.hexdigest()
 
     @property
     def vocab(self) -> VocabInfo:
+        if self._tables:
+            return VocabInfo(src_size=len(self._tables[0]), tgt_size=len(self._tables[-1]), joint=self.joint)
         return VocabInfo(src_size=self._src.get_piece_size(), tgt_size=self._tgt.get_piece_size(), joint=self.joint)
+
+    def _encode(self, side: int, lines: Sequence[str], threads: int) -> list[list[int]]:
+        model = (self._src, self._tgt)[side]
+        if not self._tables:
+            return model.encode(list(lines), out_type=int, num_threads=threads)
+        ids = self._ids[min(side, len(self._ids) - 1)]
+        return [[ids.get(piece, UNK_ID) for piece in pieces]
+                for pieces in model.encode(list(lines), out_type=str, num_threads=threads)]
+
+    def _decode(self, side: int, ids: Iterable[int]) -> str:
+        model = (self._src, self._tgt)[side]
+        kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
+        if not self._tables:
+            return model.decode(kept)
+        table = self._tables[min(side, len(self._tables) - 1)]
+        # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
+        return model.decode_pieces([table[i] for i in kept]).replace("\u2581", " ").strip()
 
     def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each source line, without BOS/EOS."""
-        return self._src.encode(list(lines), out_type=int, num_threads=threads)
+        return self._encode(0, lines, threads)
 
     def encode_tgt(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each target line, without BOS/EOS."""
-        return self._tgt.encode(list(lines), out_type=int, num_threads=threads)
+        return self._encode(1, lines, threads)
 
     def decode_src(self, ids: Iterable[int]) -> str:
         """Text of source ids; padding, BOS and EOS are dropped."""
-        return self._src.decode([int(i) for i in ids if int(i) not in SPECIAL_IDS])
+        return self._decode(0, ids)
 
     def decode_tgt(self, ids: Iterable[int]) -> str:
         """Text of target ids; padding, BOS and EOS are dropped."""
-        return self._tgt.decode([int(i) for i in ids if int(i) not in SPECIAL_IDS])
+        return self._decode(1, ids)
 
     def src_pieces(self, line: str) -> list[str]:
         """Subword strings of a source line (no specials), e.g. for attention-plot labels."""
@@ -184,4 +236,19 @@ class Tokenizer:
 
     def tgt_id_pieces(self, ids: Iterable[int]) -> list[str]:
         """Subword strings of target ids, e.g. for attention-plot labels of a hypothesis."""
+        if self._tables:
+            return [self._tables[-1][int(i)] for i in ids]
         return [self._tgt.id_to_piece(int(i)) for i in ids]
+
+
+def _check_tables(tables: list[list[str]]) -> None:
+    """TokenizerError unless there are one or two tables of distinct strings, each holding the special ids."""
+    if len(tables) not in (1, 2):
+        raise TokenizerError(f"an id table for both sides, or one per side, not {len(tables)}")
+    for table in tables:
+        if not all(isinstance(piece, str) for piece in table):
+            raise TokenizerError("an id table holds something other than subword strings")
+        if len(table) <= max(PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise TokenizerError(f"an id table of {len(table)} pieces has no room for the special ids")
+        if len(set(table)) != len(table):
+            raise TokenizerError("an id table names a piece twice")

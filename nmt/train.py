@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sacrebleu
@@ -17,25 +18,26 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt.checkpoint import Bundle, CheckpointError, RunCheckpoints, TrainingState, load_for_resume
-from nmt.config import Config, TrainConfig, save_config
+from nmt.checkpoint import Bundle, Loaded, RunCheckpoints, TrainingState, load_bundle, load_for_resume
+from nmt.config import AUTO, Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
 from nmt.distributed import Control, current, gather_objects
+from nmt.errors import CheckpointError, TrainingError
+from nmt.evaluate import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
 from nmt.rundir import RunDir
 from nmt.runlog import MetricsLog
 from nmt.signals import stop_signal
-from nmt.translator import TorchEngine, Translator
+from nmt.translator import TorchEngine, Translator, from_loaded
 from nmt.utils import autocast, keep_freed_memory, rank_seed, rng_state, seed_everything, set_rng_state
 
+if TYPE_CHECKING:
+    from nmt.finetune import Parent
+
 log = logging.getLogger("nmt.train")
-
-
-class TrainingError(Exception):
-    """A run that cannot go on (for example too many non-finite updates in a row)."""
 
 
 @dataclass
@@ -49,6 +51,16 @@ class Progress:
     bad_validations: int = 0
     pending_validation: bool = False  # stopped by a signal where a validation was due: the resume runs it first
     best: list[dict] = field(default_factory=list)  # [{"score", "step", "path"}], best first
+    parent: dict[str, str] = field(default_factory=dict)  # train.init_from: the parent's path and sha256
+
+
+@dataclass
+class End:
+    """How a run ended (rank 0): its final model, how that was chosen, and its test report."""
+
+    checkpoint: Path | None = None  # None: no final model was chosen (no test report and a fixed penalty)
+    choice: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] | None = None
 
 
 @dataclass
@@ -101,8 +113,42 @@ class Trainer:
         return Bundle.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
 
     def resume(self, path: Path) -> None:
-        """Restore the state saved by `bundle`, refusing an incompatible checkpoint."""
-        _restore(self, path)
+        """Restore the state saved by `bundle`: the weights, optimizer, loss scale, plateau, sampler, progress
+        and this rank's RNG of `path`, refusing an incompatible checkpoint; the metrics log is cut back to its
+        step and the checkpoint folder tidied to its best list."""
+        bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity, self.world)
+        state = bundle.training
+        self.model.load_state_dict(bundle.model)
+        try:
+            for part, saved in ((self.optimizer, state.optimizer), (self.scaler, state.scaler),
+                                (self.plateau, state.plateau), (self.sampler, state.sampler)):
+                if saved or part is not self.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
+                    part.load_state_dict(saved)
+        except (ValueError, RuntimeError, KeyError, TypeError) as err:
+            detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
+            raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
+        self.progress = Progress(**bundle.progress)
+        self.early_stop = 0 < self.cfg.train.patience <= self.progress.bad_validations  # it had stopped early
+        if self.dist.main:
+            self.checkpoints.tidy(self.progress.best)
+        try:
+            set_rng_state(state.rng_for(self.rank, self.world), self.device)
+        except CheckpointError as err:
+            raise CheckpointError(f"{path}: {err}") from None
+        self.metrics.truncate(self.progress.step)
+        log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
+
+    def start_from(self, parent: Parent) -> None:
+        """A fine-tuning child's fresh start: the parent's weights; optimizer, schedule, steps and early stopping
+        start anew (train.init_from)."""
+        try:
+            self.model.load_state_dict(parent.weights)
+        except RuntimeError as err:
+            detail = " ".join(str(err).split())
+            raise CheckpointError(f"train.init_from {parent.path}: its weights do not fit the model "
+                                  f"({detail})") from None
+        self.progress.parent = parent.record()
+        log.info("fine-tuning from %s (sha256 %s)", parent.path, parent.sha256[:12])
 
     def batches(self) -> Iterator[Batch]:
         """This rank's training batches on the device until the epoch limit (see `stream_batches`)."""
@@ -252,6 +298,69 @@ class Trainer:
         self.metrics.close()
         return prog
 
+    def finish(self, evaluate_test: bool, command: str) -> End:
+        """Rank 0 after training: the final model, its length penalty (auto: tuned on the validation split and
+        stored in it) and its test report (test.json), each written into the run folder."""
+        cfg, run = self.cfg, RunDir(self.cfg.run_dir)
+        tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in self.data.splits
+        if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
+            self.checkpoints.final(None)
+            return End()
+        final, choice, model, progress = self._final_model()
+        loaded = Loaded(model.eval(), self.data.tokenizer, cfg, final, progress)
+        end, tuning = End(final, choice), None
+        if tune:
+            tuning = tune_and_store(from_loaded([loaded], self.device, cfg.train.precision), final)
+            write_json(tuning, run.length_penalty)
+            loaded.cfg = replace(cfg, decode=replace(cfg.decode, length_penalty=tuning["best"]))
+            log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
+        if not test:
+            return end
+        translator = from_loaded([loaded], self.device, cfg.train.precision)  # names the file as it is now
+        report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command)
+        report["train"] = {"steps": self.progress.step, "minutes": round(self.progress.elapsed / 60, 2),
+                           "parameters": self.n_params}
+        report["final_model"] = choice
+        if self.progress.parent:
+            report["parent"] = self.progress.parent
+        if tuning is not None:
+            report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
+        write_report(report, hyps, run.report("test"), run.hypotheses("test"))
+        end.report = report
+        return end
+
+    def _final_model(self) -> tuple[Path, dict[str, Any], torch.nn.Module, dict[str, Any]]:
+        """The final checkpoint, how it was chosen, its model in memory and its progress record.
+
+        With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as
+        well as best.pt, else best.pt: an average that takes in an early, much worse checkpoint can score below the
+        best one alone. averaged.pt exists only for an average that was chosen.
+        """
+        best, k, checkpoints = self.progress.best, self.cfg.train.average_last, self.checkpoints
+        model = build_model(self.cfg.model, self.vocab).to(self.device)
+        if k <= 1 or len(best) < 2:
+            final = checkpoints.final(None)
+            bundle = load_bundle(final)
+            model.load_state_dict(bundle.model)
+            return final, {"checkpoint": RunDir.BEST}, model, bundle.progress
+        averaged = checkpoints.average(best, k)
+        model.load_state_dict(averaged.model)
+        metric, score = ranking(self.cfg.train, validation_scores(model, self.data, self.cfg, self.device))
+        sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
+        choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
+                  "best": sign * best[0]["score"]}
+        if score >= best[0]["score"]:
+            log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
+                     choice["averaged_steps"], metric, choice["average"], choice["best"])
+            return checkpoints.final(averaged), {"checkpoint": RunDir.AVERAGED, **choice}, model, averaged.progress
+        log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
+                    "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"],
+                    choice["best"])
+        final = checkpoints.final(None)
+        bundle = load_bundle(final)
+        model.load_state_dict(bundle.model)
+        return final, {"checkpoint": RunDir.BEST, **choice}, model, bundle.progress
+
     def _skipped(self) -> None:
         prog = self.progress
         prog.skipped, prog.nonfinite_in_row = prog.skipped + 1, prog.nonfinite_in_row + 1
@@ -270,32 +379,6 @@ def _set_up_device(device: torch.device, tf32: bool) -> None:
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
         torch.backends.cudnn.allow_tf32 = tf32
-
-
-def _restore(trainer: Trainer, path: Path) -> None:
-    """Trainer.resume: the weights, optimizer, loss scale, plateau, sampler, progress and this rank's RNG of
-    `path`; the metrics log is cut back to its step and the checkpoint folder tidied to its best list."""
-    bundle = load_for_resume(path, trainer.cfg, trainer.data.tokenizer.identity, trainer.world)
-    state = bundle.training
-    trainer.model.load_state_dict(bundle.model)
-    try:
-        for part, saved in ((trainer.optimizer, state.optimizer), (trainer.scaler, state.scaler),
-                            (trainer.plateau, state.plateau), (trainer.sampler, state.sampler)):
-            if saved or part is not trainer.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
-                part.load_state_dict(saved)
-    except (ValueError, RuntimeError, KeyError, TypeError) as err:
-        detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
-        raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
-    trainer.progress = Progress(**bundle.progress)
-    trainer.early_stop = 0 < trainer.cfg.train.patience <= trainer.progress.bad_validations  # it had stopped early
-    if trainer.dist.main:
-        trainer.checkpoints.tidy(trainer.progress.best)
-    try:
-        set_rng_state(state.rng_for(trainer.rank, trainer.world), trainer.device)
-    except CheckpointError as err:
-        raise CheckpointError(f"{path}: {err}") from None
-    trainer.metrics.truncate(trainer.progress.step)
-    log.info("resumed from %s at step %d (epoch %d)", path, trainer.progress.step, trainer.sampler.epoch)
 
 
 def ranking(tcfg: TrainConfig, result: dict[str, float]) -> tuple[str, float]:

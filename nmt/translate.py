@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -11,13 +10,11 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from nmt.commandline import UNIT, number
-from nmt.data import DataError
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags
-from nmt.fileio import FileError, check_input, check_output
+from nmt.errors import DataError, FileError
+from nmt.fileio import atomic_output, check_input, check_output
 from nmt.translator import Translator, model_inputs
-from nmt.utils import atomic_output
 
 
 class Stream:
@@ -96,20 +93,6 @@ class Stream:
 def _chunks(items: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
     while chunk := list(islice(items, size)):
         yield chunk
-
-
-def add_threshold_args(parser: argparse.ArgumentParser, where: str, shares: bool = True) -> None:
-    """The attention-diagnostics thresholds of `Thresholds`, for the output named `where` (--attention-stats,
-    /attention); `shares` adds the per-sentence flags' shares."""
-    parser.add_argument("--focus-threshold", type=number(UNIT), default=Thresholds.focused,
-                        help=f"{where}: a row whose largest weight exceeds this is over-focused")
-    parser.add_argument("--uniform-threshold", type=number(UNIT), default=Thresholds.uniform,
-                        help=f"{where}: a row whose entropy exceeds this share of log(source length) is near-uniform")
-    if shares:
-        parser.add_argument("--max-focused-share", type=number(UNIT), default=Thresholds.max_focused_share,
-                            help=f"{where}: flag a sentence with more over-focused rows than this share")
-        parser.add_argument("--max-uniform-share", type=number(UNIT), default=Thresholds.max_uniform_share,
-                            help=f"{where}: flag a sentence with more near-uniform rows than this share")
 
 
 def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:

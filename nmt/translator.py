@@ -18,15 +18,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.checkpoint import CheckpointError, Loaded, load_model
-from nmt.config import Config, ConfigError, DecodeConfig, config_from_dict, decode_with
+from nmt.checkpoint import Loaded, load_model
+from nmt.config import Config, DecodeConfig, config_from_dict, decode_with
 from nmt.data import normalize, sha256_file
 from nmt.decode import Ensemble, Hypothesis
 from nmt.engines import Engine
-from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, ExportError, export_files, is_export, read_manifest
+from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, export_files, is_export, read_manifest
 from nmt.engines.pytorch import TorchEngine
+from nmt.errors import CheckpointError, ConfigError, ExportError
 from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer
+from nmt.utils import resolve_device
 
 Warn = Callable[[int, int], None]  # (index of the line, its subword count) of a truncated source
 
@@ -90,9 +92,46 @@ class Translator:
     def detokenize(self, hyp: Hypothesis) -> str:
         return self.tokenizer.decode_tgt(hyp.tokens)
 
-    def translate(self, lines: Sequence[str], warn: Warn | None = None) -> list[str]:
-        """The best translation of each line ("" for a blank line)."""
-        return [self.detokenize(hyps[0]) if hyps else "" for hyps in self.search(lines, warn)]
+    def translate(self, text: str | Sequence[str], warn: Warn | None = None, **decoding: Any) -> str | list[str]:
+        """The best translation of a line (a str), or of each line of a sequence (a list; "" for a blank line).
+        `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one batch gives what
+        nmt-translate writes for the same lines."""
+        lines, one = _lines(text)
+        searcher = self.configured(**decoding)
+        out = [searcher.detokenize(hyps[0]) if hyps else "" for hyps in searcher.search(lines, warn)]
+        return out[0] if one else out
+
+    def translate_nbest(self, text: str | Sequence[str], n: int | None = None,
+                        **decoding: Any) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+        """The n best translations (default: decode.n_best, at most the beam) with their scores, best first: for a
+        str one list of (text, score), for a sequence one such list per line. The score is nmt-translate
+        --scores': the summed log-probability (EOS included) over the GNMT length penalty."""
+        lines, one = _lines(text)
+        searcher = self.configured(**({"n_best": n} if n is not None else {}), **decoding)
+        out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines)]
+        return out[0] if one else out
+
+    def attention(self, sentence: str, **decoding: Any) -> dict[str, Any]:
+        """One sentence's best translation with its cross-attention: source and target subwords, the weights
+        (rows: target subwords and EOS; columns: source subwords and EOS), every layer and head of a
+        Transformer, and the attention diagnostics: what nmt-serve's /attention gives."""
+        from nmt.diagnostics import Thresholds
+        from nmt.explain import explain
+
+        if not isinstance(sentence, str):
+            raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
+        if not self.engine.abilities.attention:
+            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
+                              "no attention weights; load a checkpoint or run folder")
+        return explain(self.configured(**decoding), sentence, Thresholds())
+
+    def configured(self, **decoding: Any) -> Translator:
+        """This translator with decode.* settings changed (checked as the config's are), or itself."""
+        if not decoding:
+            return self
+        decode = decode_with(self.decode, decoding)
+        check_abilities(self.engine, decode)
+        return self.with_decode(decode)
 
     def settings(self) -> dict[str, Any]:
         """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
@@ -101,6 +140,16 @@ class Translator:
         return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
                 "members": [dataclasses.asdict(m) for m in self.members]}
+
+
+def _lines(text: str | Sequence[str]) -> tuple[list[str], bool]:
+    """The lines of a str or a sequence of them, and whether it was a single str."""
+    if isinstance(text, str):
+        return [text], True
+    lines = list(text)
+    if not all(isinstance(line, str) for line in lines):
+        raise ConfigError("translate: expected a str or a sequence of str")
+    return lines, False
 
 
 def member_of(loaded: Loaded) -> Member:
@@ -155,15 +204,19 @@ def model_inputs(path: str | Path) -> list[tuple[str, Path]]:
     return [("checkpoint", given)]
 
 
-def load_translator(paths: Sequence[str | Path], device: torch.device, precision: str = "fp32",
-                    changes: dict[str, Any] | None = None,
+def load_translator(paths: str | Path | Sequence[str | Path], device: str | torch.device = "auto",
+                    precision: str = "fp32", changes: dict[str, Any] | None = None,
                     label: Callable[[str], str] = lambda key: f"decode.{key}") -> Translator:
-    """A translator for run folders, checkpoint files or one CTranslate2 export folder.
+    """A translator for run folders, checkpoint files (several: an ensemble) or one CTranslate2 export folder.
 
-    `changes` (None values ignored) override the decoding settings stored with the model; the result is
-    validated, with `label` naming the offending setting (a config key or a command-line flag), and checked
-    against what the engine can do.
+    `device` is a name (auto, cpu, cuda, cuda:N) or a torch.device. `changes` (None values ignored) override
+    the decoding settings stored with the model; the result is validated, with `label` naming the offending
+    setting (a config key or a command-line flag), and checked against what the engine can do.
     """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths or not all(isinstance(p, (str, Path)) for p in paths):
+        raise CheckpointError("give a model: a run folder, checkpoint file or export folder (a str or Path)")
+    device = resolve_device(device)
     exports = [p for p in paths if is_export(p)]
     if exports and len(paths) > 1:
         raise CheckpointError(f"{exports[0]}: an exported model cannot be part of an ensemble")

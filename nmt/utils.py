@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.fileio import atomic_output as atomic_output  # the one atomic writer, under its long-standing name
+from nmt.errors import ConfigError
 
 
 def seed_everything(seed: int) -> None:
@@ -60,13 +60,19 @@ def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> 
     torch.cuda.set_rng_state(saved.cpu(), index)
 
 
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks CUDA when present; asking for CUDA without one is an error."""
+def resolve_device(name: str | torch.device) -> torch.device:
+    """The torch device of a name (auto, cpu, cuda, cuda:N) or a torch.device: 'auto' picks CUDA when present;
+    a device that is not there, or a name torch does not know, is a ConfigError."""
+    if isinstance(name, torch.device):
+        name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
-    return torch.device(name)
+        raise ConfigError(f"device {name!r} was asked for but no CUDA device is available")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name[:40]!r}: not a device name (auto, cpu, cuda or cuda:N)") from None
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:

@@ -25,7 +25,7 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
         "tokenizer": {"vocab_size": 300},
         "model": {**model, "dropout": 0.1},
         # The CPU unless NMT_TEST_DEVICE says otherwise (benchmarks/gpu_check.py runs the suite with cuda).
-        "train": {"batch_tokens": 512, "max_steps": 30, "lr": 3e-3, "warmup": 10, "log_every": 5,
+        "train": {"batch_tokens": 512, "max_steps": 30, "max_epochs": 0, "lr": 3e-3, "warmup": 10, "log_every": 5,
                   "eval_every": 10, "eval_bleu": False, "keep_best": 2,
                   "device": os.environ.get("NMT_TEST_DEVICE", "cpu")},
         "decode": {"beam": 2, "batch_tokens": 2000},

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import ConfigError, ModelConfig, Range, VariantSetting, load_config, reference_markdown, to_dict
+from nmt.config import ModelConfig, Range, VariantSetting, load_config, reference_markdown, to_dict
+from nmt.errors import ConfigError
 from nmt.flops import forward_flops, linear_flops
 from nmt.models import build_model, check_model_config
 from nmt.models.attention import (

@@ -17,8 +17,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from nmt.api import load_config
 from nmt.checkpoint import save_bundle
-from nmt.commandline import load
 from nmt.config import ModelConfig
 from nmt.data import prepare
 from nmt.flops import forward_flops, linear_flops, training_flops
@@ -80,7 +80,7 @@ def test_training_is_three_forwards_summed_over_pairs():
 
 def test_multi30k_transformer_is_near_the_issue_figure():
     """Issue 7 quotes about 46 MFLOP of training per target token for this config."""
-    cfg = load(str(REPO / "configs" / "multi30k_transformer.yaml"), []).model
+    cfg = load_config(str(REPO / "configs" / "multi30k_transformer.yaml"), []).model
     per_token = 3 * forward_flops(cfg, 8000, 16, 16) / 16
     assert 40e6 < per_token < 52e6
 
@@ -90,7 +90,7 @@ def tiny_run(tmp_path_factory) -> tuple[Path, Path]:
     """A tiny config on the sample corpus and an (untrained) run folder with a checkpoint."""
     folder = tmp_path_factory.mktemp("bench")
     config = tiny_config(folder, name="benchtiny", train={"batch_tokens": 256})
-    cfg = load(str(config), [])
+    cfg = load_config(str(config), [])
     trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
     save_bundle(trainer.bundle(training=False), cfg.run_dir / "checkpoints" / "best.pt")
     return config, cfg.run_dir
@@ -272,8 +272,7 @@ def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
     """Each results row's nmt-evaluate command, parsed, decodes with exactly the settings its report records,
     whatever the checkpoint holds. (That the scores themselves reproduce is `make check`'s re-scoring of the
     committed translations; decoding again needs the checkpoints, which are not committed.)"""
-    from nmt.cli import evaluate_parser
-    from nmt.commandline import DECODE_FLAGS, flag
+    from nmt.cli import DECODE_FLAGS, evaluate_parser, flag
     from nmt.config import DecodeConfig, decode_with
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")

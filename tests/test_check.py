@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from nmt.data import DataError
+from nmt.errors import DataError
 from tests.conftest import REPO
 
 RUN = "multi30k_transformer_20min"  # the committed run whose files are edited

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import nmt.checkpoint as ck
-from nmt.cli import load
+from nmt.api import load_config
 from nmt.data import prepare
 from nmt.train import Trainer
 from tests.conftest import tiny_config
@@ -15,7 +15,7 @@ from tests.conftest import tiny_config
 @pytest.fixture(scope="module")
 def trainer(tmp_path_factory) -> Trainer:
     folder = tmp_path_factory.mktemp("bundle")
-    cfg = load(str(tiny_config(folder)), [])
+    cfg = load_config(str(tiny_config(folder)), [])
     return Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
 
 

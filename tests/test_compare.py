@@ -13,8 +13,9 @@ from matplotlib.image import imread
 
 from nmt.cli import compare_main, train_main, translate_main
 from nmt.compare import FAILED_NOTE, Run, compare, paired_bootstrap, pick_baselines, significance
-from nmt.config import ConfigError, load_config
+from nmt.config import load_config
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_entropy, summarize
+from nmt.errors import ConfigError
 from tests.conftest import REPO, tiny_config
 
 WORDS = "a man a woman two dogs play in the park near the old red house with green doors".split()

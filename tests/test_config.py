@@ -12,19 +12,20 @@ import pytest
 import sentencepiece as spm
 import yaml
 
-from nmt.cli import load
+import nmt
 from nmt.config import (
     Config,
-    ConfigError,
     DecodeConfig,
     Range,
     TokenizerConfig,
+    TrainConfig,
     check_ranges,
     load_config,
     reference_markdown,
     save_config,
     to_dict,
 )
+from nmt.errors import ConfigError
 
 
 def write(tmp_path, data, name="c.yaml"):
@@ -81,13 +82,21 @@ def test_cross_field_and_value_checks(tmp_path, section, message):
 
 def test_no_stop_condition(tmp_path):
     with pytest.raises(ConfigError, match="max_steps"):
-        load_config(write(tmp_path, {}))
+        load_config(write(tmp_path, {"train": {"max_epochs": 0}}))
+    with pytest.raises(ConfigError, match="max_steps"):
+        Config(train=TrainConfig(max_epochs=0))
+
+
+def test_a_config_built_in_code_is_valid_and_has_a_stopping_rule(tmp_path):
+    assert Config().train.max_epochs == 10 and load_config(write(tmp_path, {})).train.max_epochs == 10
+    with pytest.raises(ConfigError, match="tie_embeddings"):
+        Config(tokenizer=TokenizerConfig(joint=False))  # a Config checks itself whole when it is built
 
 
 def test_unknown_attention_lists_valid_names(tmp_path):
     path = write(tmp_path, {"model": {"arch": "transformer", "self_attention": "fancy"}, "train": {"max_steps": 5}})
     with pytest.raises(ConfigError, match="full") as err:
-        load(str(path), [])
+        nmt.load_config(str(path), [])
     assert "fancy" in str(err.value) and str(path) in str(err.value)
 
 
@@ -132,14 +141,20 @@ def test_repository_configs_load():
     from pathlib import Path
 
     for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml")):
-        load(str(path), [])
+        nmt.load_config(str(path), [])
 
 
-def test_generated_reference_is_up_to_date():
+def test_generated_reference_is_up_to_date(capsys):
     from pathlib import Path
 
+    from nmt.cli import config_doc_main
+
+    assert config_doc_main([]) == 0
+    generated = capsys.readouterr().out
     committed = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
-    assert committed.strip() == reference_markdown().strip(), "run `make docs` to regenerate docs/config.md"
+    assert committed.strip() == generated.strip(), "run `make docs` to regenerate docs/config.md"
+    assert reference_markdown().strip() in generated and "| `model.self_attention_settings` | `local` | `window` |" \
+        in generated
 
 
 def test_every_number_setting_has_a_range_its_default_satisfies():

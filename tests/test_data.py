@@ -14,17 +14,8 @@ import torch
 
 from nmt import data
 from nmt.config import Config, DataConfig, TokenizerConfig
-from nmt.data import (
-    DataError,
-    Split,
-    TokenBatchSampler,
-    collate,
-    make_loader,
-    normalize,
-    padding_fraction,
-    prepare,
-    read_lines,
-)
+from nmt.data import Split, TokenBatchSampler, collate, make_loader, normalize, padding_fraction, prepare, read_lines
+from nmt.errors import DataError
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 DE = "der die ein eine mann frau kind hund katze spielt läuft sitzt auf im park straße ball rot blau".split()

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 
+from nmt.api import load_config
 from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
-from nmt.cli import load, train_main
+from nmt.cli import train_main
 from nmt.data import prepare
 from nmt.distributed import Control, Dist
 from nmt.train import Trainer
@@ -139,7 +140,7 @@ def _map_elsewhere(value):
 
 
 def test_rng_restore_from_a_checkpoint_mapped_to_another_device(tmp_path, monkeypatch):
-    cfg = load(str(tiny_config(tmp_path)), [])
+    cfg = load_config(str(tiny_config(tmp_path)), [])
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
     save_bundle(trainer.bundle(), tmp_path / "last.pt")
     expected = (torch.rand(5), np.random.rand(5))

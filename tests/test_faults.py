@@ -17,7 +17,8 @@ import pytest
 
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
-from nmt.fileio import FileError, atomic_output, describe_os_error
+from nmt.errors import FileError
+from nmt.fileio import atomic_output, describe_os_error
 from nmt.rundir import RunDir
 from nmt.signals import Interrupted, graceful_stop, stop_signal
 from tests.conftest import REPO, tiny_config
@@ -242,7 +243,7 @@ def test_under_torchrun_the_launchers_copy_of_a_signal_is_not_a_second_one(monke
 def test_a_dead_peer_is_said_in_plain_words(tmp_path, monkeypatch):
     import torch.distributed as dist
 
-    from nmt.commandline import _peer_gone
+    from nmt.cli import _peer_gone
 
     error = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4711")
     assert not _peer_gone(error)  # no process group: not a torchrun worker

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from nmt.config import ConfigError, ModelConfig
+from nmt.config import ModelConfig
+from nmt.errors import ConfigError
 from nmt.models import build_model, check_model_config, count_parameters
 from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, FullAttention, SelfAttention
 from nmt.models.attention.local import _band_block, band_spans
@@ -260,7 +261,7 @@ def test_incremental_decoding_matches_forward(arch: str, overrides: dict) -> Non
         for t in range(tgt_in.size(1)):
             log_probs, state = model.step(tgt_in[:, t], state)
             torch.testing.assert_close(log_probs, expected[:, t], atol=1e-5, rtol=1e-4)
-            attention = state["attention"]  # (B, S)
+            attention = state.attention  # (B, S)
             torch.testing.assert_close(attention.sum(-1), torch.ones(3))
             assert (attention.masked_select(~src_mask) == 0).all()
 
@@ -290,20 +291,29 @@ def test_kept_positions_give_the_same_logits_and_gradients(arch: str, overrides:
             torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("arch", ["rnn", "transformer"])
-def test_reorder_state_follows_the_batch(arch: str) -> None:
-    model = tiny_model(arch)
-    src, src_mask, tgt_in = make_batch([7, 4, 6])
-    order = torch.tensor([2, 0, 0, 1])
+@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+def test_regrouped_rows_decode_their_own_sentence_and_prefix(arch: str, overrides: dict) -> None:
+    """As beam search moves rows: one row per sentence grows to two, the two swap, a sentence leaves. Each row's
+    step log-probabilities stay the teacher-forced ones of its sentence and the tokens that row was fed."""
+    model = tiny_model(arch, **overrides)
+    src, src_mask, _ = make_batch([7, 4, 6])
+    gen = torch.Generator().manual_seed(1)
+    moves = [torch.tensor([[0, 0], [1, 1], [2, 2]]), torch.tensor([[1, 0], [3, 2], [5, 4]]),
+             torch.tensor([[0, 1], [4, 4]]), None]  # rows (G', W') as `reorder_state` takes them
+    sentences, prefixes = [0, 1, 2], [[VOCAB.bos_id]] * 3
     with torch.no_grad():
         state = model.init_state(model.encode(src, src_mask), src_mask)
-        reordered = model.init_state(model.encode(src[order], src_mask[order]), src_mask[order])
-        for t in range(3):
-            log_probs, state = model.step(tgt_in[:, t], state)
-            expected, reordered = model.step(tgt_in[order, t], reordered)
-        log_probs, _ = model.step(tgt_in[order, 3], model.reorder_state(state, order))
-        expected, _ = model.step(tgt_in[order, 3], reordered)
-    torch.testing.assert_close(log_probs, expected)
+        for rows in moves:
+            log_probs, state = model.step(torch.tensor([prefix[-1] for prefix in prefixes]), state)  # (rows, V)
+            for row, (sent, prefix) in enumerate(zip(sentences, prefixes, strict=True)):
+                alone = model(src[sent:sent + 1], src_mask[sent:sent + 1], torch.tensor([prefix]))  # (1, t, V)
+                torch.testing.assert_close(log_probs[row], alone[0, -1].log_softmax(-1), atol=1e-5, rtol=1e-4)
+            fed = torch.randint(4, VOCAB.tgt_size, (len(prefixes),), generator=gen).tolist()
+            prefixes = [prefix + [token] for prefix, token in zip(prefixes, fed, strict=True)]
+            if rows is not None:
+                state = model.reorder_state(state, rows)
+                sentences = [sentences[r] for r in rows.view(-1).tolist()]
+                prefixes = [prefixes[r] for r in rows.view(-1).tolist()]
 
 
 def test_gru_encoder_ignores_padding() -> None:

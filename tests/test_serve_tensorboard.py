@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from nmt.cli import train_main
-from nmt.config import ConfigError
+from nmt.errors import ConfigError
 from nmt.runlog import MetricsLog, check_tensorboard
 from tests.conftest import tiny_config
 

@@ -5,7 +5,8 @@ import random
 import pytest
 
 from nmt.config import TokenizerConfig
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, TokenizerError
+from nmt.errors import TokenizerError
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 DE = "der die ein eine mann frau kind hund katze spielt läuft sitzt auf im park straße ball rot blau".split()
 EN = "the the a a man woman child dog cat plays runs sits on in park street ball red blue".split()

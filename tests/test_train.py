@@ -15,11 +15,13 @@ import pytest
 import torch
 
 import nmt.train
+from nmt.api import load_config
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
-from nmt.cli import load, train_main
+from nmt.cli import train_main
 from nmt.data import prepare
+from nmt.errors import TrainingError
 from nmt.run import _final_reports, final_checkpoint
-from nmt.train import Trainer, TrainingError
+from nmt.train import Trainer
 from nmt.utils import resolve_device
 from tests.conftest import REPO, tiny_config
 
@@ -73,7 +75,7 @@ def test_corrupt_and_incompatible_checkpoints_are_refused(tmp_path, capsys):
 
 
 def _trainer(tmp_path, **sections) -> Trainer:
-    cfg = load(str(tiny_config(tmp_path, **sections)), [])
+    cfg = load_config(str(tiny_config(tmp_path, **sections)), [])
     return Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device(cfg.train.device))
 
 
@@ -181,7 +183,7 @@ def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_averag
 
 
 def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:
-    cfg = load(str(tiny_config(tmp_path, name=name, train={"device": "cpu", "batch_tokens": 400, **train})), [])
+    cfg = load_config(str(tiny_config(tmp_path, name=name, train={"device": "cpu", "batch_tokens": 400, **train})), [])
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device("cpu"))
     if resume:
         trainer.resume(cfg.run_dir / "checkpoints" / "last.pt")
@@ -226,7 +228,8 @@ def test_a_run_that_stopped_early_stays_stopped(tmp_path, monkeypatch):
 
 
 def test_resuming_with_another_number_of_processes_says_how_to(tmp_path):
-    from nmt.checkpoint import CheckpointError, load_bundle, load_for_resume, save_bundle
+    from nmt.checkpoint import load_bundle, load_for_resume, save_bundle
+    from nmt.errors import CheckpointError
 
     trainer = _fitted(tmp_path, "two", max_steps=2, eval_every=0)
     last = trainer.checkpoints.folder / "last.pt"

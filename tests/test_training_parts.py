@@ -12,11 +12,12 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.config import TrainConfig
+from nmt.errors import CheckpointError
+from nmt.fileio import atomic_output
 from nmt.loss import label_smoothed_loss
 from nmt.optim import Plateau, build_optimizer, constant, inverse_sqrt, learning_rate, noam
-from nmt.utils import atomic_output
 from tests.conftest import tiny_config
 
 
@@ -164,8 +165,8 @@ def test_fused_loss_gradient_matches_autograd_reference(eps):
 
 
 def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
-    from nmt.config import ConfigError
     from nmt.data import Split
+    from nmt.errors import ConfigError
     from nmt.run import _check_validation_lengths
     from nmt.train import pairs_within
 
@@ -182,7 +183,8 @@ def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
 
 def test_stored_configs_load_as_they_were_written(tmp_path):
     """Rules for starting a run do not make an earlier checkpoint's config unreadable."""
-    from nmt.config import ConfigError, config_from_dict, load_config, to_dict
+    from nmt.config import config_from_dict, load_config, to_dict
+    from nmt.errors import ConfigError
 
     raw = to_dict(load_config(str(tiny_config(tmp_path))))
     raw["train"]["average_last"], raw["train"]["keep_best"] = 3, 2

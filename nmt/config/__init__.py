@@ -1,7 +1,7 @@
 """Typed configuration: one dataclass per YAML section, validated before any data is read.
 
-fields.py holds the building blocks (ConfigError, Range, `setting`), model.py the model section, decoding.py the
-decode section, sections.py the other sections and Config, validation.py the cross-field checks, loading.py YAML
+fields.py holds the building blocks (Range, `setting`), model.py the model section, decoding.py the
+decode section, sections.py the other sections, Config and the cross-field checks, loading.py YAML
 in and out, reference.py the generated key reference.
 """
 
@@ -19,18 +19,17 @@ from nmt.config.fields import (
     FRACTION,
     NON_NEGATIVE,
     POSITIVE,
-    ConfigError,
     Range,
     Section,
+    VariantSetting,
     check_ranges,
+    read_settings,
     setting,
 )
 from nmt.config.loading import config_from_dict, load_config, parse_override, save_config, to_dict
 from nmt.config.model import ModelConfig, check_model
 from nmt.config.reference import reference_markdown
-from nmt.config.sections import Config, DataConfig, TokenizerConfig, TrainConfig
-from nmt.config.validation import FILES_KEYS, validate, validate_new_run
-from nmt.config.variants import VariantSetting, declare_settings, declared_settings, withdraw_settings
+from nmt.config.sections import FILES_KEYS, Config, DataConfig, TokenizerConfig, TrainConfig, validate, validate_new_run
 
 __all__ = [
     "AT_LEAST_ONE",
@@ -43,7 +42,6 @@ __all__ = [
     "TUNED_PENALTIES",
     "UNTUNED_PENALTY",
     "Config",
-    "ConfigError",
     "DataConfig",
     "DecodeConfig",
     "ModelConfig",
@@ -56,16 +54,14 @@ __all__ = [
     "check_model",
     "check_ranges",
     "config_from_dict",
-    "declare_settings",
-    "declared_settings",
     "decode_with",
     "load_config",
     "parse_override",
+    "read_settings",
     "reference_markdown",
     "save_config",
     "setting",
     "to_dict",
     "validate",
     "validate_new_run",
-    "withdraw_settings",
 ]

@@ -7,13 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from nmt.config.fields import AT_LEAST_ONE, NON_NEGATIVE, ConfigError, Range, Section, setting
+from nmt.config.fields import Range, Section, setting
+from nmt.errors import ConfigError
 from nmt.yamlsafe import short_repr
 
 AUTO = "auto"  # decode.length_penalty chosen on the validation split
 TUNED_PENALTIES = (0.6, 1.0, 1.5, 2.0)  # the penalties `auto` tries
 UNTUNED_PENALTY = 1.0  # what `auto` decodes at until a number is stored (validation BLEU, a model never tuned)
 STOP_RULES = ("finished", "bound")
+# Far above the penalties tuned in practice (0.6 to 2), and low enough that ((5 + length) / 6) ** alpha stays a finite
+# float for the longest output allowed (an alpha of 1000 overflows it)
+PENALTIES = Range(0, 10)
 
 
 @dataclass
@@ -22,12 +26,12 @@ class DecodeConfig(Section):
 
     KEY: ClassVar[str] = "decode"
 
-    beam: int = setting(5, "Beam size (1: greedy).", bounds=AT_LEAST_ONE)
+    beam: int = setting(5, "Beam size (1: greedy).", bounds=Range(1, 1000))
     length_penalty: float | str = setting(
         AUTO, "GNMT length penalty alpha (0: raw log-probability), or `auto`: at the end of training the final model "
               f"is scored on the validation split at {', '.join(map(str, TUNED_PENALTIES))} and the best is stored "
               "in its checkpoint (`nmt-evaluate RUN --split val --tune-length-penalty` does it later); a model whose "
-              f"stored value is still `auto` decodes at {UNTUNED_PENALTY}.", bounds=NON_NEGATIVE)
+              f"stored value is still `auto` decodes at {UNTUNED_PENALTY}.", bounds=PENALTIES)
     stop: str = setting("finished", "When beam search ends a sentence: `finished` once `beam` hypotheses have ended "
                                     "(EOS), as CTranslate2, fairseq and Hugging Face do; `bound` only when no "
                                     "unfinished hypothesis could still beat the worst of them under the penalty "
@@ -35,10 +39,10 @@ class DecodeConfig(Section):
     max_len_a: float = setting(1.5, "Maximum output length is a * source length + b (and at most what the model's "
                                     "positions cover).", bounds=Range(0.0, 1000.0))
     max_len_b: int = setting(10, "Maximum output length is a * source length + b.", bounds=Range(0.0, 100_000.0))
-    batch_tokens: int = setting(2000, "Source-token budget per decoding batch.", bounds=AT_LEAST_ONE)
-    n_best: int = setting(1, "Hypotheses returned per sentence.", bounds=AT_LEAST_ONE)
+    batch_tokens: int = setting(2000, "Source-token budget per decoding batch.", bounds=Range(1, 1e8))
+    n_best: int = setting(1, "Hypotheses returned per sentence.", bounds=Range(1, 1000))
     max_source_tokens: int = setting(250, "Longer sources are truncated to this many subwords before decoding (and "
-                                          "to what the model's positions cover).", bounds=AT_LEAST_ONE)
+                                          "to what the model's positions cover).", bounds=Range(1, 1_000_000))
 
     @property
     def alpha(self) -> float:
@@ -50,7 +54,7 @@ def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"de
     """The cross-field check of search settings (each field's range is checked when it is built)."""
     if isinstance(d.length_penalty, str) and d.length_penalty != AUTO:
         raise ConfigError(f"{label('length_penalty')}: got {short_repr(d.length_penalty)}, allowed: "
-                          f"{NON_NEGATIVE.describe()} or {AUTO}")
+                          f"{PENALTIES.describe()} or {AUTO}")
     if d.stop not in STOP_RULES:
         raise ConfigError(f"{label('stop')}: {short_repr(d.stop)} is not one of {', '.join(STOP_RULES)}")
     if d.n_best > d.beam:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-
-class ConfigError(ValueError):
-    """A configuration problem, with the key and file at fault in its message."""
+from nmt.errors import ConfigError
+from nmt.yamlsafe import short_repr
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Range:
     def check(self, value: float, name: str) -> None:
         """Raise ConfigError naming `name`, the value and what is allowed, when `value` lies outside."""
         if value not in self:
-            raise ConfigError(f"{name}: got {value!r}, allowed: {self.describe(isinstance(value, int))}")
+            raise ConfigError(f"{name}: got {short_repr(value)}, allowed: {self.describe(isinstance(value, int))}")
 
 
 POSITIVE = Range(0.0, low_open=True)
@@ -93,3 +93,41 @@ class Section:
 
     def __post_init__(self) -> None:
         check_ranges(self, self.KEY)
+
+
+@dataclass(frozen=True)
+class VariantSetting:
+    """One setting of a model variant (local attention's `window`): its type, single default, documentation,
+    and valid choices or range. It lives in the variant's block (`model.self_attention_settings`)."""
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+    bounds: Range | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def read_settings(settings: tuple[VariantSetting, ...], block: dict[str, Any], where: str) -> dict[str, Any]:
+    """The values of `settings` in a variant's `block` (defaults for the missing ones), each checked; an unknown
+    key is named with the nearest valid one. `where` names the block (model.self_attention_settings)."""
+    known = {s.name: s for s in settings}
+    for key in block:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.5)
+            hint = f"did you mean '{near[0]}'?" if near else (
+                f"valid: {', '.join(known)}" if known else "this variant has no settings")
+            raise ConfigError(f"unknown key {where}.{str(key)[:60]} ({hint})")
+    values = {}
+    for s in settings:
+        value, name = block.get(s.name, s.default), f"{where}.{s.name}"
+        if s.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, s.type) or (s.type is not bool and isinstance(value, bool)):
+            raise ConfigError(f"{name}: expected {s.type.__name__}, got {type(value).__name__} {str(value)[:60]!r}")
+        if s.choices and value not in s.choices:
+            raise ConfigError(f"{name}: {str(value)[:60]!r} is not one of {', '.join(s.choices)}")
+        if s.bounds is not None and not isinstance(value, (str, bool)):
+            s.bounds.check(value, name)
+        values[s.name] = value
+    return values

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from nmt.config.fields import ConfigError
-from nmt.config.sections import Config
-from nmt.config.validation import validate, validate_new_run
+from nmt.config.model import upgrade_model_section
+from nmt.config.sections import Config, validate_new_run
+from nmt.errors import ConfigError
 from nmt.fileio import atomic_output, cause
 from nmt.yamlsafe import short_repr, strict_yaml
+
+MAX_TEXT = 4096  # characters of a config string: a path as long as Linux allows (PATH_MAX)
 
 
 def _suggest(key: str, valid: list[str]) -> str:
@@ -61,8 +65,14 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             except ValueError:
                 pass
     elif hint is str:
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise ConfigError(f"{where}: {short_repr(value)} is longer than {MAX_TEXT} characters")
         if isinstance(value, str):
             return value
+    elif hint is Any:  # a variant's settings block: plain values here, each checked by its variant
+        if isinstance(value, (bool, int, float, str)):
+            return value
+        raise ConfigError(f"{where}: expected a number, a word or true/false, got {type(value).__name__}")
     else:
         raise ConfigError(f"{where}: unsupported type {hint}")
     raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {short_repr(value)}")
@@ -116,15 +126,19 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def config_from_dict(raw: dict) -> Config:
-    """Build and validate a Config from a plain mapping."""
-    cfg = _build(Config, raw or {}, "")
-    validate(cfg)
-    return cfg
+    """Build and validate a Config from a plain mapping (a Config validates itself when built); the model
+    section of an older config is upgraded first."""
+    raw = dict(raw or {})
+    if "model" in raw:
+        raw["model"] = upgrade_model_section(raw["model"])
+    return _build(Config, raw, "")
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config, apply `--set key=value` overrides, and validate it."""
-    path = Path(path)
+def load_config(source: str | Path | Mapping[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or take a mapping in its shape), apply `--set key=value` overrides, and validate it."""
+    if isinstance(source, Mapping):
+        return _new_run(copy.deepcopy(dict(source)), overrides)
+    path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -142,14 +156,19 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
     try:
-        for text_override in overrides:
-            key, value = parse_override(text_override)
-            _set_path(raw, key, value)
-        cfg = config_from_dict(raw)
-        validate_new_run(cfg)
-        return cfg
+        return _new_run(raw, overrides)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+
+
+def _new_run(raw: dict, overrides: list[str] | tuple[str, ...]) -> Config:
+    """The config a run starts from: `raw` with the overrides applied, checked as a whole."""
+    for text_override in overrides:
+        key, value = parse_override(text_override)
+        _set_path(raw, key, value)
+    cfg = config_from_dict(raw)
+    validate_new_run(cfg)
+    return cfg
 
 
 def to_dict(cfg: Any) -> dict:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from nmt.config.fields import AT_LEAST_ONE, FRACTION, POSITIVE, ConfigError, Range, Section, setting
+from nmt.config.fields import FRACTION, Range, Section, setting
+from nmt.errors import ConfigError
+
+ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward activations of model.activation
 
 
 @dataclass
@@ -15,26 +18,34 @@ class ModelConfig(Section):
     KEY: ClassVar[str] = "model"
 
     arch: str = setting("transformer", "Model family.", ("transformer", "rnn"))
-    d_model: int = setting(256, "transformer: model width (embedding and residual size).", bounds=AT_LEAST_ONE)
-    ffn_dim: int = setting(1024, "transformer: feed-forward inner size.", bounds=AT_LEAST_ONE)
-    heads: int = setting(4, "transformer: attention heads.", bounds=AT_LEAST_ONE)
-    encoder_layers: int = setting(3, "Encoder layers (GRU layers for rnn).", bounds=AT_LEAST_ONE)
-    decoder_layers: int = setting(3, "Decoder layers (GRU layers for rnn).", bounds=AT_LEAST_ONE)
+    d_model: int = setting(256, "transformer: model width (embedding and residual size).", bounds=Range(1, 65536))
+    ffn_dim: int = setting(1024, "transformer: feed-forward inner size.", bounds=Range(1, 1 << 20))
+    activation: str = setting("relu", "transformer: feed-forward activation (swish is SiLU, x * sigmoid(x); gelu "
+                                      "the exact erf form).", ACTIVATIONS)
+    heads: int = setting(4, "transformer: attention heads.", bounds=Range(1, 1024))
+    encoder_layers: int = setting(3, "Encoder layers (GRU layers for rnn).", bounds=Range(1, 1000))
+    decoder_layers: int = setting(3, "Decoder layers (GRU layers for rnn).", bounds=Range(1, 1000))
     pre_norm: bool = setting(True, "transformer: layer norm before each sublayer (with a final norm).")
     positions: str = setting("sinusoidal", "transformer: position encoding.", ("sinusoidal", "learned"))
-    max_positions: int = setting(1024, "transformer: longest sequence learned positions cover.", bounds=AT_LEAST_ONE)
-    # A variant's own settings (local attention's `window`) are declared in its module and become fields right after
-    # the field naming the variant when it registers (nmt.config.variants).
+    max_positions: int = setting(1024, "transformer: longest sequence learned positions cover.",
+                                 bounds=Range(1, 1_000_000))
     self_attention: str = setting("full", "transformer: self-attention variant (see nmt.models.attention).")
-    temperature: float = setting(1.0, "Softmax temperature of attention scores.", bounds=POSITIVE)
-    emb_dim: int = setting(256, "rnn: embedding size.", bounds=AT_LEAST_ONE)
-    hidden_size: int = setting(512, "rnn: decoder GRU size (encoder: half per direction).", bounds=Range(2.0))
+    self_attention_settings: dict[str, Any] = setting(
+        {}, "transformer: the self-attention variant's own settings, e.g. `{window: 8}` for local (each variant "
+            "declares and checks its own; see the variant table below).")
+    temperature: float = setting(1.0, "Softmax temperature of attention scores.", bounds=Range(0, 1000, low_open=True))
+    emb_dim: int = setting(256, "rnn: embedding size.", bounds=Range(1, 65536))
+    hidden_size: int = setting(512, "rnn: decoder GRU size (encoder: half per direction).", bounds=Range(2, 65536))
     attention: str = setting("additive", "rnn: attention of the decoder over the encoder "
                                          "(see nmt.models.attention).")
+    attention_settings: dict[str, Any] = setting({}, "rnn: the attention variant's own settings (none of the "
+                                                     "built-in ones has any).")
     input_feeding: bool = setting(True, "rnn: feed the previous attentional vector into the decoder GRU.")
     dropout: float = setting(0.1, "Dropout on embeddings, sublayer outputs and GRU outputs.", bounds=FRACTION)
     attention_dropout: float = setting(0.0, "Dropout on attention weights.", bounds=FRACTION)
     tie_embeddings: bool = setting(True, "Share source, target and output embeddings (needs a joint vocabulary).")
+    output_bias: bool = setting(False, "transformer: a learned bias on the output layer's logits (as Marian's "
+                                       "final_logits_bias; nmt-import sets it).")
 
 
 def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
@@ -52,3 +63,26 @@ def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
+
+
+# Before variants had settings blocks, their settings were model keys of their own, and every saved config holds
+# them whatever its variant: each moves into the block of the variants that read it and is dropped elsewhere.
+# Frozen: a new variant's settings live in its block only.
+_LEGACY_SETTINGS = {"window": ("local", "sparse"), "stride": ("sparse",)}
+
+
+def upgrade_model_section(model: Any) -> Any:
+    """A model section of an older config (or checkpoint) in today's shape; anything else as it is."""
+    if not isinstance(model, dict) or not _LEGACY_SETTINGS.keys() & model.keys():
+        return model
+    model = dict(model)
+    variant = model.get("self_attention", "full")
+    block = dict(model.get("self_attention_settings") or {})
+    for key, readers in _LEGACY_SETTINGS.items():
+        if key in model:
+            value = model.pop(key)
+            if variant in readers:
+                block.setdefault(key, value)
+    if block:
+        model["self_attention_settings"] = block
+    return model

@@ -1,14 +1,18 @@
-"""The data, tokenizer and train sections, and the whole experiment they make up with model and decode."""
+"""The data, tokenizer and train sections, the whole experiment they make up with model and decode, and the
+checks of a whole config that need more than one key (run whenever a Config is built, before any data is read)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from nmt.config.decoding import DecodeConfig
-from nmt.config.fields import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE, Range, Section, setting
-from nmt.config.model import ModelConfig
+from nmt.config.decoding import DecodeConfig, check_decode
+from nmt.config.fields import FRACTION, Range, Section, setting
+from nmt.config.model import ModelConfig, check_model
+from nmt.errors import ConfigError
+from nmt.yamlsafe import short_repr
 
 
 @dataclass
@@ -33,16 +37,16 @@ class DataConfig(Section):
     test_src: str = setting("", "dataset=files: test source file.")
     test_tgt: str = setting("", "dataset=files: test target file.")
     max_tokens: int = setting(128, "Training pairs with a side longer than this many subwords are dropped.",
-                              bounds=AT_LEAST_ONE)
+                              bounds=Range(1, 100_000))
     max_ratio: float = setting(3.0, "Training pairs whose subword length ratio exceeds this are dropped.",
-                               bounds=AT_LEAST_ONE)
+                               bounds=Range(1, 1000))
     ratio_min_len: int = setting(5, "The length-ratio filter only applies when the longer side has this many subwords.",
-                                 bounds=NON_NEGATIVE)
+                                 bounds=Range(0, 100_000))
     lowercase: bool = setting(False, "Lowercase all text before tokenization.")
     dedup: bool = setting(False, "Drop training pairs identical (after normalization) to an earlier pair; "
                                  "remembers 8-byte hashes, not text.")
     workers: int = setting(0, "Processes that normalize and encode the training text (0: the CPU cores available).",
-                           bounds=NON_NEGATIVE)
+                           bounds=Range(0, 1024))
 
 
 @dataclass
@@ -58,8 +62,8 @@ class TokenizerConfig(Section):
                                              "accepts 0.98 to 1).", bounds=Range(0.98, 1.0))
     hard_vocab_limit: bool = setting(False, "Fail instead of shrinking when the corpus is too small for vocab_size.")
     sample_pairs: int = setting(1_000_000, "Train sentencepiece on a random sample of this many training pairs "
-                                           "(all pairs when there are fewer).", bounds=AT_LEAST_ONE)
-    sample_seed: int = setting(1, "Seed of the tokenizer's training sample.", bounds=NON_NEGATIVE)
+                                           "(all pairs when there are fewer).", bounds=Range(1, 1e9))
+    sample_seed: int = setting(1, "Seed of the tokenizer's training sample.", bounds=Range(0, 2**32 - 1))
 
 
 @dataclass
@@ -68,53 +72,59 @@ class TrainConfig(Section):
 
     KEY: ClassVar[str] = "train"
 
+    init_from: str = setting("", "Fine-tune: start from this run folder (its final model) or checkpoint, with its "
+                                 "weights, tokenizer and model settings, and a fresh optimizer, schedule, step count "
+                                 "and early-stopping state (empty: train from scratch).")
     seed: int = setting(1, "Seed for python, numpy, torch and the batch shuffler.", bounds=Range(0.0, 2.0**32 - 1))
     device: str = setting("auto", "Where to train.", ("auto", "cpu", "cuda"))
     threads: int = setting(0, "CPU threads for torch (0: leave torch's choice).", bounds=Range(0.0, 1024.0))
     batch_tokens: int = setting(4096, "Token budget per batch, padding included (max of both sides).",
-                                bounds=AT_LEAST_ONE)
-    accumulate: int = setting(1, "Batches whose gradients are summed before one update.", bounds=AT_LEAST_ONE)
-    max_steps: int = setting(0, "Stop after this many updates (0: no limit).", bounds=NON_NEGATIVE)
-    max_epochs: int = setting(0, "Stop after this many epochs (0: no limit).", bounds=NON_NEGATIVE)
+                                bounds=Range(1, 1e8))
+    accumulate: int = setting(1, "Batches whose gradients are summed before one update.", bounds=Range(1, 100_000))
+    max_steps: int = setting(0, "Stop after this many updates (0: no limit).", bounds=Range(0, 1e9))
+    max_epochs: int = setting(10, "Stop after this many epochs (0: no limit); whichever of max_steps, max_epochs and "
+                                  "max_minutes comes first ends the run.", bounds=Range(0, 1_000_000))
     max_minutes: float = setting(0.0, "Stop after this much wall-clock training time (0: no limit).",
-                                 bounds=NON_NEGATIVE)
+                                 bounds=Range(0, 1e7))
     optimizer: str = setting("adam", "Optimizer.", ("adam", "adamw"))
-    lr: float = setting(1e-3, "Peak learning rate (noam: the factor's base is d_model^-0.5 instead).", bounds=POSITIVE)
+    lr: float = setting(1e-3, "Peak learning rate (noam: the factor's base is d_model^-0.5 instead).",
+                        bounds=Range(0, 10, low_open=True))
     betas: list[float] = setting([0.9, 0.98], "Adam betas.", bounds=FRACTION)
-    eps: float = setting(1e-9, "Adam epsilon.", bounds=POSITIVE)
-    weight_decay: float = setting(0.0, "Weight decay (never on biases, norms and embeddings).", bounds=NON_NEGATIVE)
+    eps: float = setting(1e-9, "Adam epsilon.", bounds=Range(0, 1, low_open=True))
+    weight_decay: float = setting(0.0, "Weight decay (never on biases, norms and embeddings).", bounds=Range(0, 10))
     lr_multipliers: dict[str, float] = setting({}, "Learning-rate factors for parameters whose name contains the key.",
-                                               bounds=NON_NEGATIVE)
-    clip_norm: float = setting(1.0, "Gradient norm clipping (0: off).", bounds=NON_NEGATIVE)
+                                               bounds=Range(0, 1000))
+    clip_norm: float = setting(1.0, "Gradient norm clipping (0: off).", bounds=Range(0, 1e6))
     schedule: str = setting("inverse_sqrt", "Learning-rate schedule.",
                             ("noam", "inverse_sqrt", "constant", "plateau"))
-    warmup: int = setting(4000, "Linear warmup steps.", bounds=NON_NEGATIVE)
-    noam_factor: float = setting(1.0, "noam: scale factor.", bounds=POSITIVE)
+    warmup: int = setting(4000, "Linear warmup steps.", bounds=Range(0, 1e9))
+    noam_factor: float = setting(1.0, "noam: scale factor.", bounds=Range(0, 1000, low_open=True))
     plateau_factor: float = setting(0.5, "plateau: rate multiplier when validation stalls.",
                                     bounds=Range(0.0, 1.0, low_open=True))
-    plateau_patience: int = setting(2, "plateau: validations without improvement before decaying.", bounds=NON_NEGATIVE)
-    min_lr: float = setting(1e-5, "plateau: lowest rate.", bounds=NON_NEGATIVE)
+    plateau_patience: int = setting(2, "plateau: validations without improvement before decaying.",
+                                    bounds=Range(0, 1_000_000))
+    min_lr: float = setting(1e-5, "plateau: lowest rate.", bounds=Range(0, 10))
     label_smoothing: float = setting(0.1, "Label smoothing epsilon.", bounds=FRACTION)
     precision: str = setting("fp32", "Arithmetic precision.", ("fp32", "bf16", "fp16"))
     tf32: bool = setting(True, "On CUDA, let fp32 matrix products and convolutions use TF32 tensor cores (Ampere and "
                                "newer; inputs rounded to a 10-bit mantissa, sums in fp32): several times faster "
                                "in fp32 precision. No effect on the CPU or on bf16/fp16 products.")
     compile: bool = setting(False, "Wrap the model in torch.compile.")
-    log_every: int = setting(50, "Updates between metrics.jsonl log lines.", bounds=AT_LEAST_ONE)
+    log_every: int = setting(50, "Updates between metrics.jsonl log lines.", bounds=Range(1, 1e9))
     tensorboard: bool = setting(False, "Also write the metrics.jsonl figures as TensorBoard scalars under "
                                        "<run>/tensorboard (needs the tensorboard package).")
-    eval_every: int = setting(1000, "Updates between validations (0: once per epoch).", bounds=NON_NEGATIVE)
+    eval_every: int = setting(1000, "Updates between validations (0: once per epoch).", bounds=Range(0, 1e9))
     eval_bleu: bool = setting(True, "Compute greedy validation BLEU at each validation.")
     early_stop_metric: str = setting("bleu", "Validation metric for early stopping and best checkpoints.",
                                      ("bleu", "loss"))
-    patience: int = setting(0, "Validations without improvement before stopping (0: never).", bounds=NON_NEGATIVE)
-    keep_best: int = setting(3, "Best checkpoints kept.", bounds=AT_LEAST_ONE)
+    patience: int = setting(0, "Validations without improvement before stopping (0: never).",
+                            bounds=Range(0, 1_000_000))
+    keep_best: int = setting(3, "Best checkpoints kept.", bounds=Range(1, 1000))
     max_nonfinite: int = setting(10, "Consecutive skipped non-finite updates before the run stops.",
-                                 bounds=AT_LEAST_ONE)
+                                 bounds=Range(1, 1_000_000))
     average_last: int = setting(0, "Average this many best checkpoints for the final model, kept only when the "
                                    "average validates at least as well as best.pt (0: best only).",
-                                bounds=NON_NEGATIVE)
-
+                                bounds=Range(0, 1000))
 
 
 @dataclass
@@ -129,6 +139,61 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc": "Training section."})
     decode: DecodeConfig = field(default_factory=DecodeConfig, metadata={"doc": "Decoding section."})
 
+    def __post_init__(self) -> None:
+        validate(self)
+
     @property
     def run_dir(self) -> Path:
         return Path(self.run_root) / self.name
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+FILES_KEYS = ("train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")  # a folder name, well within the 255 bytes of one
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks that need more than one key."""
+    if not _NAME_RE.fullmatch(cfg.name):
+        raise ConfigError(f"name: {short_repr(cfg.name)} must be 1 to 200 letters, digits, '_', '-' or '.', not "
+                          "starting with a dot (it names a folder under run_root)")
+    check_model(cfg.model, cfg.data.max_tokens, cfg.tokenizer.joint)
+    check_decode(cfg.decode)
+    tr = cfg.train
+    if len(tr.betas) != 2:
+        raise ConfigError("train.betas: expected two numbers")
+    if tr.schedule in ("noam", "inverse_sqrt") and tr.warmup <= 0:
+        raise ConfigError(f"train.warmup: schedule '{tr.schedule}' needs a positive warmup")
+    if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
+        raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
+    _validate_data(cfg.data)
+
+
+def validate_new_run(cfg: Config) -> None:
+    """Checks for a config a run starts from, not applied to the configs stored in earlier checkpoints (which
+    load as they were written): settings that would be ignored or cut short."""
+    tr, data = cfg.train, cfg.data
+    if tr.average_last > tr.keep_best:
+        raise ConfigError(f"train.average_last ({tr.average_last}) cannot exceed train.keep_best ({tr.keep_best}): "
+                          "only the best keep_best checkpoints are kept to average")
+    if data.dataset != "files":
+        for key in (*FILES_KEYS, "train_corpora"):
+            if getattr(data, key):
+                raise ConfigError(f"data.{key}: only read when data.dataset is 'files', "
+                                  f"not '{data.dataset}' (remove it or set data.dataset: files)")
+
+
+def _validate_data(data: DataConfig) -> None:
+    """Where the training text comes from: old keys, several corpora, or both."""
+    for i, entry in enumerate(data.train_corpora):
+        if len(entry) not in (1, 2) or not all(entry):
+            raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], "
+                              f"got {short_repr(entry)}")
+    if data.dataset == "files":
+        if bool(data.train_src) != bool(data.train_tgt) or not (data.train_src or data.train_corpora):
+            key = "train_tgt" if data.train_src else "train_src"
+            raise ConfigError(f"data.{key}: required when data.dataset is 'files' (or list data.train_corpora)")
+        for key in ("val_src", "val_tgt"):
+            if not getattr(data, key):
+                raise ConfigError(f"data.{key}: required when data.dataset is 'files'")

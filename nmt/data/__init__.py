@@ -18,10 +18,10 @@ from nmt.data.sources import (
     sample_dir,
 )
 from nmt.data.store import IdFile, RaggedIds, Split
-from nmt.data.text import DataError, normalize, read_lines, read_pair, sha256_file
+from nmt.data.text import normalize, read_lines, read_pair, sha256_file
 
 __all__ = ["CACHE_FORMAT", "DROP_REASONS", "MIRROR_ENV", "MULTI30K_SHA256", "MULTI30K_SPLITS", "MULTI30K_URL",
-           "Batch", "Corpus", "DataError", "IdFile", "Prepared", "RaggedIds", "Split", "SplitFiles",
+           "Batch", "Corpus", "IdFile", "Prepared", "RaggedIds", "Split", "SplitFiles",
            "TokenBatchSampler",
            "cache_key", "collate", "fetch_multi30k", "make_loader", "normalize", "padding_fraction", "prepare",
            "read_lines", "read_pair", "resolve_corpora", "resolve_files", "sample_dir", "sha256_file", "summary"]

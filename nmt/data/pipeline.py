@@ -29,8 +29,9 @@ from nmt.data.pool import ordered, worker_count, worker_pool
 from nmt.data.sampling import FirstSeen, Reservoir
 from nmt.data.sources import Corpus, Log, resolve_corpora
 from nmt.data.store import IdWriter, Split, is_complete, new_build_folder, publish, save_ids, write_text
-from nmt.data.text import DataError, RawChunk, decode_chunk, normalize, normalize_lines, read_pair, stream_chunks
-from nmt.tokenizer import Tokenizer, TokenizerError
+from nmt.data.text import RawChunk, decode_chunk, normalize, normalize_lines, read_pair, stream_chunks
+from nmt.errors import DataError, TokenizerError
+from nmt.tokenizer import Tokenizer
 
 CHUNK_PAIRS = 20_000
 NORMALIZED = "train.normalized.tsv"
@@ -231,8 +232,10 @@ def _second_pass(corpora: list[_CorpusStats], normalized: Path, keep: np.ndarray
         writer.close()
 
 
-def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, chunk_pairs: int) -> dict:
-    """Read, clean and sample the training text, train the tokenizer, encode everything into `out`; the stats."""
+def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, chunk_pairs: int,
+           given: Tokenizer | None = None) -> dict:
+    """Read, clean and sample the training text, train the tokenizer (or save the `given` one), encode everything
+    into `out`; the stats."""
     d = cfg.data
     dev = {split: read_pair(*c[0].paths) for split, c in corpora.items() if split != "train"}
     workers = worker_count(d)
@@ -245,7 +248,12 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
         raise DataError(f"{names}: the training corpus is empty after cleaning")
     chosen = reservoir.sample()
     del reservoir  # the chosen lines live on only in `chosen`, which the tokenizer step empties
-    tokenizer, sample = _train_tokenizer(cfg, chosen, out, log)
+    if given is None:
+        tokenizer, sample = _train_tokenizer(cfg, chosen, out, log)
+    else:
+        log(f"encoding with the given tokenizer ({given.identity[:12]}); no sentencepiece model is trained")
+        tokenizer, sample = given, {"pairs": 0, "sha256": ""}
+        tokenizer.save(out)
     with worker_pool(workers) as pool:
         _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs)
     (out / NORMALIZED).unlink()
@@ -276,15 +284,20 @@ def _disk_error(cache: Path, err: OSError) -> DataError:
     return DataError(f"{cache}: cannot write the data cache ({err.strerror or err}){hint}")
 
 
-def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Prepared:
-    """Fetch, clean, tokenize and cache the configured corpus; a second call with equal inputs reads the cache."""
+def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS,
+            tokenizer: Tokenizer | None = None) -> Prepared:
+    """Fetch, clean, tokenize and cache the configured corpus; a second call with equal inputs reads the cache.
+
+    A given `tokenizer` (a fine-tuning parent's) encodes the corpus instead of one trained on it; the cache key
+    then names that tokenizer instead of the tokenizer settings.
+    """
     corpora = resolve_corpora(cfg, log)
     for split_corpora in corpora.values():
         for path in (p for c in split_corpora for p in c.paths):
             if not path.is_file():
                 raise DataError(f"{path}: file not found")
     identities = {split: [[file_identity(p) for p in c.paths] for c in cs] for split, cs in corpora.items()}
-    key = cache_key(identities, cfg)
+    key = cache_key(identities, cfg, tokenizer.identity if tokenizer is not None else None)
     cache = Path(cfg.data.cache_dir) / key
     hit = is_complete(cache)
     if not hit:
@@ -293,7 +306,7 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS) -> Pr
         except OSError as err:
             raise DataError(f"{cache.parent}: cannot create the data cache ({err.strerror or err})") from None
         try:
-            stats = _build(cfg, corpora, tmp, log, chunk_pairs)
+            stats = _build(cfg, corpora, tmp, log, chunk_pairs, tokenizer)
             publish(tmp, cache, stats)
         except OSError as err:
             raise _disk_error(cache, err) from None

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-
-class DataError(ValueError):
-    """Bad or missing input data; the message names the file (and line) at fault."""
+from nmt.errors import DataError
 
 
 def sha256_file(path: Path) -> str:

@@ -35,6 +35,7 @@ from nmt.config import DecodeConfig, config_from_dict
 from nmt.data import sha256_file
 from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
 from nmt.engines import Abilities
+from nmt.errors import ExportError
 from nmt.fileio import atomic_output
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE
 
@@ -42,10 +43,6 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 MANIFEST = "nmt_export.json"
 FORMAT_VERSION = 1
 NO_ATTENTION = "an exported model gives no attention weights (plots and statistics need a checkpoint)"
-
-
-class ExportError(Exception):
-    """A model that cannot be exported, or an export folder that cannot be used; the message says why."""
 
 
 def import_ctranslate2() -> Any:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
-from nmt.config import ConfigError, ModelConfig
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+from nmt.config import ModelConfig
+from nmt.errors import ConfigError
+from nmt.models.attention import settings_of
 from nmt.models.base import Seq2Seq
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import Transformer
@@ -22,18 +23,16 @@ log = logging.getLogger(__name__)
 
 ARCHITECTURES: dict[str, type[Seq2Seq]] = {"rnn": RNNSeq2Seq, "transformer": Transformer}
 
-# The config key naming each family's attention variant, and the registry it is looked up in.
-_VARIANT_KEYS = {"rnn": ("attention", RNN_ATTENTION), "transformer": ("self_attention", SELF_ATTENTION)}
+# The attention family each architecture builds its variant from.
+_FAMILY = {"rnn": "rnn", "transformer": "self"}
 
 
 def check_model_config(model_cfg: ModelConfig) -> None:
-    """Raise ConfigError for an unknown architecture or attention variant, listing the valid names."""
+    """Raise ConfigError for an unknown architecture or attention variant (listing the valid names), or for a
+    variant setting its block does not take."""
     if model_cfg.arch not in ARCHITECTURES:
         raise ConfigError(f"model.arch: '{model_cfg.arch}' is not one of {', '.join(ARCHITECTURES)}")
-    key, registry = _VARIANT_KEYS[model_cfg.arch]
-    name = getattr(model_cfg, key)
-    if name not in registry:
-        raise ConfigError(f"model.{key}: '{name}' is not one of {', '.join(registry)}")
+    settings_of(model_cfg, _FAMILY[model_cfg.arch])
 
 
 def count_parameters(model: nn.Module) -> int:

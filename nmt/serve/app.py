@@ -8,42 +8,62 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
-from nmt.config import ConfigError, DecodeConfig, decode_with
+from nmt.config import DecodeConfig, Range, decode_with
+from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
-from nmt.serve.attention import explain
+from nmt.errors import ConfigError
+from nmt.explain import explain
 from nmt.serve.batcher import Batcher
+from nmt.serve.guard import HeaderLimit, HeaderLimits, OriginCheck, require_json
+from nmt.serve.metrics import count_sentences
 from nmt.translator import Translator
+from nmt.yamlsafe import MESSAGE, excerpt, short_repr
 
 T = TypeVar("T")
 SETTINGS = ("beam", "n_best", "length_penalty")  # what a request may change, each checked like its CLI flag
 INTEGER_SETTINGS = ("beam", "n_best")
 
 
+ESCAPED_CHAR = 12  # bytes of one character at most in JSON: an escaped surrogate pair, \ud83d\ude00 for one emoji
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask for; larger requests get 413, a full queue 503."""
+    """What one request may ask for; larger requests get 413, a full queue 503. Each limit has a range of its own
+    (BOUNDS), checked when the limits are made, as the nmt-serve flags check them."""
 
     max_sentences: int = 64
     max_chars: int = 20_000  # all sentences of a request together
     max_beam: int = 16
     max_queue: int = 1024  # requests waiting for the decoder
 
+    BOUNDS: ClassVar[dict[str, Range]] = {"max_sentences": Range(1, 100_000), "max_chars": Range(1, 10_000_000),
+                                          "max_beam": Range(1, 1000), "max_queue": Range(1, 1_000_000)}
+
+    def __post_init__(self) -> None:
+        for key, bounds in self.BOUNDS.items():
+            bounds.check(getattr(self, key), key)
+
     @property
     def max_body_bytes(self) -> int:
-        return 8 * self.max_chars + 4096  # room for JSON escapes (\u00e4 is 6 bytes) and the settings
+        """The body limit, in bytes: room for max_chars characters in any JSON encoding of them (each escaped, as
+        ESCAPED_CHAR bytes), the quotes and separators of max_sentences strings, and the settings."""
+        return ESCAPED_CHAR * self.max_chars + 16 * self.max_sentences + 4096
 
 
 class ApiError(Exception):
@@ -51,7 +71,11 @@ class ApiError(Exception):
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
-        self.status, self.message = status, " ".join(message.split())
+        self.status, self.message = status, excerpt(" ".join(message.split()), MESSAGE)
+
+
+class QueueFull(ApiError):
+    """Too many requests are waiting for the decoder (503 here; the compatible APIs answer 429)."""
 
 
 class ClientGone(Exception):
@@ -59,19 +83,27 @@ class ClientGone(Exception):
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
+    return JSONResponse({"error": excerpt(" ".join(str(message).split()), MESSAGE)}, status_code=status)
+
+
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The request body, read up to the size limit."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise ApiError(413, f"request body of {excerpt(declared)} bytes exceeds this server's limit of "
+                            f"{limits.max_body_bytes} bytes (what {limits.max_chars} characters take as JSON)")
+    body = bytearray()
+    async for chunk in request.stream():  # a client that hangs up here raises ClientDisconnect: see create_app
+        body += chunk
+        if len(body) > limits.max_body_bytes:
+            raise ApiError(413, f"request body exceeds this server's limit of {limits.max_body_bytes} bytes (what "
+                                f"{limits.max_chars} characters take as JSON)")
+    return bytes(body)
 
 
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     """The request body as a JSON object, read up to the size limit."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise ApiError(413, f"request body of {declared} bytes exceeds {limits.max_body_bytes}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limits.max_body_bytes:
-            raise ApiError(413, f"request body exceeds {limits.max_body_bytes} bytes")
+    body = await read_body(request, limits)
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as err:
@@ -84,7 +116,7 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
 def check_fields(body: dict[str, Any], allowed: tuple[str, ...]) -> None:
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise ApiError(400, f"unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        raise ApiError(400, f"unknown field {short_repr(unknown[0])}; allowed: {', '.join(allowed)}")
     if "src" not in body:
         raise ApiError(400, "missing field 'src'")
 
@@ -124,6 +156,22 @@ def check_text(lines: list[Any], limits: Limits) -> None:
         raise ApiError(413, f"{chars} characters; at most {limits.max_chars} per request")
 
 
+def queued_batcher(request: Request, limits: Limits) -> Batcher:
+    """The application's batcher, or QueueFull when --max-queue requests are waiting already."""
+    batcher: Batcher = request.app.state.batcher
+    if batcher.queue.qsize() >= limits.max_queue:
+        raise QueueFull(503, f"{limits.max_queue} requests are waiting already; try again shortly")
+    return batcher
+
+
+async def decode_lines(request: Request, limits: Limits, lines: list[Any],
+                       decode: DecodeConfig) -> list[list[Hypothesis]]:
+    """The n-best lists of `lines` (checked against the limits), decoded in a batch with other requests."""
+    check_text(lines, limits)
+    count_sentences(request, lines)
+    return await unless_gone(request, queued_batcher(request, limits).translate(lines, decode)) if lines else []
+
+
 async def _disconnected(request: Request) -> None:
     """Returns once the client has gone (the body has been read, so only a disconnect can arrive)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -158,19 +206,33 @@ def _health(translator: Translator, limits: Limits) -> dict[str, Any]:
 
 
 def create_app(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,
-               wait_ms: float = 5.0) -> FastAPI:
-    """The service around `translator`; its Batcher (app.state.batcher) lives as long as the application."""
+               wait_ms: float = 5.0, on_batch: Callable[[int], None] | None = None,
+               allow_origins: tuple[str, ...] = (), headers: HeaderLimits | None = None) -> FastAPI:
+    """The service around `translator`; its Batcher (app.state.batcher) lives as long as the application and
+    tells `on_batch` the sentences of each search.
+
+    Web pages of other origins than the server's own are refused unless listed in `allow_origins`, which also get
+    CORS headers (app.state.origin_check is the check, for every endpoint that browsers may post to); requests with
+    more header lines or bytes than `headers` allows get 431.
+    """
     limits, thresholds = limits or Limits(), thresholds or Thresholds()
+    origin_check = OriginCheck(allow_origins)
     page = (resources.files("nmt.serve") / "static" / "index.html").read_text(encoding="utf-8")
     health = _health(translator, limits)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.batcher = Batcher(translator, wait_ms)
+        app.state.batcher = Batcher(translator, wait_ms, on_batch=on_batch)
         yield
         await asyncio.to_thread(app.state.batcher.close)  # uvicorn has let the requests in flight finish
 
     app = FastAPI(title="nmt-serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.origin_check = origin_check
+    if origin_check.allowed:
+        app.add_middleware(CORSMiddleware, allow_origins=sorted(origin_check.allowed), allow_methods=["GET", "POST"],
+                           allow_headers=["*"])
+    app.add_middleware(HeaderLimit, limits=headers or HeaderLimits())  # added last: runs first
+    json_post = [Depends(origin_check), Depends(require_json)]
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, err: ApiError) -> JSONResponse:
@@ -185,14 +247,9 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
         return _error(400, str(err))
 
     @app.exception_handler(ClientGone)
-    async def client_gone(_request: Request, _err: ClientGone) -> Response:
+    @app.exception_handler(ClientDisconnect)  # hung up while sending the body: ordinary traffic, not a fault
+    async def client_gone(_request: Request, _err: Exception) -> Response:
         return Response(status_code=499)  # nobody reads it
-
-    def batcher(request: Request) -> Batcher:
-        queued: Batcher = request.app.state.batcher
-        if queued.queue.qsize() >= limits.max_queue:
-            raise ApiError(503, f"{limits.max_queue} requests are waiting already; try again shortly")
-        return queued
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> HTMLResponse:
@@ -202,16 +259,15 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
     async def get_health() -> dict[str, Any]:
         return health
 
-    @app.post("/translate")
+    @app.post("/translate", dependencies=json_post)
     async def translate(request: Request) -> dict[str, Any]:
         body = await read_json(request, limits)
         check_fields(body, ("src", *SETTINGS))
         lines = body["src"]
         if not isinstance(lines, list):
             raise ApiError(400, f"src must be a list of strings, got {type(lines).__name__}")
-        check_text(lines, limits)
         decode = settings(body, translator.decode, SETTINGS, limits)
-        results = await unless_gone(request, batcher(request).translate(lines, decode)) if lines else []
+        results = await decode_lines(request, limits, lines, decode)
         out: dict[str, Any] = {
             "translations": [translator.detokenize(hyps[0]) if hyps else "" for hyps in results],
             "scores": [round(hyps[0].score, 4) if hyps else None for hyps in results],
@@ -221,19 +277,20 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
                              for hyps in results]
         return out
 
-    @app.post("/attention")
+    @app.post("/attention", dependencies=json_post)
     async def attention(request: Request) -> dict[str, Any]:
         body = await read_json(request, limits)
         check_fields(body, ("src", "beam", "length_penalty"))
         if not isinstance(body["src"], str):
             raise ApiError(400, f"src must be one sentence (a string), got {type(body['src']).__name__}")
         check_text([body["src"]], limits)
+        count_sentences(request, [body["src"]])
         if not translator.engine.abilities.attention:
             raise ApiError(400, "an exported model gives no attention weights; serve a checkpoint or run folder "
                                 "for /attention")
         decode = settings(body, replace(translator.decode, n_best=1), ("beam", "length_penalty"), limits)
         call = functools.partial(explain, translator.with_decode(decode), body["src"], thresholds)
-        result = await unless_gone(request, batcher(request).run(call))
+        result = await unless_gone(request, queued_batcher(request, limits).run(call))
         return {**result, "thresholds": asdict(thresholds),
                 "settings": {"beam": decode.beam, "length_penalty": decode.length_penalty}}
 

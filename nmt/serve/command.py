@@ -8,10 +8,10 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from nmt.commandline import Parser, add_decode_args, command, number, translator_from_args
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, ConfigError, Range
+from nmt.cli import Parser, add_decode_args, add_threshold_args, command, number, translator_from_args
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, Range
 from nmt.diagnostics import Thresholds
-from nmt.translate import add_threshold_args
+from nmt.errors import ConfigError
 
 if TYPE_CHECKING:
     import uvicorn

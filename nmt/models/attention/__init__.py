@@ -25,10 +25,11 @@ from nmt.models.attention.base import (
     linear_flops,
     register_rnn_attention,
     register_self_attention,
-    rnn_attention_variants,
     self_attention_variants,
+    settings_of,
     unregister_rnn_attention,
     unregister_self_attention,
+    variant_reference,
 )
 
 # Importing a variant's module registers it; the registries, and so every list of valid names, follow this order.
@@ -66,8 +67,9 @@ __all__ = [
     "linear_flops",
     "register_rnn_attention",
     "register_self_attention",
-    "rnn_attention_variants",
     "self_attention_variants",
+    "settings_of",
     "unregister_rnn_attention",
     "unregister_self_attention",
+    "variant_reference",
 ]

@@ -1,10 +1,10 @@
 """The two attention interfaces, their registries, and `linear_flops`, the unit of every FLOP count.
 
 A variant is one class in its family's module, registered with `register_rnn_attention(name)` or
-`register_self_attention(name)`. It lists the settings of its own in `settings` (config makes each a
-`model.<name>` key when the variant registers), builds itself from the config in `from_config`, and reports its
-FLOPs in `flops`. Outside its module only the import that registers it names it (the package's __init__, or
-whatever code defines a variant of its own).
+`register_self_attention(name)`. It lists the settings of its own in `settings` (read from its family's block,
+`model.self_attention_settings` or `model.attention_settings`, and checked by `settings_of`), builds itself from
+the config in `from_config`, and reports its FLOPs in `flops`. Outside its module only the import that
+registers it names it (the package's __init__, or whatever code defines a variant of its own).
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from typing import ClassVar, TypeVar
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig, VariantSetting, declare_settings, withdraw_settings
+from nmt.config import ModelConfig, VariantSetting, read_settings
+from nmt.errors import ConfigError
 from nmt.models.dropout import Dropout
 
 
 def linear_flops(tokens: float, in_features: int, out_features: int) -> float:
     """A dense layer applied to `tokens` positions: one multiply-add (2 FLOPs) per weight per position."""
     return 2.0 * tokens * in_features * out_features
-
-
-def _values(settings: tuple[VariantSetting, ...], cfg: ModelConfig) -> dict[str, object]:
-    return {s.name: s.of(cfg) for s in settings}
 
 
 class RNNAttention(nn.Module):
@@ -42,7 +39,7 @@ class RNNAttention(nn.Module):
     def from_config(cls, cfg: ModelConfig) -> RNNAttention:
         """This variant over decoder queries and encoder keys of `model.hidden_size`."""
         hidden = cfg.hidden_size
-        return cls(hidden, hidden, cfg.temperature, cfg.attention_dropout, **_values(cls.settings, cfg))
+        return cls(hidden, hidden, cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "rnn"))
 
     @classmethod
     def flops(cls, cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
@@ -79,7 +76,7 @@ class SelfAttention(nn.Module):
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SelfAttention:
         """This variant with the model's temperature and attention dropout, and its own settings."""
-        return cls(cfg.temperature, cfg.attention_dropout, **_values(cls.settings, cfg))
+        return cls(cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "self"))
 
     @classmethod
     def flops(cls, cfg: ModelConfig, length: int) -> float:
@@ -109,7 +106,7 @@ class SelfAttention(nn.Module):
 RNN_ATTENTION: dict[str, type[RNNAttention]] = {}
 SELF_ATTENTION: dict[str, type[SelfAttention]] = {}
 
-# The ModelConfig field that names each family's variant: the variants' settings follow it in the section.
+# The ModelConfig field that names each family's variant, and its registry; the variant's block is <field>_settings.
 _FAMILIES: dict[str, tuple[str, dict]] = {"rnn": ("attention", RNN_ATTENTION),
                                           "self": ("self_attention", SELF_ATTENTION)}
 R = TypeVar("R", bound=RNNAttention)
@@ -120,14 +117,12 @@ def _register(family: str, name: str, cls: type) -> None:
     key, registry = _FAMILIES[family]
     if name in registry:
         raise ValueError(f"model.{key}: a variant '{name}' is already registered")
-    declare_settings(f"{key}={name}", cls.settings, after=key)
     registry[name] = cls
 
 
 def _unregister(family: str, name: str) -> None:
     key, registry = _FAMILIES[family]
     del registry[name]
-    withdraw_settings(f"{key}={name}")
 
 
 def register_rnn_attention(name: str) -> Callable[[type[R]], type[R]]:
@@ -147,20 +142,39 @@ def register_self_attention(name: str) -> Callable[[type[S]], type[S]]:
 
 
 def unregister_rnn_attention(name: str) -> None:
-    """Remove a GRU decoder attention and the settings no other variant declares."""
+    """Remove a GRU decoder attention."""
     _unregister("rnn", name)
 
 
 def unregister_self_attention(name: str) -> None:
-    """Remove a self-attention variant and the settings no other variant declares."""
+    """Remove a self-attention variant."""
     _unregister("self", name)
-
-
-def rnn_attention_variants() -> list[str]:
-    """The names `model.attention` takes, in registration order."""
-    return list(RNN_ATTENTION)
 
 
 def self_attention_variants() -> list[str]:
     """The names `model.self_attention` takes, in registration order."""
     return list(SELF_ATTENTION)
+
+
+def settings_of(cfg: ModelConfig, family: str) -> dict[str, object]:
+    """The checked settings of the configured variant of `family` ("rnn" or "self"), from its block."""
+    key, registry = _FAMILIES[family]
+    name = getattr(cfg, key)
+    if name not in registry:
+        raise ConfigError(f"model.{key}: unknown variant {str(name)[:60]!r} (known: {', '.join(registry)})")
+    return read_settings(registry[name].settings, getattr(cfg, f"{key}_settings"), f"model.{key}_settings")
+
+
+def variant_reference() -> str:
+    """Markdown table of every registered variant's own settings, for the config reference."""
+    lines = ["## Attention variant settings", "",
+             "Each variant reads its own settings from its family's block: `model.self_attention_settings` "
+             "(transformer) or `model.attention_settings` (rnn). A variant not listed has none.", "",
+             "| block | variant | key | type | default | meaning |", "|---|---|---|---|---|---|"]
+    for key, registry in _FAMILIES.values():
+        for name, cls in registry.items():
+            for s in cls.settings:
+                doc = s.doc + (f" Allowed: {s.bounds.describe(s.type is int)}." if s.bounds else "")
+                lines.append(f"| `model.{key}_settings` | `{name}` | `{s.name}` | {s.type.__name__} | "
+                             f"`{s.default!r}` | {doc} |")
+    return "\n".join(lines) + "\n"

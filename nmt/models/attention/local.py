@@ -1,4 +1,4 @@
-"""Local self-attention: each query sees the keys within `model.window` positions, in time and memory linear in
+"""Local self-attention: each query sees the keys within `window` positions, in time and memory linear in
 length, through a banded kernel that recomputes one block at a time in the backward pass."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt.config import AT_LEAST_ONE, ModelConfig, VariantSetting
-from nmt.models.attention.base import linear_flops, register_self_attention
+from nmt.config import ModelConfig, Range, VariantSetting
+from nmt.models.attention.base import linear_flops, register_self_attention, settings_of
 from nmt.models.attention.full import FullAttention
 
 WINDOW = VariantSetting("window", int, 8, "transformer local/sparse attention: neighbours seen on each side.",
-                        bounds=AT_LEAST_ONE)
+                        bounds=Range(1, 1_000_000))
 
 
 def within_window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torch.Tensor:
@@ -129,7 +129,7 @@ class LocalAttention(FullAttention):
     @classmethod
     def flops(cls, cfg: ModelConfig, length: int) -> float:
         # blocks of queries, each against the keys within `window` positions of the block
-        window = WINDOW.of(cfg)
+        window = settings_of(cfg, "self")["window"]
         return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
                    for start, stop, low, high in band_spans(length, max(cls.block, window, 1), window))
 

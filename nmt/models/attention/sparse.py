@@ -1,16 +1,16 @@
-"""Fixed sparse self-attention: the local window plus every `model.stride`-th key."""
+"""Fixed sparse self-attention: the local window plus every `stride`-th key (model.self_attention_settings)."""
 
 from __future__ import annotations
 
 import torch
 
-from nmt.config import AT_LEAST_ONE, VariantSetting
+from nmt.config import Range, VariantSetting
 from nmt.models.attention.base import register_self_attention
 from nmt.models.attention.full import FullAttention
 from nmt.models.attention.local import WINDOW, within_window
 
 STRIDE = VariantSetting("stride", int, 8, "transformer sparse attention: every stride-th position is also seen.",
-                        bounds=AT_LEAST_ONE)
+                        bounds=Range(1, 1_000_000))
 
 
 @register_self_attention("sparse")

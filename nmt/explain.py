@@ -1,14 +1,17 @@
-"""One sentence's cross-attention for the explorer: subwords, weights of every layer and head, diagnostics."""
+"""One sentence's cross-attention, explained: subwords, weights of every layer and head, diagnostics (what
+`Translator.attention` returns and nmt-serve's /attention and explorer page show)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
-from nmt.translator import Translator
+
+if TYPE_CHECKING:
+    from nmt.translator import Translator
 
 
 def _rounded(weights: torch.Tensor) -> list:

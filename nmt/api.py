@@ -1,0 +1,97 @@
+"""The public API, for notebooks and scripts: what the console commands do, as functions.
+
+    import nmt
+    run = nmt.train("configs/sample_transformer.yaml", overrides=["train.max_steps=100"])
+    translator = nmt.load(run.path, device="cpu", beam=5)
+    translator.translate("Ein Hund läuft.")
+
+Each raises the library's own errors (`nmt.ConfigError`, `nmt.CheckpointError`, ...: all `nmt.NmtError`), never
+exits the process and leaves the root logger and the signal handlers as it found them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, to_dict
+from nmt.config import load_config as _load_yaml
+from nmt.errors import ConfigError
+from nmt.models import check_model_config
+from nmt.run import Run, train_run
+from nmt.translator import Translator, load_translator
+
+ConfigSource = str | Path | Mapping[str, Any] | Config
+
+
+def load_config(config: ConfigSource, overrides: Sequence[str] = ()) -> Config:
+    """A checked Config from a YAML path, a mapping in the YAML's shape, or a Config; `overrides` are
+    `key=value` strings as for `--set`. Everything is checked (attention variants included) before any data
+    is read; a problem is a ConfigError naming the key (and the file)."""
+    if isinstance(overrides, str):
+        raise ConfigError(f"overrides: expected a list of key=value strings, got the string {overrides[:60]!r}")
+    if isinstance(config, (str, Path)):
+        cfg, where = _load_yaml(config, list(overrides)), f"{config}: "
+    else:
+        raw = to_dict(config) if isinstance(config, Config) else config
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"config: expected a path, a mapping or a Config, got {type(config).__name__}")
+        cfg, where = _load_yaml(dict(raw), list(overrides)), ""
+    try:
+        check_model_config(cfg.model)
+    except ConfigError as err:
+        raise ConfigError(f"{where}{err}") from None
+    return cfg
+
+
+def train(config: ConfigSource, overrides: Sequence[str] = (), restart: bool = False,
+          evaluate_test: bool = True) -> Run:
+    """Prepare the data (cached), train (or resume), choose the final model and score it on the test split.
+
+    `restart` deletes an earlier run of the same name; `evaluate_test` False skips the test report. Ctrl-C
+    saves last.pt and raises `nmt.TrainingInterrupted`, which says how to resume; training the same config
+    again resumes exactly. Under torchrun every rank calls this.
+    """
+    cfg = load_config(config, overrides)
+    return train_run(cfg, restart, evaluate_test, command=_call("nmt.train", config, overrides))
+
+
+def load(model: str | Path, *more: str | Path, device: str | torch.device = "auto", precision: str = "fp32",
+         **decoding: Any) -> Translator:
+    """A Translator for a run folder (its final model), a checkpoint file or a CTranslate2 export folder;
+    several models decode as an ensemble. `decoding` takes the decode.* settings (beam, length_penalty,
+    max_len_a, ...), which override the ones stored with the model."""
+    return load_translator([model, *more], device, precision, decoding)
+
+
+def evaluate(model: str | Path, *more: str | Path, split: str = "test", src: str | Path | None = None,
+             ref: str | Path | None = None, device: str | torch.device = "auto", precision: str = "fp32",
+             **decoding: Any) -> dict[str, Any]:
+    """The sacreBLEU report nmt-evaluate writes (BLEU, chrF, TER, signatures, settings, speed), for a split of
+    the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". Nothing is
+    written to disk."""
+    from nmt.data import read_pair
+    from nmt.evaluate import evaluate as score_translations
+    from nmt.evaluate import split_pair
+
+    if (src is None) != (ref is None):
+        raise ConfigError("src and ref go together")
+    translator = load(model, *more, device=device, precision=precision, **decoding)
+    if src is not None:
+        name, (sources, refs) = f"file_{Path(src).stem}", read_pair(Path(src), Path(ref))
+    else:
+        name, (sources, refs) = split, split_pair(translator, split)
+    report, hyps = score_translations(translator, sources, refs, name, _call("nmt.evaluate", model, ()))
+    return report | {"hypotheses": hyps}
+
+
+def _call(function: str, subject: Any, overrides: Sequence[str]) -> str:
+    """How a report records a call from Python (the command line of a console command, for the CLI)."""
+    shown = str(subject) if isinstance(subject, (str, Path)) else type(subject).__name__
+    return f"{function}({shown!r}{f', overrides={list(overrides)!r}' if overrides else ''})"
+
+
+__all__ = ["Run", "Translator", "evaluate", "load", "load_config", "train"]

@@ -1,0 +1,48 @@
+"""The library's exception types, in one place and without dependencies, so that every layer can raise them and
+every caller (the console commands, a notebook, a server) can catch them from `nmt`."""
+
+from __future__ import annotations
+
+
+class NmtError(Exception):
+    """Base of the errors nmt raises for bad input or a run that cannot go on; the message says what and where."""
+
+
+class ConfigError(NmtError, ValueError):
+    """A configuration problem, with the key and file at fault in its message."""
+
+
+class DataError(NmtError, ValueError):
+    """Bad or missing input data; the message names the file (and line) at fault."""
+
+
+class TokenizerError(NmtError, ValueError):
+    """Sentencepiece could not be trained or loaded; the message says why."""
+
+
+class CheckpointError(NmtError):
+    """A checkpoint that is missing, truncated, corrupt or incompatible."""
+
+
+class FileError(NmtError):
+    """A file that cannot be read or written, or must not be written; the message names the path and the cause."""
+
+
+class RunLockError(NmtError):
+    """The run folder is in use by another training."""
+
+
+class TrainingError(NmtError):
+    """A run that cannot go on (for example too many non-finite updates in a row)."""
+
+
+class ExportError(NmtError):
+    """A model that cannot be exported, or an export folder that cannot be used; the message says why."""
+
+
+class TrainingInterrupted(NmtError):
+    """Training stopped on Ctrl-C or SIGTERM after saving last.pt; the message says how to resume."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
