@@ -2,7 +2,9 @@
 
 Lengths: a sentence with `n` real source tokens gets at most `floor(a * n + b)` output tokens before EOS;
 at that step EOS is forced (it keeps the model's own EOS log-probability). Sentences that finish leave the
-active batch (`reorder_state` to the remaining rows), so a batch costs what its unfinished sentences cost.
+active batch (`reorder_state` to the remaining rows), so a batch costs what its unfinished sentences cost. Rows
+stay grouped by sentence, as `nmt.models.base` describes, so a model keeps what depends on the source alone
+once per sentence.
 
 Beam search keeps, per sentence, the `beam` best finished hypotheses by score = log_prob / lp, with the GNMT
 penalty lp = ((5 + length) / 6) ** alpha, where length counts the scored tokens (EOS included). Each step takes
@@ -34,7 +36,7 @@ import torch
 from torch import nn
 
 from nmt.config import STOP_RULES, DecodeConfig
-from nmt.models.base import Seq2Seq, State
+from nmt.models.base import Memory, Seq2Seq, State
 
 NEG_INF = float("-inf")
 
@@ -89,7 +91,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
         token = log_probs.argmax(dim=-1).masked_fill(limit <= step, model.eos_id)  # (n,)
         log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
         if return_attention:
-            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n, t+1, S)
+            attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)
         done = token == model.eos_id  # (n,)
         if done.any():
             rows = done.nonzero().squeeze(1)
@@ -98,7 +100,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
                 tokens = history[row].tolist()
                 results[sent] = Hypothesis(tokens, score / gnmt_penalty(len(tokens) + 1, length_penalty), score, attn)
             keep = (~done).nonzero().squeeze(1)  # (n',)
-            state = model.reorder_state(state, keep)
+            state = model.reorder_state(state, keep[:, None])  # one row per sentence
             active, limit, log_prob, token = active[keep], limit[keep], log_prob[keep], token[keep]
             history, attn_history = history[keep], attn_history[keep]
         history = torch.cat([history, token[:, None]], dim=1)  # (n, t+1)
@@ -144,7 +146,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
             only_eos[:, eos] = log_probs[:, eos]
             log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
         if return_attention:
-            attn_history = torch.cat([attn_history, state["attention"].float()[:, None]], dim=1)  # (n*width, t+1, S)
+            attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
         # The best 2K expansions of each row, then of each sentence: no (n, width * V) sum is formed.
         row_scores, row_tokens = log_probs.topk(min(2 * k, vocab), dim=1)  # (n*width, C)
         per_row = row_scores.size(1)
@@ -181,9 +183,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
         else:
             done = (worst > NEG_INF) | (limit <= step)  # (n,) k finished: worst is the k-th's (finite) score
         keep = (~done).nonzero().squeeze(1)  # (n',)
-        rows = top_rows.gather(1, pick)[keep].view(-1)  # (n'*K,)
+        groups = top_rows.gather(1, pick)[keep]  # (n', K) the rows each kept sentence's beams continue
+        rows = groups.view(-1)  # (n'*K,)
         prev = top_tokens.gather(1, pick)[keep].view(-1)  # (n'*K,)
-        state = model.reorder_state(state, rows)
+        state = model.reorder_state(state, groups)
         history = torch.cat([history[rows], prev[:, None]], dim=1)  # (n'*K, t+1)
         attn_history = attn_history[rows]
         scores, active, limit, worst, width = alive_scores[keep], active[keep], limit[keep], worst[keep], k
@@ -200,6 +203,13 @@ def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg:
         return [[h] for h in hyps]
     return beam_search(model, src, src_mask, cfg.beam, cfg.alpha, cfg.max_len_a, cfg.max_len_b, cfg.n_best,
                        return_attention, cfg.stop)
+
+
+@dataclass
+class EnsembleState(State):
+    """Each member's own state."""
+
+    members: list[State]
 
 
 class Ensemble(Seq2Seq):
@@ -222,23 +232,20 @@ class Ensemble(Seq2Seq):
         limits = [m.max_positions for m in members if m.max_positions is not None]
         self.max_positions = min(limits) if limits else None
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         return {"members": [member.encode(src, src_mask) for member in self.members]}
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
-        return {"members": [member.init_state(mem, src_mask)
-                            for member, mem in zip(self.members, memory["members"], strict=True)]}
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> EnsembleState:
+        return EnsembleState([member.init_state(mem, src_mask)
+                              for member, mem in zip(self.members, memory["members"], strict=True)])
 
-    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        outputs = [member.step(prev_tokens, sub) for member, sub in zip(self.members, state["members"], strict=True)]
+    def step(self, prev_tokens: torch.Tensor, state: EnsembleState) -> tuple[torch.Tensor, EnsembleState]:
+        outputs = [member.step(prev_tokens, sub) for member, sub in zip(self.members, state.members, strict=True)]
         log_probs = torch.stack([lp.float() for lp, _ in outputs]).mean(0)  # (B, V)
         states = [sub for _, sub in outputs]
-        attention = torch.stack([sub["attention"].float() for sub in states]).mean(0)  # (B, S)
-        return log_probs, {"members": states, "attention": attention}
+        attention = torch.stack([sub.attention.float() for sub in states]).mean(0)  # (B, S)
+        return log_probs, EnsembleState(states, width=state.width, attention=attention)
 
-    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
-        pairs = zip(self.members, state["members"], strict=True)
-        out: State = {"members": [member.reorder_state(sub, indices) for member, sub in pairs]}
-        if "attention" in state:
-            out["attention"] = state["attention"].index_select(0, indices)
-        return out
+    def reorder_state(self, state: EnsembleState, indices: torch.Tensor) -> EnsembleState:
+        pairs = zip(self.members, state.members, strict=True)
+        return EnsembleState([member.reorder_state(sub, indices) for member, sub in pairs], width=indices.size(1))

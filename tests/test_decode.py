@@ -4,6 +4,7 @@ lengths, n-best, ensembles."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -11,11 +12,17 @@ from torch import nn
 
 from nmt.config import DecodeConfig
 from nmt.decode import Ensemble, Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search, max_lengths
-from nmt.models.base import Seq2Seq, State
+from nmt.models.base import Memory, Seq2Seq, State
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 A, B, C, D = 4, 5, 6, 7
 VOCAB = 8
+
+
+@dataclass
+class ScriptedState(State):
+    prefix: torch.Tensor  # (rows, t) tokens read so far, BOS first
+    src_mask: torch.Tensor  # (rows, S)
 
 
 class ScriptedModel(Seq2Seq):
@@ -27,22 +34,30 @@ class ScriptedModel(Seq2Seq):
         self.table, self.default = table, default
         self.rows_per_step: list[int] = []
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         return {"src_mask": src_mask}
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
-        return {"prefix": torch.empty(src_mask.size(0), 0, dtype=torch.long), "src_mask": src_mask}
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> ScriptedState:
+        return ScriptedState(torch.empty(src_mask.size(0), 0, dtype=torch.long), src_mask)
 
-    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+    def step(self, prev_tokens: torch.Tensor, state: ScriptedState) -> tuple[torch.Tensor, ScriptedState]:
         self.rows_per_step.append(prev_tokens.numel())
-        prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1)  # (B, t+1), BOS first
+        prefix = torch.cat([state.prefix, prev_tokens[:, None]], dim=1)  # (B, t+1), BOS first
         probs = torch.zeros(prefix.size(0), VOCAB)
         for row, tokens in enumerate(prefix[:, 1:].tolist()):
             for token, p in self.table.get(tuple(tokens), self.default).items():
                 probs[row, token] = p
-        mask = state["src_mask"].float()
-        return probs.log(), {"prefix": prefix, "src_mask": state["src_mask"],
-                             "attention": mask / mask.sum(1, keepdim=True)}
+        mask = state.src_mask.float()
+        return probs.log(), ScriptedState(prefix, state.src_mask, width=state.width,
+                                          attention=mask / mask.sum(1, keepdim=True))
+
+
+@dataclass
+class ToyState(State):
+    h: torch.Tensor  # (rows, H)
+    memory: torch.Tensor  # (rows, S, H)
+    src_mask: torch.Tensor  # (rows, S)
+    t: torch.Tensor  # (rows,) steps taken minus the source length
 
 
 class ToyGRU(Seq2Seq):
@@ -62,24 +77,24 @@ class ToyGRU(Seq2Seq):
         self.eos_slope = eos_slope
         self.eval()
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         memory, _ = self.encoder(self.embed(src))  # (B, S, H); right padding leaves real positions untouched
         return {"memory": memory}
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> ToyState:
         mask = src_mask.float()[:, :, None]  # (B, S, 1)
         h = (memory["memory"] * mask).sum(1) / mask.sum(1)  # (B, H)
-        return {"h": h, "memory": memory["memory"], "src_mask": src_mask, "t": -src_mask.sum(1).float()}
+        return ToyState(h, memory["memory"], src_mask, -src_mask.sum(1).float())
 
-    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        h = self.cell(self.embed(prev_tokens), state["h"])  # (B, H)
-        logits = torch.einsum("bsh,bh->bs", state["memory"], h).masked_fill(~state["src_mask"], float("-inf"))
+    def step(self, prev_tokens: torch.Tensor, state: ToyState) -> tuple[torch.Tensor, ToyState]:
+        h = self.cell(self.embed(prev_tokens), state.h)  # (B, H)
+        logits = torch.einsum("bsh,bh->bs", state.memory, h).masked_fill(~state.src_mask, float("-inf"))
         attention = logits.softmax(-1)  # (B, S)
-        context = torch.einsum("bs,bsh->bh", attention, state["memory"])  # (B, H)
+        context = torch.einsum("bs,bsh->bh", attention, state.memory)  # (B, H)
         logits = self.out(torch.cat([h, context], -1))  # (B, V)
-        logits[:, EOS_ID] += self.eos_slope * state["t"]
-        return logits.log_softmax(-1), {"h": h, "memory": state["memory"], "src_mask": state["src_mask"],
-                                        "t": state["t"] + 1, "attention": attention}
+        logits[:, EOS_ID] += self.eos_slope * state.t
+        return logits.log_softmax(-1), ToyState(h, state.memory, state.src_mask, state.t + 1, width=state.width,
+                                                attention=attention)
 
 
 # Greedy takes A (0.6) then C (0.4): A C scores 0.24. Beam 2 also keeps B, whose EOS gives 0.26.

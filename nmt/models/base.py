@@ -1,19 +1,32 @@
 """The one interface through which training and decoding see every model.
 
 Conventions: token ids are `LongTensor`s, `src_mask` is a bool tensor that is True on real tokens,
-`tgt_in` starts with BOS. A decoding state is a dict of tensors whose first dimension is the batch
-(or batch x beam) dimension, plus, after each `step`, the key "attention": the cross-attention of
-that step, (B, S), averaged over heads, for plots and diagnostics.
+`tgt_in` starts with BOS.
+
+Decoding runs over rows in groups, one group per source sentence: its rows are that sentence's hypotheses,
+next to each other, and every group has `width` of them (1 in greedy search and at beam search's first step,
+the beam after that). So a model's decoding state may keep what depends on the source alone, such as the
+cross-attention keys and values, once per sentence, and the rest once per row.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-State = dict[str, Any]
+Memory = dict[str, Any]  # what `encode` returns: tensors with one entry per sentence on dim 0
+
+
+@dataclass
+class State:
+    """What a model carries from one decoding step to the next; each model adds fields of its own."""
+
+    width: int = field(default=1, kw_only=True)  # rows per sentence
+    attention: torch.Tensor | None = field(default=None, kw_only=True)  # (rows, S) of the last step, head mean
 
 
 def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
@@ -25,6 +38,14 @@ def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(reorder_tree(v, indices) for v in value)
     return value
+
+
+def group_origins(indices: torch.Tensor, width: int, groups: int) -> torch.Tensor | None:
+    """The old group (sentence) of each group of `reorder_state`'s `indices` (G', W'), over a state of `groups`
+    groups of `width` rows; None when no sentence left, so that the groups are the old ones in their order."""
+    if indices.size(0) == groups:
+        return None
+    return indices[:, 0] // width  # (G',)
 
 
 def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
@@ -43,8 +64,8 @@ def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor
 class Seq2Seq(nn.Module):
     """Base class of encoder-decoder models.
 
-    Subclasses implement `forward`, `encode`, `init_state` and `step`; `reorder_state` works for any
-    state made of tensors batched on dim 0.
+    Subclasses implement `forward`, `encode`, `init_state` and `step`; the default `reorder_state` works for a
+    state whose tensors all have one entry per row on dim 0.
     """
 
     pad_id: int
@@ -61,18 +82,27 @@ class Seq2Seq(nn.Module):
         """
         raise NotImplementedError
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         """Run the encoder once per batch; returns the memory the decoder attends over."""
         raise NotImplementedError
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
-        """The decoder state before the first step."""
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> State:
+        """The decoder state before the first step: one row per sentence."""
         raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        """One decoder step: `prev_tokens` (B,) -> log-probabilities (B, V) and the next state."""
+        """One decoder step: `prev_tokens` (rows,) -> log-probabilities (rows, V) and the next state, whose
+        `attention` is this step's cross-attention."""
         raise NotImplementedError
 
     def reorder_state(self, state: State, indices: torch.Tensor) -> State:
-        """Keep, reorder or repeat batch entries of `state` (beam search)."""
-        return reorder_tree(state, indices)
+        """The state of the rows `indices` (G', W'): row w of group g continues the old row `indices[g, w]`.
+
+        The rows of a group all come from one old group, and the groups are the old ones that go on, in their
+        order (sentences leave, never swap), so a per-sentence part changes only when sentences leave
+        (`group_origins`). `attention` is not carried over.
+        """
+        rows = indices.reshape(-1)  # (G'*W',)
+        changes = {f.name: reorder_tree(getattr(state, f.name), rows) for f in dataclasses.fields(state)
+                   if f.name not in ("width", "attention")}
+        return dataclasses.replace(state, **changes, width=indices.size(1), attention=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -10,7 +11,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from nmt.config import ModelConfig
 from nmt.models.attention import RNN_ATTENTION
-from nmt.models.base import Seq2Seq, State, select_positions
+from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
@@ -59,6 +60,17 @@ class GRUEncoder(nn.Module):
         return out.index_select(0, moves[1]), final.index_select(1, moves[1])
 
 
+@dataclass
+class RNNState(State):
+    """The decoder GRU's state and input feed per row; the attention's keys, values and mask per sentence."""
+
+    hidden: torch.Tensor  # (rows, L_dec, H)
+    feed: torch.Tensor | None  # (rows, H) the last attentional vector; None without input feeding
+    keys: torch.Tensor  # (G, S, A) projected once per sentence, not per step
+    values: torch.Tensor  # (G, S, H)
+    src_mask: torch.Tensor  # (G, S)
+
+
 class RNNSeq2Seq(Seq2Seq):
     """GRU encoder-decoder: a bridge from the encoder's final states, attention, and input feeding.
 
@@ -91,42 +103,43 @@ class RNNSeq2Seq(Seq2Seq):
         if cfg.tie_embeddings and emb == hidden:
             self.output.weight = self.tgt_embed.weight
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor, src_lengths: torch.Tensor | None = None) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor, src_lengths: torch.Tensor | None = None) -> Memory:
         memory, final = self.encoder(src, src_mask, src_lengths)
         return {"memory": memory, "final": final}  # (B, S, H), (B, L_enc * H)
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> RNNState:
         states = memory["memory"]  # (B, S, H)
         batch = states.size(0)
         hidden = torch.tanh(self.bridge(memory["final"])).view(batch, self.decoder_layers, self.hidden_size)
-        state = {"hidden": hidden,  # (B, L_dec, H)
-                 "keys": self.attention.project_keys(states),  # once per sentence, not per step
-                 "values": states, "src_mask": src_mask}
-        if self.input_feeding:
-            state["feed"] = states.new_zeros(batch, self.hidden_size)  # (B, H)
-        return state
+        feed = states.new_zeros(batch, self.hidden_size) if self.input_feeding else None  # (B, H)
+        return RNNState(hidden, feed, self.attention.project_keys(states), states, src_mask)
 
-    def _attend(self, out: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor]:
-        """GRU outputs (B, T, H) -> attentional vectors (B, T, H) and attention weights (B, T, S)."""
+    def _attend(self, out: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, torch.Tensor]:
+        """GRU outputs (rows, T, H) -> attentional vectors (rows, T, H) and attention weights (rows, T, S).
+
+        Each sentence's rows attend together, as its W * T queries over its keys and values, held once."""
         query = self.dropout(out)
-        context, weights = self.attention(query, state["keys"], state["values"], state["src_mask"])
-        return self.dropout(torch.tanh(self.combine(torch.cat([query, context], -1)))), weights
+        rows, length, size = query.shape
+        grouped = query.reshape(state.keys.size(0), -1, size)  # (G, W*T, H)
+        context, weights = self.attention(grouped, state.keys, state.values, state.src_mask)
+        vectors = self.dropout(torch.tanh(self.combine(torch.cat([query, context.reshape_as(query)], -1))))
+        return vectors, weights.reshape(rows, length, -1)
 
-    def _decode(self, emb: torch.Tensor, state: State) -> tuple[torch.Tensor, torch.Tensor, State]:
-        """Embedded targets (B, T, E) -> attentional vectors (B, T, H), last weights (B, S), next state."""
-        hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)
-        if not self.input_feeding:  # no step depends on the previous attention: one GRU call for all steps
-            out, hidden = self.decoder(emb, hidden)  # (B, T, H)
+    def _decode(self, emb: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, torch.Tensor, RNNState]:
+        """Embedded targets (rows, T, E) -> attentional vectors (rows, T, H), last weights (rows, S), next state."""
+        hidden = state.hidden.transpose(0, 1).contiguous()  # (L, rows, H)
+        if state.feed is None:  # no step depends on the previous attention: one GRU call for all steps
+            out, hidden = self.decoder(emb, hidden)  # (rows, T, H)
             vectors, weights = self._attend(out, state)
-            return vectors, weights[:, -1], {**state, "hidden": hidden.transpose(0, 1)}
-        feed = state["feed"]
+            return vectors, weights[:, -1], replace(state, hidden=hidden.transpose(0, 1))
+        feed = state.feed
         vectors = []
         for t in range(emb.size(1)):
-            out, hidden = self.decoder(torch.cat([emb[:, t], feed], -1)[:, None], hidden)  # (B, 1, H)
-            vector, weights = self._attend(out, state)  # (B, 1, H), (B, 1, S)
+            out, hidden = self.decoder(torch.cat([emb[:, t], feed], -1)[:, None], hidden)  # (rows, 1, H)
+            vector, weights = self._attend(out, state)  # (rows, 1, H), (rows, 1, S)
             feed = vector[:, 0]
             vectors.append(vector)
-        return torch.cat(vectors, 1), weights[:, -1], {**state, "hidden": hidden.transpose(0, 1), "feed": feed}
+        return torch.cat(vectors, 1), weights[:, -1], replace(state, hidden=hidden.transpose(0, 1), feed=feed)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -134,7 +147,19 @@ class RNNSeq2Seq(Seq2Seq):
         vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)  # (B, T, H)
         return self.output(select_positions(vectors, keep))  # (B, T, V) or (N, V)
 
-    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+    def step(self, prev_tokens: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, RNNState]:
         vectors, weights, state = self._decode(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)
-        state["attention"] = weights  # (B, S)
+        state.attention = weights  # (rows, S)
         return self.output(vectors[:, 0]).float().log_softmax(-1), state
+
+    def reorder_state(self, state: RNNState, indices: torch.Tensor) -> RNNState:
+        """The GRU state and feed follow the rows; keys, values and mask only the sentences that go on."""
+        rows = indices.reshape(-1)  # (G'*W',)
+        origins = group_origins(indices, state.width, state.keys.size(0))
+
+        def sentences(x: torch.Tensor) -> torch.Tensor:
+            return x if origins is None else x.index_select(0, origins)
+
+        feed = None if state.feed is None else state.feed.index_select(0, rows)
+        return RNNState(state.hidden.index_select(0, rows), feed, sentences(state.keys), sentences(state.values),
+                        sentences(state.src_mask), width=indices.size(1))

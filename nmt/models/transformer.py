@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -10,7 +11,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
-from nmt.models.base import Seq2Seq, State, select_positions
+from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
@@ -163,15 +164,35 @@ class DecoderLayer(_Layer):
         x = self._add(x, self.cross_attn(self._in(x, 1), k, v, memory_mask)[0], 1)
         return self._feed_forward(x)
 
-    def step(self, x: torch.Tensor, cache: dict[str, torch.Tensor], k: torch.Tensor, v: torch.Tensor,
-             memory_mask: torch.Tensor, need_weights: bool
-             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor | None]:
-        """One position (B, 1, d) -> its output, the grown self-attention cache, cross weights (B, h, 1, S)."""
-        out, cache = self.self_attn.step(self._in(x, 0), cache)
+    def step(self, x: torch.Tensor, state: LayerState, memory_mask: torch.Tensor, need_weights: bool
+             ) -> tuple[torch.Tensor, LayerState, torch.Tensor | None]:
+        """One position of G sentences' rows (G*W, 1, d) -> its output, the layer's next state and the cross
+        weights (G, h, W, S): each sentence's W rows attend as W queries over its memory, held once."""
+        out, cache = self.self_attn.step(self._in(x, 0), state.cache)
         x = self._add(x, out, 0)
-        out, weights = self.cross_attn(self._in(x, 1), k, v, memory_mask, need_weights)
-        x = self._add(x, out, 1)
-        return self._feed_forward(x), cache, weights
+        groups, dim = state.memory_k.size(0), x.size(-1)
+        queries = self._in(x, 1).view(groups, -1, dim)  # (G, W, d)
+        out, weights = self.cross_attn(queries, state.memory_k, state.memory_v, memory_mask, need_weights)
+        x = self._add(x, out.view_as(x), 1)
+        return self._feed_forward(x), LayerState(cache, state.memory_k, state.memory_v), weights
+
+
+@dataclass
+class LayerState:
+    """One decoder layer's part of the decoding state."""
+
+    cache: dict[str, torch.Tensor]  # its self-attention core's cache, one entry per row
+    memory_k: torch.Tensor  # (G, h, S, dh) cross-attention keys, projected once per sentence
+    memory_v: torch.Tensor  # (G, h, S, dh) and values
+
+
+@dataclass
+class TransformerState(State):
+    """Per layer its caches, the source mask per sentence, and the position of the next target token."""
+
+    pos: torch.Tensor  # (1,) the same for every row: each step advances them all
+    memory_mask: torch.Tensor  # (G, 1, 1, S)
+    layers: list[LayerState]
 
 
 class Transformer(Seq2Seq):
@@ -207,7 +228,7 @@ class Transformer(Seq2Seq):
         if cfg.tie_embeddings:
             self.output.weight = tgt_tokens.weight
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> State:
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         length = src.size(1)
         x = self.src_embed(src, torch.arange(length, device=src.device))  # (B, S, d)
         mask = self.self_core.build_mask(length, src_mask, causal=False, device=src.device)
@@ -226,28 +247,34 @@ class Transformer(Seq2Seq):
             x = layer(x, memory, self_mask, memory_mask)
         return self.output(self.decoder_norm(select_positions(x, keep)))  # (B, T, V) or (N, V)
 
-    def init_state(self, memory: State, src_mask: torch.Tensor) -> State:
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> TransformerState:
         states = memory["memory"]  # (B, S, d)
-        batch = states.size(0)
-        state = {"pos": torch.zeros(batch, dtype=torch.long, device=states.device),
-                 "memory_mask": src_mask[:, None, None, :]}  # (B, 1, 1, S)
-        head_dim = states.size(-1) // self.heads
-        for i, layer in enumerate(self.decoder_layers):
-            state[f"memory_k{i}"], state[f"memory_v{i}"] = layer.cross_attn.project_memory(states)
-            for name, value in self.self_core.init_cache(batch, self.heads, head_dim, states).items():
-                state[f"self{i}.{name}"] = value
-        return state
+        batch, head_dim = states.size(0), states.size(-1) // self.heads
+        layers = [LayerState(self.self_core.init_cache(batch, self.heads, head_dim, states),
+                             *layer.cross_attn.project_memory(states)) for layer in self.decoder_layers]
+        return TransformerState(torch.zeros(1, dtype=torch.long, device=states.device),
+                                src_mask[:, None, None, :], layers)  # mask (B, 1, 1, S)
 
-    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        x = self.tgt_embed(prev_tokens[:, None], state["pos"][:, None])  # (B, 1, d)
-        new = dict(state)
-        new["pos"] = state["pos"] + 1
+    def step(self, prev_tokens: torch.Tensor, state: TransformerState) -> tuple[torch.Tensor, TransformerState]:
+        x = self.tgt_embed(prev_tokens[:, None], state.pos)  # (rows, 1, d)
         last = len(self.decoder_layers) - 1
-        for i, layer in enumerate(self.decoder_layers):
-            prefix = f"self{i}."
-            cache = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
-            x, cache, weights = layer.step(x, cache, state[f"memory_k{i}"], state[f"memory_v{i}"],
-                                           state["memory_mask"], need_weights=i == last)
-            new.update({prefix + key: value for key, value in cache.items()})
-        new["attention"] = weights.mean(1)[:, 0]  # (B, S), last layer, averaged over heads
-        return self.output(self.decoder_norm(x))[:, 0].float().log_softmax(-1), new
+        layers = []
+        for i, (layer, layer_state) in enumerate(zip(self.decoder_layers, state.layers, strict=True)):
+            x, layer_state, weights = layer.step(x, layer_state, state.memory_mask, need_weights=i == last)
+            layers.append(layer_state)
+        attention = weights.mean(1).view(x.size(0), -1)  # (rows, S), last layer, averaged over heads
+        log_probs = self.output(self.decoder_norm(x))[:, 0].float().log_softmax(-1)  # (rows, V)
+        return log_probs, TransformerState(state.pos + 1, state.memory_mask, layers, width=state.width,
+                                           attention=attention)
+
+    def reorder_state(self, state: TransformerState, indices: torch.Tensor) -> TransformerState:
+        """Caches follow the rows; the memory, held per sentence, only the sentences that go on."""
+        rows = indices.reshape(-1)  # (G'*W',)
+        origins = group_origins(indices, state.width, state.memory_mask.size(0))
+
+        def sentences(x: torch.Tensor) -> torch.Tensor:
+            return x if origins is None else x.index_select(0, origins)
+
+        layers = [LayerState({name: value.index_select(0, rows) for name, value in layer.cache.items()},
+                             sentences(layer.memory_k), sentences(layer.memory_v)) for layer in state.layers]
+        return TransformerState(state.pos, sentences(state.memory_mask), layers, width=indices.size(1))
