@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import socket
@@ -25,9 +26,11 @@ with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 ove
     from fastapi.testclient import TestClient
 
 from nmt.cli import translate_main  # noqa: E402
+from nmt.errors import ConfigError  # noqa: E402
 from nmt.serve.app import ClientGone, Limits, create_app, unless_gone  # noqa: E402
 from nmt.serve.batcher import Batcher  # noqa: E402
 from nmt.serve.command import main as serve_main  # noqa: E402
+from nmt.serve.limits import HeaderLimits  # noqa: E402
 from nmt.translator import load_translator  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
@@ -54,6 +57,9 @@ def _nmt_translate(run: Path, folder: Path, lines: list[str], *flags: str) -> li
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert translate_main(["-c", str(run), "-i", str(src), "-o", str(out), *flags]) == 0
     return out.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+JSON = {"content-type": "application/json"}
 
 
 def _one_line_error(response, status: int) -> str:
@@ -105,9 +111,27 @@ def test_empty_list_gives_empty_list(client):
     (b'{"src": ["a"], "length_penalty": -1}', 422, "length_penalty"),
     (b'{"src": ["a"], "length_penalty": NaN}', 422, "length_penalty"),
     (b'{"src": ["a"] ,"length_penalty": [1]}', 400, "length_penalty must be a number"),
+    (b'{"src": ["a"], "length_penalty": 1000}', 422, "length_penalty: got 1000, allowed"),
+    (b'{"src": ["a"], "length_penalty": 1e300}', 422, "length_penalty: got 1e+300, allowed"),
+    (b'{"src": ["a"], "length_penalty": 1e400}', 422, "length_penalty: got inf, allowed"),
+    (b'{"src": ["a"], "length_penalty": -Infinity}', 422, "length_penalty: got -inf, allowed"),
+    (b'{"src": ["a"], "beam": 1, "n_best": 1000000000000000000000000000000}', 422, "n_best: got 1000000"),
 ])
 def test_bad_input_is_a_one_line_4xx(client, body, status, words):
-    assert words in _one_line_error(client.post("/translate", content=body), status)
+    assert words in _one_line_error(client.post("/translate", content=body, headers=JSON), status)
+
+
+def test_overflowing_numbers_are_refused_where_they_enter(tmp_path, capsys):
+    for flag in ("--batch-wait-ms", "--max-chars", "--max-sentences", "--max-beam", "--port"):
+        for value in ("1e300", "inf", "nan", "-1"):
+            assert serve_main(["-c", str(tmp_path), flag, value]) == 2
+            assert f"{flag}: got '{value}', allowed:" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="max_chars: got 10000000000"):
+        Limits(max_chars=10**30)
+    with pytest.raises(ConfigError, match="wait_ms: got inf"):
+        Batcher(object(), wait_ms=math.inf)  # refused before it touches the translator
+    with pytest.raises(ConfigError, match="header size: got 0"):
+        HeaderLimits(size=0)
 
 
 def test_limits_answer_413(client):
@@ -115,7 +139,71 @@ def test_limits_answer_413(client):
     assert "at most 400" in _one_line_error(client.post("/translate", json={"src": ["ä" * 201] * 2}), 413)
     assert "at most 400" in _one_line_error(client.post("/attention", json={"src": "x" * 401}), 413)
     huge = json.dumps({"src": ["x" * 10_000]})
-    assert "exceeds" in _one_line_error(client.post("/translate", content=huge), 413)
+    assert "limit of 9024 bytes" in _one_line_error(client.post("/translate", content=huge, headers=JSON), 413)
+
+
+def test_the_body_limit_takes_max_chars_in_any_json_encoding(translator):
+    """2,000 emoji are within --max-chars 2000; escaped as JSON (\\ud83d\\ude00 each) they take 24,000 bytes."""
+    body = json.dumps({"src": ["\U0001F600" * 1000] * 2}, ensure_ascii=True)
+    assert len(body) > 8 * 2000 + 4096  # what the body limit was: 8 bytes a character and 4 kB
+    with TestClient(create_app(translator, Limits(max_chars=2000))) as test_client:
+        answer = test_client.post("/translate", content=body, headers=JSON)
+        assert answer.status_code == 200 and len(answer.json()["translations"]) == 2
+        over = json.dumps({"src": ["\U0001F600" * 2001]}, ensure_ascii=True)
+        assert "at most 2000" in _one_line_error(test_client.post("/translate", content=over, headers=JSON), 413)
+
+
+def test_echoed_input_is_cut_to_a_marked_excerpt(translator):
+    with TestClient(create_app(translator)) as test_client:
+        answer = test_client.post("/translate", json={"src": ["a"], "x" * 50_000: 1})
+        message = _one_line_error(answer, 400)
+        assert len(answer.content) < 300 and "(50,000 characters in all)" in message and "x" * 60 in message
+        origin = "http://" + "y" * 10_000 + ".example"
+        answer = test_client.post("/translate", json={"src": ["a"]}, headers={"origin": origin})
+        assert "(10,015 characters in all)" in _one_line_error(answer, 403) and len(answer.content) < 400
+
+
+@pytest.mark.parametrize("path,body", [("/translate", '{"src": ["Ein Hund."]}'),
+                                       ("/attention", '{"src": "Ein Hund."}')])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+                                          None])
+def test_a_body_a_browser_may_send_to_another_site_unasked_is_415(client, path, body, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    assert "Content-Type: application/json" in _one_line_error(client.post(path, content=body, headers=headers), 415)
+    sent = client.post(path, content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert sent.status_code == 200
+
+
+def test_pages_of_other_origins_are_refused_unless_allowed(translator):
+    allowed = "https://tools.example.org"
+    with TestClient(create_app(translator)) as plain, \
+            TestClient(create_app(translator, allow_origins=(allowed,))) as open_to_one:
+        for test_client in (plain, open_to_one):
+            for origin in ("http://evil.example", "null", "http://testserver.evil.example"):
+                answer = test_client.post("/translate", json={"src": ["a"]}, headers={"origin": origin})
+                assert "is refused" in _one_line_error(answer, 403)
+                assert "access-control-allow-origin" not in answer.headers
+            own = test_client.post("/translate", json={"src": ["a"]}, headers={"origin": "http://testserver"})
+            assert own.status_code == 200 and "access-control-allow-origin" not in own.headers
+            assert test_client.post("/translate", json={"src": ["a"]}).status_code == 200  # no Origin: not a page
+        assert plain.post("/translate", json={"src": ["a"]}, headers={"origin": allowed}).status_code == 403
+        preflight = {"origin": allowed, "access-control-request-method": "POST",
+                     "access-control-request-headers": "content-type"}
+        assert "access-control-allow-origin" not in plain.options("/translate", headers=preflight).headers
+        answer = open_to_one.post("/translate", json={"src": ["a"]}, headers={"origin": allowed})
+        assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == allowed
+        assert open_to_one.options("/translate", headers=preflight).headers["access-control-allow-origin"] == allowed
+    with pytest.raises(ConfigError, match="expected an origin"):
+        create_app(translator, allow_origins=("https://example.org/path",))
+
+
+def test_requests_with_too_many_or_too_large_headers_are_431(client):
+    many = {f"x-h{i}": "v" * 90 for i in range(400)}  # 400 headers of 100 bytes
+    assert "at most 100 lines of 16384 bytes" in _one_line_error(client.post("/translate", json={"src": ["a"]},
+                                                                             headers=many), 431)
+    large = {"x-large": "v" * 17_000}
+    assert "431" not in client.get("/health").text and client.get("/health", headers=large).status_code == 431
+    assert client.get("/health", headers={f"x-h{i}": "v" for i in range(90)}).status_code == 200
 
 
 def test_unknown_routes_and_methods_are_one_line_json(client):
@@ -312,3 +400,49 @@ def test_sigterm_finishes_requests_in_flight(trained_run):
         process.kill()
     assert answers and answers[0].status_code == 200 and len(answers[0].json()["translations"]) == len(LINES)
     assert "stopped on SIGTERM" in process.stderr.read()
+
+
+def _raw(port: int, *parts: bytes, pause: float = 0.0) -> bytes:
+    """Send `parts` over one connection (pausing between them), then read what comes back until the server closes
+    or a second passes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(pause)
+        try:
+            return sock.recv(65536)
+        except (TimeoutError, ConnectionResetError):
+            return b""
+
+
+@pytest.mark.slow
+def test_hostile_traffic_leaves_the_server_healthy_and_its_log_without_a_traceback(trained_run):
+    import httpx
+
+    process, url = start_server(trained_run)
+    port = int(url.rsplit(":", 1)[1])
+    head = b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    try:
+        for _ in range(5):  # hang up halfway through the body (starlette's ClientDisconnect)
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(head + b'Content-Length: 1000\r\n\r\n{"src": [')
+                time.sleep(0.1)
+        body = json.dumps({"src": LINES}).encode()
+        with socket.create_connection(("127.0.0.1", port)) as sock:  # hang up while the batch is decoded
+            sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        pieces = [b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"] + [b"X-Pad: " + b"v" * 8000 + b"\r\n"] * 10
+        assert _raw(port, *pieces, pause=0.02).startswith(b"HTTP/1.1 400")  # beyond uvicorn's header buffer
+        statuses = [httpx.post(f"{url}/translate", json={"src": ["a"], "length_penalty": 1000}).status_code,
+                    httpx.post(f"{url}/translate", content=body, headers={"content-type": "text/plain"}).status_code,
+                    httpx.post(f"{url}/translate", json={"src": ["a"]},
+                               headers={"origin": "http://evil.example"}).status_code,
+                    httpx.post(f"{url}/translate", json={"src": ["a"]},
+                               headers={f"x-h{i}": "v" * 90 for i in range(400)}).status_code]
+        assert statuses == [422, 415, 403, 431]
+        assert len(httpx.post(f"{url}/translate", json={"src": LINES}, timeout=30.0).json()["translations"]) == 5
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+    log = process.stderr.read()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log

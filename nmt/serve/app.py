@@ -10,10 +10,10 @@ import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from fastapi import Depends, FastAPI, Request
@@ -23,13 +23,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from nmt.config import DecodeConfig, Range, decode_with
+from nmt.config import DecodeConfig, decode_with
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError
 from nmt.explain import explain
 from nmt.serve.batcher import Batcher
-from nmt.serve.guard import HeaderLimit, HeaderLimits, OriginCheck, require_json
+from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
+from nmt.serve.limits import HeaderLimits, Limits
 from nmt.serve.metrics import count_sentences
 from nmt.translator import Translator
 from nmt.yamlsafe import MESSAGE, excerpt, short_repr
@@ -37,33 +38,6 @@ from nmt.yamlsafe import MESSAGE, excerpt, short_repr
 T = TypeVar("T")
 SETTINGS = ("beam", "n_best", "length_penalty")  # what a request may change, each checked like its CLI flag
 INTEGER_SETTINGS = ("beam", "n_best")
-
-
-ESCAPED_CHAR = 12  # bytes of one character at most in JSON: an escaped surrogate pair, \ud83d\ude00 for one emoji
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask for; larger requests get 413, a full queue 503. Each limit has a range of its own
-    (BOUNDS), checked when the limits are made, as the nmt-serve flags check them."""
-
-    max_sentences: int = 64
-    max_chars: int = 20_000  # all sentences of a request together
-    max_beam: int = 16
-    max_queue: int = 1024  # requests waiting for the decoder
-
-    BOUNDS: ClassVar[dict[str, Range]] = {"max_sentences": Range(1, 100_000), "max_chars": Range(1, 10_000_000),
-                                          "max_beam": Range(1, 1000), "max_queue": Range(1, 1_000_000)}
-
-    def __post_init__(self) -> None:
-        for key, bounds in self.BOUNDS.items():
-            bounds.check(getattr(self, key), key)
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The body limit, in bytes: room for max_chars characters in any JSON encoding of them (each escaped, as
-        ESCAPED_CHAR bytes), the quotes and separators of max_sentences strings, and the settings."""
-        return ESCAPED_CHAR * self.max_chars + 16 * self.max_sentences + 4096
 
 
 class ApiError(Exception):

@@ -19,6 +19,7 @@ from typing import Any
 
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis
+from nmt.serve.limits import WAIT_MS
 from nmt.translator import Translator
 
 
@@ -43,10 +44,14 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
 
 
 class Batcher:
-    """A queue and one decoding thread. `batches` counts the searches run (one per group of equal settings)."""
+    """A queue and one decoding thread. `batches` counts the searches run (one per group of equal settings);
+    `on_batch` hears the number of sentences of each, on the worker thread."""
 
-    def __init__(self, translator: Translator, wait_ms: float = 5.0, budget: int | None = None) -> None:
+    def __init__(self, translator: Translator, wait_ms: float = 5.0, budget: int | None = None,
+                 on_batch: Callable[[int], None] | None = None) -> None:
         self.translator = translator
+        self.on_batch = on_batch
+        WAIT_MS.check(wait_ms, "wait_ms")  # queue.get's timeout overflows long before an unbounded float does
         self.wait = wait_ms / 1000.0
         self.budget = budget or translator.decode.batch_tokens
         self.batches = 0
@@ -128,6 +133,8 @@ class Batcher:
             lines = [line for job in group for line in job.lines]
             results = self.translator.with_decode(decode).search(lines)
             self.batches += 1
+            if self.on_batch is not None:
+                self.on_batch(len(lines))
             start = 0
             for job in group:
                 part = results[start:start + len(job.lines)]

@@ -9,15 +9,17 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from nmt.cli import Parser, add_decode_args, add_threshold_args, command, number, translator_from_args
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, Range
+from nmt.config import Range
 from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError
+from nmt.serve.limits import WAIT_MS, HeaderLimits, Limits
 
 if TYPE_CHECKING:
     import uvicorn
 
 INSTALL = "pip install -e '.[serve]' (make install does it)"
 PORTS = Range(1, 65535)
+H11_HEADER_BLOCK = 4 * HeaderLimits().size  # bytes of a request line and headers that uvicorn buffers at most
 
 
 def _parser() -> Parser:
@@ -28,14 +30,17 @@ def _parser() -> Parser:
                         help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 lets every "
                              "network the machine is on translate with it, without authentication)")
     parser.add_argument("--port", type=number(PORTS, integer=True), default=8000, help="TCP port (default 8000)")
-    parser.add_argument("--max-sentences", type=number(AT_LEAST_ONE, integer=True), default=64,
+    parser.add_argument("--max-sentences", type=number(Limits.BOUNDS["max_sentences"], integer=True), default=64,
                         help="sentences per request (more: 413)")
-    parser.add_argument("--max-chars", type=number(AT_LEAST_ONE, integer=True), default=20_000,
+    parser.add_argument("--max-chars", type=number(Limits.BOUNDS["max_chars"], integer=True), default=20_000,
                         help="characters per request, all sentences together (more: 413)")
-    parser.add_argument("--max-beam", type=number(AT_LEAST_ONE, integer=True), default=16,
+    parser.add_argument("--max-beam", type=number(Limits.BOUNDS["max_beam"], integer=True), default=16,
                         help="the largest beam a request may ask for")
-    parser.add_argument("--batch-wait-ms", type=number(NON_NEGATIVE), default=5.0,
+    parser.add_argument("--batch-wait-ms", type=number(WAIT_MS), default=5.0,
                         help="how long the decoder waits for more requests to join a batch")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a web page origin (https://example.org) whose pages may call the API from the browser, "
+                             "with CORS headers; repeatable (default: only the server's own page)")
     add_threshold_args(parser, "/attention", shares=False)
     add_decode_args(parser)
     return parser
@@ -64,15 +69,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
-        from nmt.serve.app import Limits, create_app
+        from nmt.serve.app import create_app
+        from nmt.serve.guard import origin_of
     except ImportError as err:
         raise ConfigError(f"nmt-serve needs the {err.name} package: {INSTALL}") from None
+    origins = tuple(origin_of(origin) for origin in args.allow_origin)  # checked before the model loads
     translator = translator_from_args(args.checkpoint, args)
     limits = Limits(args.max_sentences, args.max_chars, args.max_beam)
     thresholds = Thresholds(focused=args.focus_threshold, uniform=args.uniform_threshold)
-    app = create_app(translator, limits, thresholds, args.batch_wait_ms)
+    app = create_app(translator, limits, thresholds, args.batch_wait_ms, allow_origins=origins)
+    # h11 whatever else is installed (httptools bounds no header block); a block that arrives whole is answered by
+    # the application's HeaderLimit (431), one larger than H11_HEADER_BLOCK that arrives in pieces by uvicorn (400)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                           timeout_graceful_shutdown=60))
+                                           timeout_graceful_shutdown=60, http="h11",
+                                           h11_max_incomplete_event_size=H11_HEADER_BLOCK))
     name = translator.cfg.name if translator.cfg is not None else args.checkpoint[0]
     received: list[int] = []
 
