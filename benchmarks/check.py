@@ -39,7 +39,7 @@ from nmt.cli import command
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig, reference_markdown
 from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
-from nmt.evaluate import score
+from nmt.evaluation import score
 
 MODULE = "benchmarks.check"
 KINDS = ("blocks", "commands", "scores", "bootstrap")

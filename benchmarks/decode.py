@@ -38,7 +38,7 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
-from nmt.evaluate import split_pair
+from nmt.evaluation import split_pair
 from nmt.translator import Translator, load_translator
 
 MODULE = "benchmarks.decode"

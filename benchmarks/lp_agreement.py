@@ -35,7 +35,7 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
-from nmt.evaluate import split_pair
+from nmt.evaluation import split_pair
 from nmt.translator import Translator, load_translator
 
 MODULE = "benchmarks.lp_agreement"

@@ -38,7 +38,7 @@ from benchmarks.common import (
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE
 from nmt.errors import ConfigError
-from nmt.evaluate import split_pair
+from nmt.evaluation import split_pair
 from nmt.translator import load_translator
 
 MODULE = "benchmarks.serve"

@@ -74,8 +74,8 @@ def evaluate(model: str | Path, *more: str | Path, split: str = "test", src: str
     the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". Nothing is
     written to disk."""
     from nmt.data import read_pair
-    from nmt.evaluate import evaluate as score_translations
-    from nmt.evaluate import split_pair
+    from nmt.evaluation import evaluate as score_translations
+    from nmt.evaluation import split_pair
 
     if (src is None) != (ref is None):
         raise ConfigError("src and ref go together")

@@ -1,6 +1,6 @@
 """The console commands: parse the arguments, call the library, print one-line errors and set the exit status.
 
-Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluate, nmt.translate, ...);
+Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluation, nmt.translate, ...);
 this module owns what only a process should: logging set-up on stderr, the signal-exit policy, exit codes, and
 the flags. The benchmarks and nmt-serve (nmt/serve/command.py) build their commands from the same pieces.
 """
@@ -32,7 +32,7 @@ from nmt.config import (
 from nmt.data import prepare, read_pair, summary
 from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError, ExportError, NmtError, TrainingInterrupted
-from nmt.evaluate import summary as eval_summary
+from nmt.evaluation import summary as eval_summary
 from nmt.fileio import check_input, check_output, describe_os_error
 from nmt.run import check_data_paths, train_run
 from nmt.rundir import RunDir
@@ -257,8 +257,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
 def evaluate_main(argv: list[str] | None = None) -> int:
     """nmt-evaluate RUN_OR_CHECKPOINT_OR_EXPORT...: translate a split (or --src/--ref files) and score it with
     sacrebleu. Several models (or -c MODEL, repeated) decode as an ensemble."""
-    from nmt.evaluate import check_tuning, evaluate, report_paths, split_pair, tune_command, write_report
-    from nmt.evaluate import summary as eval_summary
+    from nmt.evaluation import check_tuning, evaluate, report_paths, split_pair, tune_command, write_report
+    from nmt.evaluation import summary as eval_summary
     from nmt.translator import model_inputs
 
     parser = evaluate_parser()
@@ -335,21 +335,47 @@ def translate_main(argv: list[str] | None = None) -> int:
 
 @command
 def export_main(argv: list[str] | None = None) -> int:
-    """nmt-export RUN_OR_CHECKPOINT: convert a Transformer for deployment with CTranslate2."""
+    """nmt-export RUN_OR_CHECKPOINT: convert a Transformer for deployment with CTranslate2, or into a folder that
+    Hugging Face transformers loads (--format huggingface)."""
     from nmt.export import FORMATS, QUANTIZATIONS, export_ctranslate2
 
     parser = Parser(prog="nmt-export", description=export_main.__doc__)
     parser.add_argument("checkpoint", help="run folder or checkpoint file")
     parser.add_argument("--format", default="ctranslate2", help=f"export format: {', '.join(FORMATS)}")
-    parser.add_argument("--quantization", default="float32",
-                        help=f"weight type: {', '.join(QUANTIZATIONS)} (float16 needs a CUDA machine)")
+    parser.add_argument("--quantization",
+                        help=f"ctranslate2 weight type: {', '.join(QUANTIZATIONS)} (default float32; float16 needs a "
+                             "CUDA machine)")
     parser.add_argument("--output", "-o", required=True, help="new folder for the exported model")
     args = parser.parse_args(argv)
     if args.format not in FORMATS:
         raise ExportError(f"--format {args.format}: unknown export format (known: {', '.join(FORMATS)})")
     check_output("--output", args.output, folder=True)
-    manifest = export_ctranslate2(args.checkpoint, args.output, args.quantization)
+    if args.format == "huggingface":
+        from nmt.interop.huggingface import export_huggingface
+
+        if args.quantization:
+            raise ExportError("--quantization applies to --format ctranslate2 only (a Hugging Face export is float32)")
+        manifest = export_huggingface(args.checkpoint, args.output)
+        print(f"exported {manifest['source_checkpoint']} ({manifest['class']}) to {args.output}")
+        return 0
+    manifest = export_ctranslate2(args.checkpoint, args.output, args.quantization or "float32")
     print(f"exported {manifest['source_checkpoint']} ({manifest['quantization']}) to {args.output}")
+    return 0
+
+
+@command
+def import_main(argv: list[str] | None = None) -> int:
+    """nmt-import HF_FOLDER: convert a local Marian/OPUS-MT model folder into an nmt checkpoint."""
+    from nmt.interop.huggingface import TOKENIZER_FILES, WEIGHT_FILES, import_huggingface
+
+    parser = Parser(prog="nmt-import", description=import_main.__doc__)
+    parser.add_argument("folder", help=f"Hugging Face model folder: config.json, {' or '.join(WEIGHT_FILES)}, "
+                                       f"{', '.join(TOKENIZER_FILES)}")
+    parser.add_argument("--output", "-o", required=True, help="new checkpoint file")
+    args = parser.parse_args(argv)
+    check_output("--output", args.output, [("folder", args.folder)])
+    source = import_huggingface(args.folder, args.output)
+    print(f"imported {args.folder} ({source['model_type']}) to {args.output}")
     return 0
 
 

@@ -30,7 +30,7 @@ from nmt.runlock import run_lock
 from nmt.runlog import check_tensorboard
 from nmt.signals import graceful_stop, signal_name, stop_signal
 from nmt.tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
-from nmt.train import Trainer, pairs_within
+from nmt.trainer import Trainer, pairs_within
 from nmt.utils import resolve_device
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Run:
     steps: int
     minutes: float
     checkpoint: Path | None = None  # the final model; None where the run chose none (--no-evaluate, fixed penalty)
-    report: dict[str, Any] | None = None  # the test report (test.json), when the test split was scored
+    report: dict[str, Any] | None = None  # the test report (eval_test.json), when the test split was scored
     final_model: dict[str, Any] = field(default_factory=dict)  # how the final model was chosen
 
     def translator(self, device: str | torch.device = "auto", **decoding: Any) -> Translator:

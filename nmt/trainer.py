@@ -24,7 +24,7 @@ from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
 from nmt.distributed import Control, current, gather_objects
 from nmt.errors import CheckpointError, TrainingError
-from nmt.evaluate import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
+from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
@@ -37,7 +37,7 @@ from nmt.utils import autocast, keep_freed_memory, rank_seed, rng_state, seed_ev
 if TYPE_CHECKING:
     from nmt.finetune import Parent
 
-log = logging.getLogger("nmt.train")
+log = logging.getLogger("nmt.trainer")
 
 
 @dataclass
@@ -300,13 +300,13 @@ class Trainer:
 
     def finish(self, evaluate_test: bool, command: str) -> End:
         """Rank 0 after training: the final model, its length penalty (auto: tuned on the validation split and
-        stored in it) and its test report (test.json), each written into the run folder."""
+        stored in it) and its test report (eval_test.json), each written into the run folder."""
         cfg, run = self.cfg, RunDir(self.cfg.run_dir)
         tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in self.data.splits
         if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
             self.checkpoints.final(None)
             return End()
-        final, choice, model, progress = self._final_model()
+        final, choice, model, progress = self.final_model()
         loaded = Loaded(model.eval(), self.data.tokenizer, cfg, final, progress)
         end, tuning = End(final, choice), None
         if tune:
@@ -329,7 +329,7 @@ class Trainer:
         end.report = report
         return end
 
-    def _final_model(self) -> tuple[Path, dict[str, Any], torch.nn.Module, dict[str, Any]]:
+    def final_model(self) -> tuple[Path, dict[str, Any], torch.nn.Module, dict[str, Any]]:
         """The final checkpoint, how it was chosen, its model in memory and its progress record.
 
         With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as

@@ -1,14 +1,14 @@
-"""The main job on the embedded sample: prepare, train a small Transformer briefly, evaluate, translate."""
+"""The main job on the embedded sample, through the Python API: prepare, train a small Transformer briefly,
+evaluate on the test split, translate a few sentences."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from nmt.cli import train_main, translate_main
+import nmt
 
 CONFIG = "configs/sample_transformer.yaml"
 EXAMPLES = [
@@ -22,19 +22,20 @@ EXAMPLES = [
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__).parse_args(argv)  # --help only: the demo takes no options
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     start = time.monotonic()
     print(f"== training {CONFIG} on the embedded sample (prepare -> train -> evaluate)", flush=True)
-    if train_main([CONFIG, "--restart"]):
-        return 1
-    print("\n== translating a few German sentences with runs/sample_transformer", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp) / "in.de", Path(tmp) / "out.en"
-        src.write_text("\n".join(EXAMPLES) + "\n", encoding="utf-8")
-        if translate_main(["--checkpoint", "runs/sample_transformer", "-i", str(src), "-o", str(out)]):
-            return 1
-        for de, en in zip(EXAMPLES, out.read_text(encoding="utf-8").splitlines()):
+    try:
+        run = nmt.train(CONFIG, restart=True)
+        scores = run.report["scores"]
+        print(f"\ntest BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} ({scores['bleu_signature']})")
+        print(f"\n== translating a few German sentences with {run.path}", flush=True)
+        for de, en in zip(EXAMPLES, run.translator().translate(EXAMPLES)):
             print(f"  de: {de}\n  en: {en}")
-    print(f"\ndemo finished in {time.monotonic() - start:.0f} s; everything is in runs/sample_transformer/")
+    except nmt.NmtError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"\ndemo finished in {time.monotonic() - start:.0f} s; everything is in {run.path}/")
     return 0
 
 

@@ -18,10 +18,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-import nmt.train
+import nmt.trainer
 from nmt.cli import train_main
 from nmt.distributed import init_distributed
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import tiny_config
 
 BUDGET_RUNS = 5
@@ -74,7 +74,7 @@ def main(folder: Path) -> None:
     slowed["rank"] = -1
 
     # A non-finite loss on rank 1 only, in its third update: every rank skips that update together.
-    loss_fn, calls = nmt.train.label_smoothed_loss, {"n": 0}
+    loss_fn, calls = nmt.trainer.label_smoothed_loss, {"n": 0}
 
     def poisoned(*args, **kwargs):
         calls["n"] += 1
@@ -82,25 +82,25 @@ def main(folder: Path) -> None:
         return (out[0] * float("nan"), *out[1:]) if calls["n"] == 3 else out
 
     if rank == 1:
-        nmt.train.label_smoothed_loss = poisoned
+        nmt.trainer.label_smoothed_loss = poisoned
     run("nonfinite", _budget_config(folder, "nonfinite"))
     # Rank 1's loss is never finite again: both ranks give up after train.max_nonfinite skips in a row.
     if rank == 1:
-        nmt.train.label_smoothed_loss = lambda *a, **k: (loss_fn(*a, **k)[0] * float("nan"), *loss_fn(*a, **k)[1:])
+        nmt.trainer.label_smoothed_loss = lambda *a, **k: (loss_fn(*a, **k)[0] * float("nan"), *loss_fn(*a, **k)[1:])
     run("nonfinite_abort", _config(folder, "nonfinite_abort", max_steps=50, max_nonfinite=2))
-    nmt.train.label_smoothed_loss = loss_fn
+    nmt.trainer.label_smoothed_loss = loss_fn
 
     # Validation runs on rank 0 only; make it worsen so early stopping (patience 1) fires at the 2nd one.
-    scores, seen = nmt.train.validation_scores, {"n": 0}
+    scores, seen = nmt.trainer.validation_scores, {"n": 0}
 
     def worsening(*args, **kwargs):
         seen["n"] += 1
         return {"loss": float(seen["n"]), "ppl": 1.0}
 
-    nmt.train.validation_scores = worsening
+    nmt.trainer.validation_scores = worsening
     run("early_stop", _config(folder, "early_stop", max_steps=40, max_minutes=5.0, eval_every=4, patience=1,
                               early_stop_metric="loss"))
-    nmt.train.validation_scores = scores
+    nmt.trainer.validation_scores = scores
 
     Trainer.fit, Trainer.train_step = original_fit, original_step
     # The uninterrupted reference for the SIGKILL test, and the DDP side of the 1 x B vs 2 x B/2 test.

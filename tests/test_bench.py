@@ -24,7 +24,7 @@ from nmt.data import prepare
 from nmt.flops import forward_flops, linear_flops, training_flops
 from nmt.models import build_model
 from nmt.tokenizer import VocabInfo
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import REPO, tiny_config
 
 VOCAB = VocabInfo(src_size=50, tgt_size=50, joint=True)

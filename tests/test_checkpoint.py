@@ -8,7 +8,7 @@ import torch
 import nmt.checkpoint as ck
 from nmt.api import load_config
 from nmt.data import prepare
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import tiny_config
 
 

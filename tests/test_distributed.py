@@ -22,7 +22,7 @@ from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
 from nmt.cli import train_main
 from nmt.data import prepare
 from nmt.distributed import Control, Dist
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from nmt.utils import rank_seed, set_rng_state
 from tests.conftest import REPO, tiny_config
 

@@ -16,7 +16,7 @@ from nmt.config import config_from_dict, to_dict
 from nmt.data import collate, read_pair, resolve_files
 from nmt.decode import gnmt_penalty
 from nmt.errors import ExportError
-from nmt.evaluate import tune_length_penalty
+from nmt.evaluation import tune_length_penalty
 from nmt.export import MANIFEST, export_ctranslate2, read_manifest, supported_quantizations
 from nmt.models import build_model
 from nmt.translator import load_translator

@@ -313,7 +313,7 @@ def test_evaluating_a_file_leaves_the_runs_split_report_alone(trained_run, tmp_p
 
 
 def test_report_and_hypotheses_change_together_or_not_at_all(tmp_path):
-    from nmt.evaluate import write_report
+    from nmt.evaluation import write_report
 
     hyp, blocked = tmp_path / "test.hyp.en", tmp_path / "blocker"
     hyp.write_text("old\n", encoding="utf-8")

@@ -26,7 +26,7 @@ from nmt.data.batching import prefetch
 from nmt.distributed import Control, Dist
 from nmt.loss import label_smoothed_loss
 from nmt.models.rnn import GRUEncoder
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import tiny_config
 
 META = torch.device("meta")

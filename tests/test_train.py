@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import nmt.train
+import nmt.trainer
 from nmt.api import load_config
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
 from nmt.cli import train_main
 from nmt.data import prepare
 from nmt.errors import TrainingError
-from nmt.run import _final_reports, final_checkpoint
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from nmt.utils import resolve_device
 from tests.conftest import REPO, tiny_config
 
@@ -153,7 +152,7 @@ def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(tmp
     trainer, folder = _with_second_best(tmp_path, "untrained")
     stale = folder / "checkpoints" / "averaged.pt"
     shutil.copyfile(folder / "checkpoints" / "best.pt", stale)  # as an earlier end of this run could have left it
-    final, choice = final_checkpoint(trainer)
+    final, choice, _, _ = trainer.final_model()
     assert final == folder / "checkpoints" / "best.pt" and find_checkpoint(folder) == final
     assert not stale.exists()  # the run folder stands for the model its report scored
     assert choice["checkpoint"] == "best.pt" and choice["metric"] == "loss" and choice["average"] > choice["best"]
@@ -165,7 +164,7 @@ def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(tmp_pat
     on_cpu = trainer.device.type == "cpu"
     if not on_cpu:  # a GPU may round the re-validation apart from the training-time one: no exact tie to test
         trainer.progress.best[0]["score"] -= 1e-3
-    final, choice = final_checkpoint(trainer)
+    final, choice, _, _ = trainer.final_model()
     assert final == folder / "checkpoints" / "averaged.pt" and find_checkpoint(folder) == final
     assert choice["checkpoint"] == "averaged.pt" and (choice["average"] == choice["best"] or not on_cpu)
     assert choice["averaged_steps"] == [b["step"] for b in trainer.progress.best]
@@ -178,7 +177,7 @@ def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_averag
     trainer.fit()
     folder = trainer.checkpoints.run.path
     shutil.copyfile(folder / "checkpoints" / "best.pt", folder / "checkpoints" / "averaged.pt")
-    assert _final_reports(trainer, trainer.progress, False, "nmt-train") == 0
+    assert trainer.finish(False, "nmt-train").checkpoint is None
     assert find_checkpoint(folder) == folder / "checkpoints" / "best.pt"
 
 
@@ -203,7 +202,7 @@ def test_a_signal_at_a_validation_step_leaves_the_validation_owed(tmp_path, monk
     original = Trainer.train_step
 
     def step(self: Trainer, group):  # SIGTERM arrives during the update that ends at step 8
-        monkeypatch.setattr(nmt.train, "stop_signal", lambda: signal.SIGTERM if self.progress.step == 7 else 0)
+        monkeypatch.setattr(nmt.trainer, "stop_signal", lambda: signal.SIGTERM if self.progress.step == 7 else 0)
         return original(self, group)
 
     monkeypatch.setattr(Trainer, "train_step", step)
@@ -219,7 +218,7 @@ def test_a_signal_at_a_validation_step_leaves_the_validation_owed(tmp_path, monk
 
 def test_a_run_that_stopped_early_stays_stopped(tmp_path, monkeypatch):
     worse = iter(range(1, 100))
-    monkeypatch.setattr(nmt.train, "validation_scores", lambda *a, **k: {"loss": float(next(worse)), "ppl": 1.0})
+    monkeypatch.setattr(nmt.trainer, "validation_scores", lambda *a, **k: {"loss": float(next(worse)), "ppl": 1.0})
     settings = {"max_steps": 40, "eval_every": 4, "patience": 1, "early_stop_metric": "loss"}
     first = _fitted(tmp_path, "early", **settings)
     assert first.progress.step == 8

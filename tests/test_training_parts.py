@@ -168,7 +168,7 @@ def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
     from nmt.data import Split
     from nmt.errors import ConfigError
     from nmt.run import _check_validation_lengths
-    from nmt.train import pairs_within
+    from nmt.trainer import pairs_within
 
     ids = [np.arange(n) for n in (3, 9, 4)]
     split = Split("val", ids, [np.arange(n) for n in (2, 2, 8)])

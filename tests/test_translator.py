@@ -21,7 +21,7 @@ from nmt.engines import Abilities
 from nmt.engines import pytorch as pytorch_engine
 from nmt.engines.pytorch import batches_by_tokens, side_by_side
 from nmt.errors import ConfigError
-from nmt.evaluate import score, split_pair, tune_length_penalty
+from nmt.evaluation import score, split_pair, tune_length_penalty
 from nmt.translator import check_abilities, from_loaded, load_translator
 from tests.conftest import tiny_config
 
@@ -318,7 +318,7 @@ def test_tuning_reads_only_the_validation_split_and_stores_its_choice(trained_ru
         assert (src, tgt) == tuple(files["val"]), f"tuning read {src}"
         return read_pair(src, tgt)
 
-    monkeypatch.setattr("nmt.evaluate.read_pair", validation_only)
+    monkeypatch.setattr("nmt.evaluation.read_pair", validation_only)
     for flags in (["--split", "test"], [], ["--split", "val", "--src", str(files["val"][0]), "--ref",
                                             str(files["val"][1])]):
         assert evaluate_main([str(run), "--tune-length-penalty", *flags]) == 1
