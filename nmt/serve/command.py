@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import ipaddress
+import logging
+import re
 import signal
 import sys
 from types import FrameType
@@ -19,7 +23,26 @@ if TYPE_CHECKING:
 
 INSTALL = "pip install -e '.[serve]' (make install does it)"
 PORTS = Range(1, 65535)
+MAX_RATE = 1_000_000  # requests a minute
 H11_HEADER_BLOCK = 4 * HeaderLimits().size  # bytes of a request line and headers that uvicorn buffers at most
+
+
+def rate(text: str) -> int:
+    """An argparse type: N/min, the requests a key may send a minute."""
+    found = re.fullmatch(r"\s*(\d{1,7})\s*/\s*min\s*", text)
+    if found is None or not 1 <= int(found.group(1)) <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"got {text[:40]!r}, allowed: N/min with N in [1, {MAX_RATE}]")
+    return int(found.group(1))
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _parser() -> Parser:
@@ -27,8 +50,8 @@ def _parser() -> Parser:
     parser.add_argument("-c", "--checkpoint", action="append", required=True, metavar="MODEL",
                         help="run folder, checkpoint file or export folder; repeat it to serve an ensemble")
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 lets every "
-                             "network the machine is on translate with it, without authentication)")
+                        help="address to listen on (default 127.0.0.1: this machine only; any other address needs "
+                             "--api-keys or --insecure-no-auth)")
     parser.add_argument("--port", type=number(PORTS, integer=True), default=8000, help="TCP port (default 8000)")
     parser.add_argument("--max-sentences", type=number(Limits.BOUNDS["max_sentences"], integer=True), default=64,
                         help="sentences per request (more: 413)")
@@ -41,6 +64,13 @@ def _parser() -> Parser:
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                         help="a web page origin (https://example.org) whose pages may call the API from the browser, "
                              "with CORS headers; repeatable (default: only the server's own page)")
+    parser.add_argument("--api-keys", metavar="FILE",
+                        help="one key a line; every endpoint but /health then needs one (re-read on SIGHUP)")
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="listen beyond the loopback without --api-keys: anyone who reaches the port may call")
+    parser.add_argument("--rate-limit", type=rate, metavar="N/min",
+                        help="requests a minute per key (per client address without keys); more: 429")
+    parser.add_argument("--no-access-log", action="store_true", help="no access-log line per request on stderr")
     add_threshold_args(parser, "/attention", shares=False)
     add_decode_args(parser)
     return parser
@@ -63,25 +93,38 @@ async def _serve(server: uvicorn.Server, ready: str) -> None:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    """nmt-serve -c MODEL: translate over HTTP (POST /translate, POST /attention, GET /health) and show the
-    attention explorer page at GET /."""
-    args = _parser().parse_args(argv)
+    """nmt-serve -c MODEL: translate over HTTP (POST /translate, POST /attention, GET /health), with
+    LibreTranslate's API under /libretranslate/, DeepL's under /v2/ and Prometheus metrics at GET /metrics,
+    and show the attention explorer page at GET /."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not loopback(args.host) and args.api_keys is None and not args.insecure_no_auth:
+        parser.error(f"--host {args.host[:60]} is reachable from other machines: give --api-keys FILE, or "
+                     "--insecure-no-auth to let anyone who reaches the port call")
     try:
         import uvicorn
 
-        from nmt.serve.app import create_app
+        from nmt.serve.auth import Access, KeyRing, RateLimit
         from nmt.serve.guard import origin_of
+        from nmt.serve.metrics import ACCESS_LOG
+        from nmt.serve.service import create_service
     except ImportError as err:
         raise ConfigError(f"nmt-serve needs the {err.name} package: {INSTALL}") from None
+    keys = KeyRing(args.api_keys) if args.api_keys is not None else None
+    if keys is None and not loopback(args.host):
+        print(f"nmt-serve: warning: listening on {args.host} without API keys (--insecure-no-auth): anyone who "
+              "reaches the port can translate and read /metrics", file=sys.stderr)
     origins = tuple(origin_of(origin) for origin in args.allow_origin)  # checked before the model loads
     translator = translator_from_args(args.checkpoint, args)
     limits = Limits(args.max_sentences, args.max_chars, args.max_beam)
     thresholds = Thresholds(focused=args.focus_threshold, uniform=args.uniform_threshold)
-    app = create_app(translator, limits, thresholds, args.batch_wait_ms, allow_origins=origins)
+    access = Access(keys, RateLimit(args.rate_limit) if args.rate_limit else None)
+    app = create_service(translator, limits, thresholds, args.batch_wait_ms, access,
+                         None if args.no_access_log else ACCESS_LOG, origins)
     # h11 whatever else is installed (httptools bounds no header block); a block that arrives whole is answered by
     # the application's HeaderLimit (431), one larger than H11_HEADER_BLOCK that arrives in pieces by uvicorn (400)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                           timeout_graceful_shutdown=60, http="h11",
+                                           access_log=False, timeout_graceful_shutdown=60, http="h11",
                                            h11_max_incomplete_event_size=H11_HEADER_BLOCK))
     name = translator.cfg.name if translator.cfg is not None else args.checkpoint[0]
     received: list[int] = []
@@ -89,10 +132,27 @@ def main(argv: list[str] | None = None) -> int:
     def remember(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)  # uvicorn raises the signal again once it has shut down: that is expected
 
-    previous = {signum: signal.signal(signum, remember) for signum in (signal.SIGINT, signal.SIGTERM)}
+    def reload(_signum: int, _frame: FrameType | None) -> None:
+        assert keys is not None
+        try:
+            print(f"nmt-serve: SIGHUP: {keys.reload()} API keys read from {keys.path}", file=sys.stderr, flush=True)
+        except ConfigError as err:
+            print(f"nmt-serve: SIGHUP: {err}; the {len(keys)} keys in use stay", file=sys.stderr, flush=True)
+
+    handlers = {signal.SIGINT: remember, signal.SIGTERM: remember} | ({signal.SIGHUP: reload} if keys else {})
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    log = logging.StreamHandler(sys.stderr)
+    log.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    kept = ACCESS_LOG.level, ACCESS_LOG.propagate
+    ACCESS_LOG.addHandler(log)
+    ACCESS_LOG.setLevel(logging.INFO)
+    ACCESS_LOG.propagate = False
+    keyed = f"{len(keys)} API keys, " if keys else ""
     try:
-        asyncio.run(_serve(server, f"nmt-serve: {name} on http://{args.host}:{args.port} (Ctrl-C to stop)"))
+        asyncio.run(_serve(server, f"nmt-serve: {name} on http://{args.host}:{args.port} ({keyed}Ctrl-C to stop)"))
     finally:
+        ACCESS_LOG.removeHandler(log)
+        ACCESS_LOG.level, ACCESS_LOG.propagate = kept
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if not server.started:

@@ -1,0 +1,120 @@
+"""DeepL's API v2 at the root: POST /v2/translate, GET /v2/languages and GET /v2/usage, so that the official
+clients work with server_url="http://HOST:PORT".
+
+The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard). Parameters come as
+JSON or a form (`text` repeated); settings this server cannot honour (tags, glossaries, style rules, a required
+formality) are refused, hints it can do without (context, sentence splitting, formatting, model type) are
+ignored. Errors are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 413 for a request too large,
+429 for too many requests, 500 and 503. This server has no character quota, so it never answers 456.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from nmt.serve.app import ApiError, QueueFull
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, joined, read_params, translate_texts
+from nmt.serve.limits import Limits
+from nmt.translator import Translator
+from nmt.yamlsafe import short_repr
+
+TARGETS = {"EN": "English", "EN-GB": "English (British)", "EN-US": "English (American)"}
+REFUSED = ("tag_handling", "glossary_id", "glossary_ids", "style_id", "custom_instructions",
+           "translation_memory_id")
+FORMALITIES = ("default", "prefer_less", "prefer_more")  # "prefer_": DeepL falls back to the default
+STATUSES = (400, 403, 413, 429, 500, 503)
+
+
+class DeepLError(Exception):
+    """An answer in DeepL's shape, {"message": "..."}."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, " ".join(message.split())
+
+
+def error_body(message: str) -> dict[str, str]:
+    return {"message": message}
+
+
+def _status(err: ApiError) -> int:
+    if isinstance(err, QueueFull):
+        return 429
+    return err.status if err.status in STATUSES else 400 if err.status < 500 else 500
+
+
+def _texts(params: Params) -> list[str]:
+    texts = params.all("text")
+    if texts is None or texts == [] or texts == "":
+        raise DeepLError(400, "Parameter 'text' not specified.")
+    if isinstance(texts, str) and params.json is not None:
+        raise DeepLError(400, "Parameter 'text' must be an array of strings in a JSON body.")
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise DeepLError(400, "Parameter 'text' must hold strings only.")
+    return texts
+
+
+def _check(params: Params) -> None:
+    target = params.get("target_lang")
+    if not target:
+        raise DeepLError(400, "Parameter 'target_lang' not specified.")
+    if not isinstance(target, str) or target.upper() not in TARGETS:
+        raise DeepLError(400, f"Value for 'target_lang' not supported: {short_repr(target)}; this server "
+                              f"translates into {', '.join(TARGETS)}.")
+    source = params.get("source_lang")
+    if source and (not isinstance(source, str) or source.upper() != SOURCE.upper()):
+        raise DeepLError(400, f"Value for 'source_lang' not supported: {short_repr(source)}; this server "
+                              f"translates from {SOURCE.upper()}.")
+    for name in REFUSED:
+        if params.get(name) not in (None, ""):
+            raise DeepLError(400, f"Parameter '{name}' is not supported by this server.")
+    formality = params.get("formality")
+    if formality not in (None, "", *FORMALITIES):
+        raise DeepLError(400, f"'formality' {short_repr(formality)} is not supported for the target language; "
+                              f"use one of {', '.join(FORMALITIES)}.")
+
+
+def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters: Callable[[], int]) -> None:
+    """DeepL's endpoints under /v2/, through the same batcher and limits as /translate; `characters` gives the
+    source characters translated since the start, for /v2/usage."""
+    @app.exception_handler(DeepLError)
+    async def deepl_error(_request: Request, err: DeepLError) -> JSONResponse:
+        return JSONResponse(error_body(err.message), status_code=err.status)
+
+    async def params_of(request: Request) -> Params:
+        try:
+            return await read_params(request, limits)
+        except ApiError as err:
+            raise DeepLError(_status(err), err.message) from None
+
+    @app.post("/v2/translate", dependencies=[Depends(app.state.origin_check)])  # forms need no preflight
+    async def translate(request: Request) -> dict[str, Any]:
+        params = await params_of(request)
+        texts = _texts(params)
+        _check(params)
+        try:
+            results = await translate_texts(request, translator, limits, texts, translator.decode)
+        except ApiError as err:
+            raise DeepLError(_status(err), err.message) from None
+        return {"translations": [{"detected_source_language": SOURCE.upper(), "text": joined(translator, result),
+                                  "billed_characters": len(text)} for text, result in zip(texts, results)]}
+
+    @app.get("/v2/languages")
+    async def languages(request: Request) -> list[dict[str, Any]]:
+        kind = (await params_of(request)).get("type") or "source"
+        if kind == "source":
+            return [{"language": SOURCE.upper(), "name": NAMES[SOURCE]}]
+        if kind == "target":
+            return [{"language": code, "name": name, "supports_formality": False}
+                    for code, name in TARGETS.items() if code != TARGET.upper()]
+        raise DeepLError(400, f"Value for 'type' not supported: {short_repr(kind)}; use source or target.")
+
+    @app.get("/v2/usage")
+    async def usage(request: Request) -> dict[str, int]:
+        await params_of(request)
+        return {"character_count": characters()}
+

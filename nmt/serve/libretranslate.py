@@ -1,0 +1,158 @@
+"""LibreTranslate's API under /libretranslate/: POST translate and detect, GET languages and frontend/settings,
+as LibreTranslate's own server answers them (its app.py), so that its clients work with the base URL
+http://HOST:PORT/libretranslate/.
+
+Parameters come as JSON, a form or the query string (`compat.read_params`); unknown ones are ignored, as
+LibreTranslate does. Errors are {"error": "..."} with LibreTranslate's statuses: 400 for any bad request
+(a limit too), 403 for a key, 429 for too many requests, 500 when decoding failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+
+from nmt.serve.app import ApiError, QueueFull, settings
+from nmt.serve.auth import Access, Denied, client_address, header_key
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, joined, read_params, translate_texts
+from nmt.serve.limits import Limits
+from nmt.translator import Translator
+from nmt.yamlsafe import short_repr
+
+PREFIX = "/libretranslate"
+AUTO = "auto"
+DETECTED = {"confidence": 0.0, "language": SOURCE}  # no detection is made: `auto` is the one source, German
+STATUSES = (400, 403, 429, 500)
+
+
+def _status(err: ApiError) -> int:
+    if isinstance(err, QueueFull):
+        return 429
+    return err.status if err.status in STATUSES else 400 if err.status < 500 else 500
+
+
+def _texts(q: Any) -> list[str]:
+    if not q:
+        raise ApiError(400, "Invalid request: missing q parameter")
+    texts = q if isinstance(q, list) else [q]
+    if not all(isinstance(text, str) for text in texts):
+        raise ApiError(400, "Invalid request: q must be a string or a list of strings")
+    return texts
+
+
+def _alternatives(value: Any, limits: Limits) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ApiError(400, "Invalid request: alternatives parameter is not a number")
+    try:
+        number = max(0, int(value))
+    except ValueError:
+        raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
+    if number + 1 > limits.max_beam:
+        raise ApiError(400, f"Invalid request: alternatives parameter must be <= {limits.max_beam - 1} "
+                            "(the largest beam, --max-beam, less one)")
+    return number
+
+
+def _languages(params: Params) -> None:
+    source, target = params.get("source"), params.get("target")
+    for name, value in (("source", source), ("target", target)):
+        if not value:
+            raise ApiError(400, f"Invalid request: missing {name} parameter")
+    if source not in (SOURCE, AUTO):
+        raise ApiError(400, f"{short_repr(source)} is not supported: this server translates {SOURCE} (or {AUTO})"
+                            f" to {TARGET}")
+    if target != TARGET:
+        raise ApiError(400, f"{short_repr(target)} is not supported: this server translates {SOURCE} to {TARGET}")
+    text_format = params.get("format") or "text"
+    if text_format == "html":
+        raise ApiError(400, "html format is not supported by this server: send plain text (format=text)")
+    if text_format != "text":
+        raise ApiError(400, f"{short_repr(text_format)} format is not supported (format=text)")
+
+
+def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Access) -> None:
+    """LibreTranslate's endpoints under /libretranslate/, through the same batcher and limits as /translate."""
+    async def checked(request: Request, answer: Callable[[Params], Awaitable[Any]]) -> Any:
+        """`answer(params)` once the key (api_key, or a Bearer header) is known, in LibreTranslate's statuses."""
+        try:
+            params: Params | None = await read_params(request, limits)
+        except ApiError as err:
+            params, unreadable = None, err
+        key = params.get("api_key") if params is not None else None
+        try:
+            access.check(key if isinstance(key, str) else header_key(request.headers.get("authorization")),
+                         client_address(request.scope))
+        except Denied as denied:
+            raise ApiError(denied.status, denied.message) from None
+        try:
+            if params is None:
+                raise unreadable
+            return await answer(params)
+        except ApiError as err:
+            raise ApiError(_status(err), err.message) from None
+
+    async def translation(params: Params, request: Request) -> dict[str, Any]:
+        texts = _texts(params.get("q"))
+        _languages(params)
+        alternatives = _alternatives(params.get("alternatives"), limits)
+        decode = translator.decode
+        if alternatives:
+            wanted = {"n_best": alternatives + 1, "beam": max(decode.beam, alternatives + 1)}
+            decode = settings(wanted, decode, ("beam", "n_best"), limits)
+        results = await translate_texts(request, translator, limits, texts, decode)
+        best = [joined(translator, text) for text in results]
+        others = [_unique([joined(translator, text, rank) for rank in range(1, alternatives + 1)], main)
+                  for text, main in zip(results, best)]
+        single = not isinstance(params.get("q"), list)
+        out: dict[str, Any] = {"translatedText": best[0] if single else best}
+        if alternatives:
+            out["alternatives"] = others[0] if single else others
+        if params.get("source") == AUTO:
+            out["detectedLanguage"] = dict(DETECTED) if single else [dict(DETECTED) for _ in texts]
+        return out
+
+    browser_post = [Depends(app.state.origin_check)]  # forms need no CORS preflight: check the Origin
+
+    @app.post(PREFIX + "/translate", dependencies=browser_post)
+    async def translate(request: Request) -> Any:
+        return await checked(request, lambda params: translation(params, request))
+
+    @app.post(PREFIX + "/detect", dependencies=browser_post)
+    async def detect(request: Request) -> Any:
+        async def answer(params: Params) -> list[dict[str, Any]]:
+            q = params.get("q")
+            if not q or not isinstance(q, str):
+                raise ApiError(400, "Invalid request: missing q parameter (one string)")
+            return [dict(DETECTED)]
+
+        return await checked(request, answer)
+
+    @app.get(PREFIX + "/languages")
+    async def languages(request: Request) -> Any:
+        async def answer(_params: Params) -> list[dict[str, Any]]:
+            return [{"code": SOURCE, "name": NAMES[SOURCE], "targets": [TARGET]},
+                    {"code": TARGET, "name": NAMES[TARGET], "targets": []}]
+
+        return await checked(request, answer)
+
+    @app.get(PREFIX + "/frontend/settings")
+    async def frontend_settings(request: Request) -> Any:
+        async def answer(_params: Params) -> dict[str, Any]:
+            keyed = access.keys is not None
+            return {"charLimit": limits.max_chars, "frontendTimeout": 500, "apiKeys": keyed, "keyRequired": keyed,
+                    "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+                    "language": {"source": {"code": SOURCE, "name": NAMES[SOURCE]},
+                                 "target": {"code": TARGET, "name": NAMES[TARGET]}}}
+
+        return await checked(request, answer)
+
+
+
+def _unique(texts: list[str], main: str) -> list[str]:
+    """`texts` in order without repeats, without `main` and without blanks (as LibreTranslate lists them)."""
+    seen = {main, ""}
+    return [text for text in texts if not (text in seen or seen.add(text))]

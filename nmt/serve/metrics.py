@@ -1,0 +1,116 @@
+"""What nmt-serve tells an operator: Prometheus metrics (prometheus-client, one registry per application) and
+one access-log line per request, both written by the `Observe` middleware.
+
+Per endpoint: requests by status, sentences and source characters translated (counted for answers below 400),
+and a latency histogram; for the decoder: the requests waiting and the sentences of each search. An endpoint is
+a route's path; any other path counts as "other", so scanning for URLs cannot grow the label set. A log line
+holds the client address, method, path (no query string: a key may travel there), status, latency and sentence
+count; never a text or a key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.requests import Request
+
+ACCESS_LOG = logging.getLogger("nmt.serve.access")
+STATS = "nmt.stats"  # the ASGI scope key of a request's RequestStats
+OTHER = "other"
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+MAX_LOGGED_PATH = 200
+
+
+@dataclass
+class RequestStats:
+    """What a request asked to translate, filled in by its endpoint."""
+
+    sentences: int = 0
+    characters: int = 0
+
+
+def count_sentences(request: Request, lines: Sequence[str]) -> None:
+    """Record the sentences a request translates (nothing happens outside the `Observe` middleware)."""
+    stats = request.scope.get(STATS)
+    if stats is not None:
+        stats.sentences += len(lines)
+        stats.characters += sum(len(line) for line in lines)
+
+
+class Metrics:
+    """The service's metrics in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("nmt_serve_requests", "HTTP requests answered, by endpoint and status",
+                                ["endpoint", "status"], registry=self.registry)
+        self.sentences = Counter("nmt_serve_sentences", "sentences translated (answers below 400)", ["endpoint"],
+                                 registry=self.registry)
+        self.characters = Counter("nmt_serve_characters", "source characters translated (answers below 400)",
+                                  ["endpoint"], registry=self.registry)
+        self.latency = Histogram("nmt_serve_request_duration_seconds", "time from request to answer",
+                                 ["endpoint"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.queue = Gauge("nmt_serve_queue_depth", "requests waiting for the decoder", registry=self.registry)
+        self.batch = Histogram("nmt_serve_batch_sentences", "sentences decoded by one search", buckets=BATCH_BUCKETS,
+                               registry=self.registry)
+        self.characters_translated = 0  # all endpoints together: DeepL's /v2/usage
+
+    def watch_queue(self, depth: Callable[[], int]) -> None:
+        self.queue.set_function(depth)
+
+    def observe(self, endpoint: str, status: int, seconds: float, stats: RequestStats) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
+        self.latency.labels(endpoint).observe(seconds)
+        if status < 400 and stats.sentences:
+            self.sentences.labels(endpoint).inc(stats.sentences)
+            self.characters.labels(endpoint).inc(stats.characters)
+            self.characters_translated += stats.characters
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The metrics in the Prometheus text format, and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def logged_path(path: str) -> str:
+    """The path as one field of a log line: percent-encoded (no spaces or control characters), cut short."""
+    quoted = urllib.parse.quote(path, safe="/-._~")
+    return quoted if len(quoted) <= MAX_LOGGED_PATH else f"{quoted[:MAX_LOGGED_PATH]}..."
+
+
+class Observe:
+    """ASGI middleware: times each HTTP request, notes its status, counts it in `metrics` under its endpoint and
+    writes its access-log line to `log` (None: no access log)."""
+
+    def __init__(self, app: Any, metrics: Metrics, endpoints: Iterable[str], log: logging.Logger | None) -> None:
+        self.app, self.metrics, self.endpoints, self.log = app, metrics, frozenset(endpoints), log
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        stats, status, start = RequestStats(), 500, time.perf_counter()
+        scope[STATS] = stats
+
+        async def noting(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            seconds = time.perf_counter() - start
+            path = scope.get("path", "")
+            self.metrics.observe(path if path in self.endpoints else OTHER, status, seconds, stats)
+            if self.log is not None:
+                client = scope.get("client")
+                self.log.info("%s %s %s %d %.1fms %d sentences", client[0] if client else "-", scope["method"],
+                              logged_path(path), status, 1000 * seconds, stats.sentences)

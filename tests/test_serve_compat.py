@@ -1,0 +1,337 @@
+"""nmt-serve for existing clients: the LibreTranslate and DeepL client libraries (libretranslatepy posts a form,
+deep-translator's LibreTranslator a query string, deepl JSON with its own header) against a real `nmt-serve
+--api-keys` on the loopback get exactly nmt-translate's translations; keys, /metrics, the access log, the rate
+limit and each API's errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+
+import httpx
+import pytest
+import torch
+from prometheus_client.parser import text_string_to_metric_families
+
+from nmt.serve.auth import Access, KeyRing, RateLimit
+from nmt.serve.command import main as serve_main
+from nmt.serve.limits import Limits
+from nmt.serve.service import create_service
+from nmt.translator import load_translator
+from tests.test_serve import REPO, TestClient, _nmt_translate, free_port, wait_healthy
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+SENTENCES = ["Ein Mädchen & ihr Hund laufen über die Wiese.", "Zwei Männer spielen 100% Fußball + Tennis.",
+             "Eine alte Frau sitzt auf einer Bank."]
+KEY, OTHER_KEY, NEW_KEY = "k" * 8 + "-first-key-0123", "second-key-" + "x" * 12, "the-new-key-after-sighup"
+WRONG_KEY = "wrong-key-but-long-enough-9"
+
+
+@pytest.fixture(scope="module")
+def expected(trained_run, tmp_path_factory) -> list[str]:
+    return _nmt_translate(trained_run, tmp_path_factory.mktemp("expected"), SENTENCES)
+
+
+@pytest.fixture(scope="module")
+def server(trained_run, tmp_path_factory):
+    """`nmt-serve --api-keys` on a free loopback port: (url, process, key file, log file)."""
+    folder = tmp_path_factory.mktemp("compat")
+    keys, log = folder / "keys.txt", folder / "server.log"
+    keys.write_text(f"# API keys\n{KEY}\n\n{OTHER_KEY}\n", encoding="ascii")
+    port = free_port()
+    with open(log, "w", encoding="utf-8") as err:
+        process = subprocess.Popen([sys.executable, "-m", "nmt.serve.command", "-c", str(trained_run), "--port",
+                                    str(port), "--api-keys", str(keys)], stderr=err, cwd=REPO,
+                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url, process, keys, log
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _metrics(url: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of /metrics, parsed by prometheus_client: (name, sorted labels) -> value."""
+    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _moved(before: dict, after: dict, name: str, **labels: str) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def test_libretranslatepy_posts_a_form_and_gets_nmt_translate_output(server, expected):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(f"{server[0]}/libretranslate/", api_key=KEY)
+    assert [client.translate(sentence, "de", "en") for sentence in SENTENCES] == expected
+    assert client.languages() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                  {"code": "en", "name": "English", "targets": []}]
+    assert client.detect(SENTENCES[0]) == [{"confidence": 0.0, "language": "de"}]
+
+
+def test_deep_translator_sends_a_query_string_and_gets_nmt_translate_output(server, expected):
+    from deep_translator import LibreTranslator
+
+    client = LibreTranslator(source="de", target="en", api_key=OTHER_KEY, custom_url=f"{server[0]}/libretranslate/")
+    assert client.translate_batch(SENTENCES) == expected
+
+
+def test_the_deepl_client_gets_nmt_translate_output(server, expected):
+    import deepl
+
+    client = deepl.Translator(KEY, server_url=server[0])
+    before = client.get_usage().character.count
+    results = client.translate_text(SENTENCES, source_lang="DE", target_lang="EN-US")
+    assert [result.text for result in results] == expected
+    assert [result.billed_characters for result in results] == [len(sentence) for sentence in SENTENCES]
+    assert {result.detected_source_lang for result in results} == {"DE"}
+    assert client.translate_text(SENTENCES[1], target_lang="en-gb").text == expected[1]  # source left to "detect"
+    assert client.get_usage().character.count - before == sum(map(len, SENTENCES)) + len(SENTENCES[1])
+    assert [lang.code for lang in client.get_source_languages()] == ["DE"]
+    assert [lang.code for lang in client.get_target_languages()] == ["EN-GB", "EN-US"]
+
+
+def test_a_wrong_or_missing_key_is_403_for_every_client_and_the_right_key_works(server):
+    import deepl
+    from deep_translator import LibreTranslator
+    from deep_translator.exceptions import AuthorizationException
+    from libretranslatepy import LibreTranslateAPI
+
+    url = server[0]
+    for key in (WRONG_KEY, None):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            LibreTranslateAPI(f"{url}/libretranslate/", api_key=key).translate(SENTENCES[0], "de", "en")
+        assert refused.value.code == 403 and "error" in refused.value.read().decode()
+    with pytest.raises(AuthorizationException):  # deep-translator itself refuses to send no key
+        LibreTranslator(source="de", target="en", api_key=WRONG_KEY, custom_url=f"{url}/libretranslate/").translate(
+            SENTENCES[0])
+    with pytest.raises(deepl.AuthorizationException):  # and the deepl client an empty one
+        deepl.Translator(WRONG_KEY, server_url=url).translate_text(SENTENCES[0], target_lang="EN-US")
+    assert httpx.post(f"{url}/v2/translate", json={"text": ["a"], "target_lang": "EN-US"}).status_code == 403
+    for path, body in (("/translate", {"src": ["a"]}), ("/attention", {"src": "a"})):
+        assert httpx.post(f"{url}{path}", json=body).status_code == 403
+        wrong = httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {WRONG_KEY}"})
+        assert wrong.status_code == 403 and set(wrong.json()) == {"error"}
+        assert httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    for path in ("/", "/metrics", "/libretranslate/languages", "/libretranslate/frontend/settings", "/v2/usage"):
+        assert httpx.get(f"{url}{path}").status_code == 403, path
+        assert httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {OTHER_KEY}"}).status_code == 200, path
+    assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_metrics_parse_and_count_exactly_the_requests_sent(server):
+    url, auth = server[0], {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    before = _metrics(url)
+    for sentence in SENTENCES:
+        assert httpx.post(f"{url}/libretranslate/translate", data={"q": sentence, "source": "de", "target": "en",
+                                                                   "api_key": KEY}).status_code == 200
+    assert httpx.post(f"{url}/v2/translate", json={"text": SENTENCES, "target_lang": "EN-US"},
+                      headers=auth).status_code == 200
+    assert httpx.post(f"{url}/v2/translate", json={"text": SENTENCES, "target_lang": "FR"}, headers=auth).status_code \
+        == 400
+    assert httpx.post(f"{url}/libretranslate/translate", data={"q": "a", "source": "de", "target": "en"}).status_code \
+        == 403
+    after = _metrics(url)
+    lt, dl, chars = "/libretranslate/translate", "/v2/translate", sum(map(len, SENTENCES))
+    assert _moved(before, after, "nmt_serve_requests_total", endpoint=lt, status="200") == 3
+    assert _moved(before, after, "nmt_serve_requests_total", endpoint=lt, status="403") == 1
+    assert _moved(before, after, "nmt_serve_requests_total", endpoint=dl, status="200") == 1
+    assert _moved(before, after, "nmt_serve_requests_total", endpoint=dl, status="400") == 1
+    assert _moved(before, after, "nmt_serve_sentences_total", endpoint=lt) == 3
+    assert _moved(before, after, "nmt_serve_sentences_total", endpoint=dl) == 3  # the refused request adds none
+    assert _moved(before, after, "nmt_serve_characters_total", endpoint=lt) == chars
+    assert _moved(before, after, "nmt_serve_characters_total", endpoint=dl) == chars
+    assert _moved(before, after, "nmt_serve_request_duration_seconds_count", endpoint=lt) == 4
+    assert _moved(before, after, "nmt_serve_batch_sentences_count") == 4  # one request at a time: one search each
+    assert _moved(before, after, "nmt_serve_batch_sentences_sum") == 6
+    assert after[("nmt_serve_queue_depth", ())] == 0
+    assert _moved(before, after, "nmt_serve_requests_total", endpoint="/metrics", status="200") == 1  # `before`
+
+
+def test_sighup_rereads_the_key_file(server):
+    url, process, keys, log = server
+    original = keys.read_text(encoding="ascii")
+
+    def status(key: str) -> int:
+        return httpx.get(f"{url}/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {key}"}).status_code
+
+    def after_sighup(content: str) -> str:
+        """The server's line about the key file, once it has re-read `content`."""
+        seen = log.read_text(encoding="utf-8").count("SIGHUP:")
+        keys.write_text(content, encoding="ascii")
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            said = [line for line in log.read_text(encoding="utf-8").splitlines() if "SIGHUP:" in line]
+            if len(said) > seen:
+                return said[-1]
+            time.sleep(0.05)
+        raise AssertionError("nmt-serve said nothing on SIGHUP")
+
+    try:
+        assert "1 API keys read" in after_sighup(f"{NEW_KEY}\n")
+        assert (status(NEW_KEY), status(KEY)) == (200, 403)
+        assert "keys in use stay" in after_sighup("short\n")  # a bad file keeps the keys in use
+        assert status(NEW_KEY) == 200
+    finally:
+        after_sighup(original)
+    assert status(KEY) == 200 and process.poll() is None
+
+
+def test_the_access_log_has_each_request_and_never_a_key_or_a_text(server):
+    url, log = server[0], server[3]
+    httpx.post(f"{url}/libretranslate/translate", params={"q": SENTENCES[0], "source": "de", "target": "en",
+                                                          "api_key": WRONG_KEY})
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert any(" POST /libretranslate/translate 200 " in line and line.endswith(" 1 sentences") for line in lines)
+    assert any(" POST /v2/translate 200 " in line and line.endswith(" 3 sentences") for line in lines)
+    assert any(" POST /libretranslate/translate 403 " in line for line in lines)
+    text = "\n".join(lines)
+    for secret in (KEY, OTHER_KEY, NEW_KEY, WRONG_KEY, "Mädchen", "M%C3%A4dchen", "Traceback"):
+        assert secret not in text, secret
+
+
+@pytest.fixture(scope="module")
+def local(trained_run, tmp_path_factory):
+    """The whole service in-process with two keys and 3 requests a minute on a clock the test turns."""
+    clock = [0.0]
+    folder = tmp_path_factory.mktemp("local")
+    (folder / "keys").write_text(f"{KEY}\n{OTHER_KEY}\n", encoding="ascii")
+    access = Access(KeyRing(folder / "keys"), RateLimit(3, clock=lambda: clock[0]))
+    app = create_service(load_translator([trained_run], torch.device("cpu")), Limits(max_sentences=8, max_chars=400,
+                                                                                     max_beam=4), access=access)
+    with TestClient(app) as client:
+        yield client, clock
+
+
+def _lt(client, clock, **fields):
+    clock[0] += 60.0  # a fresh minute: the rate limit stays out of the way
+    return client.post("/libretranslate/translate", **fields)
+
+
+def test_libretranslate_alternatives_are_nmt_translates_n_best(local, trained_run, tmp_path):
+    client, clock = local
+    answer = _lt(client, clock, json={"q": SENTENCES[:2], "source": "auto", "target": "en", "alternatives": 2,
+                                      "api_key": KEY}).json()
+    rows = _nmt_translate(trained_run, tmp_path, SENTENCES[:2], "--beam", "3", "--n-best", "3")
+    n_best = [[row.split(" ||| ")[1] for row in rows if row.startswith(f"{i} ||| ")] for i in range(2)]
+    assert answer["translatedText"] == [hyps[0] for hyps in n_best]
+    assert answer["alternatives"] == [[h for i, h in enumerate(hyps[1:]) if h not in hyps[:i + 1] and h]
+                                      for hyps in n_best]
+    assert answer["detectedLanguage"] == [{"confidence": 0.0, "language": "de"}] * 2
+
+
+def test_libretranslate_keeps_a_texts_lines(local, expected):
+    client, clock = local
+    answer = _lt(client, clock, data={"q": "\r\n".join(SENTENCES), "source": "de", "target": "en", "api_key": KEY})
+    assert answer.json() == {"translatedText": "\n".join(expected)}
+
+
+@pytest.mark.parametrize("fields,status,words", [
+    ({"json": {"source": "de", "target": "en"}}, 400, "missing q"),
+    ({"json": {"q": ["a", 3], "source": "de", "target": "en"}}, 400, "list of strings"),
+    ({"json": {"q": "a", "source": "fr", "target": "en"}}, 400, "'fr' is not supported"),
+    ({"json": {"q": "a", "source": "de", "target": "de"}}, 400, "'de' is not supported"),
+    ({"json": {"q": "a", "target": "en"}}, 400, "missing source"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "format": "html"}}, 400, "html format is not supported"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "alternatives": "x"}}, 400, "not a number"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "alternatives": 4}}, 400, "must be <= 3"),
+    ({"data": {"q": "a" * 401, "source": "de", "target": "en"}}, 400, "at most 400"),
+    ({"data": {"q": "\n".join("a" * 9), "source": "de", "target": "en"}}, 400, "at most 8"),
+    ({"content": b"{not json", "headers": {"Content-Type": "application/json"}}, 400, "not valid JSON"),
+    ({"content": b"[1]", "headers": {"Content-Type": "application/json"}}, 400, "JSON object"),
+    ({"content": b"q=%ff&source=de&target=en", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+     400, "not UTF-8"),
+    ({"content": b"q: a", "headers": {"Content-Type": "text/plain"}}, 400, "cannot be read"),
+    ({"content": b"x" * 100_000, "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 400, "exceeds"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "api_key": WRONG_KEY}}, 403, "invalid API key"),
+    ({"data": {"q": "a", "source": "de", "target": "en"}}, 403, "needs an API key"),
+])
+def test_libretranslate_malformed_requests_get_its_error_shape_and_the_server_stays_healthy(local, fields, status,
+                                                                                           words):
+    client, clock = local
+    if status != 403 and "json" in fields:
+        fields = {"json": {**fields["json"], "api_key": KEY}}
+    elif status != 403:
+        fields = {**fields, "headers": {**fields.get("headers", {}), "Authorization": f"Bearer {KEY}"}}
+    answer = _lt(client, clock, **fields)
+    assert answer.status_code == status and set(answer.json()) == {"error"}, answer.text
+    assert words in answer.json()["error"]
+    assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("body,status,words", [
+    ({"target_lang": "EN-US"}, 400, "'text' not specified"),
+    ({"text": "a", "target_lang": "EN-US"}, 400, "array of strings"),
+    ({"text": ["a", None], "target_lang": "EN-US"}, 400, "strings only"),
+    ({"text": ["a"]}, 400, "'target_lang' not specified"),
+    ({"text": ["a"], "target_lang": "DE"}, 400, "'target_lang' not supported"),
+    ({"text": ["a"], "target_lang": "EN-US", "source_lang": "FR"}, 400, "'source_lang' not supported"),
+    ({"text": ["a"], "target_lang": "EN-US", "tag_handling": "html"}, 400, "'tag_handling' is not supported"),
+    ({"text": ["a"], "target_lang": "EN-US", "formality": "more"}, 400, "formality"),
+    ({"text": ["a"] * 9, "target_lang": "EN-US"}, 413, "at most 8"),
+    ({"text": ["x" * 50_000], "target_lang": "EN-US"}, 413, "exceeds"),
+])
+def test_deepl_malformed_requests_get_its_error_shape_and_the_server_stays_healthy(local, body, status, words):
+    client, clock = local
+    clock[0] += 60.0
+    answer = client.post("/v2/translate", json=body, headers={"Authorization": f"DeepL-Auth-Key {KEY}"})
+    assert answer.status_code == status and set(answer.json()) == {"message"}, answer.text
+    assert words in answer.json()["message"]
+    assert client.get("/health").status_code == 200
+
+
+def test_the_rate_limit_answers_429_per_key_in_each_apis_shape(local):
+    client, clock = local
+    clock[0] += 60.0
+    deepl_auth, form = {"Authorization": f"DeepL-Auth-Key {KEY}"}, {"source": "de", "target": "en", "q": "a"}
+    assert [client.get("/v2/usage", headers=deepl_auth).status_code for _ in range(3)] == [200] * 3
+    refused = client.get("/v2/usage", headers=deepl_auth)
+    assert refused.status_code == 429 and "too many requests" in refused.json()["message"]
+    assert int(refused.headers["retry-after"]) == 20  # a token every 20 s at 3 a minute
+    lt = client.post("/libretranslate/translate", data={**form, "api_key": KEY})
+    assert lt.status_code == 429 and set(lt.json()) == {"error"}
+    assert client.post("/libretranslate/translate", data={**form, "api_key": OTHER_KEY}).status_code == 200
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200  # not limited
+    clock[0] += 20.0
+    assert client.get("/v2/usage", headers=deepl_auth).status_code == 200
+
+
+def test_key_files_that_cannot_serve_are_one_line_errors_that_show_no_key(tmp_path, capsys):
+    cases = {"missing": None, "empty": "# no key yet\n\n", "short": "abc123\n",
+             "spaced": "a key with spaces in it\n", "latin1": "schlüssel-der-lang-genug-ist\n"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_text(content, encoding="latin-1")
+        assert serve_main(["-c", str(tmp_path / "no-model"), "--api-keys", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err, err
+        assert content is None or content.strip().splitlines()[-1] not in err
+
+
+def test_a_key_ring_knows_its_keys_only(tmp_path):
+    (tmp_path / "keys").write_text(f"  {KEY}  \n{OTHER_KEY}\n", encoding="ascii")
+    ring = KeyRing(tmp_path / "keys")
+    assert len(ring) == 2 and ring.identify(KEY) is not None and ring.identify(OTHER_KEY) != ring.identify(KEY)
+    for other in (KEY[:-1], KEY + "x", KEY.upper(), "", "\ud800"):
+        assert ring.identify(other) is None
+
+
+def test_listening_beyond_the_loopback_needs_keys_or_the_insecure_flag(tmp_path, capsys):
+    model = str(tmp_path / "no-model")
+    assert serve_main(["-c", model, "--host", "0.0.0.0"]) == 2
+    assert "--api-keys" in capsys.readouterr().err
+    assert serve_main(["-c", model, "--host", "0.0.0.0", "--insecure-no-auth"]) == 1  # the model is missing
+    assert "warning: listening on 0.0.0.0 without API keys" in capsys.readouterr().err
+    assert serve_main(["-c", model, "--host", "::1", "--rate-limit", "10/hour"]) == 2
+    assert "N/min" in capsys.readouterr().err
