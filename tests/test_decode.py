@@ -4,6 +4,7 @@ lengths, n-best, ensembles."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +18,15 @@ from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 A, B, C, D = 4, 5, 6, 7
 VOCAB = 8
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny models search fastest on one thread, and do not fight other processes for the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @dataclass
@@ -164,13 +174,6 @@ def test_length_penalty_reorders_the_n_best() -> None:
     assert [h.log_prob for h in nbest] == pytest.approx([math.log(0.24), math.log(0.26)], abs=1e-5)
 
 
-@pytest.mark.parametrize("stop", STOPS)
-def test_beam_one_on_the_script_is_greedy(stop: str) -> None:
-    src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 1, 1.0, 2.0, 5, stop=stop)
-    assert [h.tokens for h in nbest] == [[A, C]]
-
-
 def test_finished_rule_stops_once_beam_hypotheses_have_ended() -> None:
     # Step 1: A .6 and EOS .3 are the first two: EOS finishes ([], score log .3 / 1). Step 2: A EOS .33 and
     # A C .27 are the first two: A EOS finishes (log .33 / (7/6)^2 = -0.81), the second: the sentence is done.
@@ -212,15 +215,27 @@ def test_both_rules_agree_without_penalty_on_the_script(stop: str) -> None:
     assert [h.tokens for h in nbest] == [[B], [A, C]]
 
 
+def search_case(name: str) -> tuple[Seq2Seq, torch.Tensor, torch.Tensor]:
+    """A model and a batch to search: the script on one sentence, or 16 random sentences of varied lengths."""
+    if name == "script":
+        return ScriptedModel(SCRIPT, ONLY_EOS), *one_source([3])
+    builders = {"toy GRU": ToyGRU, "ensemble": lambda: Ensemble([ToyGRU(seed=0), ToyGRU(seed=1)]),
+                "transformer": lambda: real_model("transformer"), "rnn": lambda: real_model("rnn")}
+    return builders[name](), *random_batch(16, seed=1)
+
+
 @pytest.mark.parametrize("stop", STOPS)
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
-def test_beam_one_equals_greedy(alpha: float, stop: str) -> None:
-    model = ToyGRU()
-    src, mask = random_batch(16, seed=1)
-    greedy = greedy_search(model, src, mask, 1.5, 3)
+@pytest.mark.parametrize("name", ["script", "toy GRU", "ensemble", "transformer", "rnn"])
+def test_beam_one_is_greedy(name: str, alpha: float, stop: str) -> None:
+    """Greedy's tokens, log-probabilities and scores, for every kind of model, penalty and stopping rule."""
+    model, src, mask = search_case(name)
+    greedy = greedy_search(model, src, mask, 1.5, 3, length_penalty=alpha)
     beam = beam_search(model, src, mask, 1, alpha, 1.5, 3, stop=stop)
     assert [as_tuples([h]) for h in greedy] == [as_tuples(nbest) for nbest in beam]
-    assert len({len(h.tokens) for h in greedy}) > 3  # the toy model ends sentences at varied lengths
+    assert [h.score for h in greedy] == pytest.approx([nbest[0].score for nbest in beam], rel=1e-6)
+    if name != "script":  # sentences end at varied lengths, so rows leave the batch at different steps
+        assert len({len(h.tokens) for h in greedy}) > 3
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam finished", "beam bound", "ensemble finished", "ensemble bound"])
@@ -266,12 +281,8 @@ def test_attention_rows_cover_tokens_and_real_source() -> None:
 
 
 @pytest.mark.parametrize("stop", STOPS)
-def test_ensemble_beam_one_is_greedy_and_one_model_twice_is_the_model(stop: str) -> None:
+def test_an_ensemble_of_one_model_twice_decodes_like_the_model(stop: str) -> None:
     src, mask = random_batch(16, seed=8)
-    pair = Ensemble([ToyGRU(seed=0), ToyGRU(seed=1)])
-    greedy = greedy_search(pair, src, mask, 1.5, 3)
-    assert [as_tuples([h]) for h in greedy] == [as_tuples(n) for n in beam_search(pair, src, mask, 1, 1.0, 1.5, 3,
-                                                                                    stop=stop)]
     single = beam_search(ToyGRU(seed=0), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
     twice = beam_search(Ensemble([ToyGRU(seed=0), ToyGRU(seed=0)]), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
     assert [[h.tokens for h in n] for n in single] == [[h.tokens for h in n] for n in twice]
@@ -314,11 +325,10 @@ def real_model(arch: str) -> Seq2Seq:
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
-def test_real_models_are_batch_invariant_and_beam_one_is_greedy(arch: str) -> None:
+def test_real_models_decode_a_sentence_alone_as_in_a_batch_of_64(arch: str) -> None:
     model = real_model(arch)
     src, mask = random_batch(64, seed=6)
     greedy = greedy_search(model, src, mask, 1.0, 2)
-    assert [as_tuples([h]) for h in greedy] == [as_tuples(n) for n in beam_search(model, src, mask, 1, 0.0, 1.0, 2)]
     beam = beam_search(model, src, mask, 3, 1.0, 1.0, 2)
     lengths = mask.sum(1)
     for i in [int(lengths.argmin()), int(lengths.argmax()), 5]:
@@ -337,3 +347,23 @@ def test_length_caps_stay_finite_and_within_the_positions():
     assert max_lengths(mask, 1e300, 10**6).tolist() == [2**31 - 1] * 2  # no overflow to a negative cap
     assert max_lengths(mask, 1e300, 10**6, max_positions=16).tolist() == [15, 15]  # BOS takes a position
     assert max_lengths(mask, 0.0, 0, max_positions=16).tolist() == [0, 0]
+
+
+def teacher_forced(model: Seq2Seq, src: torch.Tensor, mask: torch.Tensor, tokens: list[int]) -> float:
+    """The summed log-probability of `tokens` and EOS, read in one forward pass (an ensemble: its members' mean)."""
+    members = list(model.members) if isinstance(model, Ensemble) else [model]
+    tgt_in, tgt_out = torch.tensor([[BOS_ID, *tokens]]), torch.tensor([*tokens, EOS_ID])
+    with torch.no_grad():
+        log_probs = torch.stack([m(src, mask, tgt_in).log_softmax(-1)[0] for m in members]).mean(0)  # (T, V)
+    return float(log_probs.gather(1, tgt_out[:, None]).sum())
+
+
+@pytest.mark.parametrize("name", ["transformer", "rnn", "ensemble"])
+def test_every_beam_hypothesis_has_the_log_prob_teacher_forcing_gives_it(name: str) -> None:
+    """Beams that swap rows, sentences that leave: each hypothesis was scored with its own sentence and prefix."""
+    model = (Ensemble([real_model("transformer"), real_model("rnn")]) if name == "ensemble" else real_model(name))
+    src, mask = random_batch(8, seed=7)
+    for i, nbest in enumerate(beam_search(model, src, mask, 4, 1.0, 1.5, 3, n_best=4)):
+        assert len(nbest) == 4
+        for h in nbest:
+            assert h.log_prob == pytest.approx(teacher_forced(model, src[i:i + 1], mask[i:i + 1], h.tokens), abs=1e-4)
