@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e ".[dev,deploy,serve]"
+	$(BIN)/pip install --quiet -e ".[dev,deploy,serve,hf]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,7 +9,7 @@ import sys
 COMMANDS = {"prepare": "nmt.cli:prepare_main", "train": "nmt.cli:train_main", "evaluate": "nmt.cli:evaluate_main",
             "translate": "nmt.cli:translate_main", "compare": "nmt.cli:compare_main",
             "average": "nmt.cli:average_main", "config-doc": "nmt.cli:config_doc_main",
-            "export": "nmt.cli:export_main", "serve": "nmt.serve.command:main"}
+            "export": "nmt.cli:export_main", "import": "nmt.cli:import_main", "serve": "nmt.serve.command:main"}
 
 
 def main() -> int:

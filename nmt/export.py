@@ -43,7 +43,7 @@ from nmt.models.transformer import Transformer, sinusoidal_table
 __all__ = ["FORMATS", "MANIFEST", "QUANTIZATIONS", "ExportError", "export_ctranslate2", "read_manifest",
            "supported_quantizations"]
 
-FORMATS = ("ctranslate2",)
+FORMATS = ("ctranslate2", "huggingface")  # huggingface: nmt.interop.huggingface
 
 
 def _np(tensor: torch.Tensor) -> np.ndarray:
@@ -84,6 +84,9 @@ def _spec(loaded: Loaded) -> Any:
     from ctranslate2.specs import transformer_spec
 
     cfg, model = loaded.cfg.model, loaded.model
+    if loaded.tokenizer.tables:
+        raise ExportError(f"{loaded.path}: its ids come from a Hugging Face vocab.json (an imported model), which "
+                          "CTranslate2's sentencepiece vocabulary cannot hold; export it with --format huggingface")
     if cfg.arch != "transformer" or not isinstance(model, Transformer):
         raise ExportError(f"{loaded.path}: a {cfg.arch} model cannot be exported: CTranslate2 has no such "
                           "architecture (only Transformer checkpoints can be exported)")

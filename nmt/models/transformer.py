@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo
 
 
+# model.activation -> the feed-forward activation (transformers' "swish" is SiLU too)
+ACTIVATION_MODULES: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
+
+
 def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
     """Sine/cosine position encodings, (length, dim)."""
     pos = torch.arange(length, dtype=torch.float32)[:, None]  # (L, 1)
@@ -116,13 +120,15 @@ class CrossAttention(nn.Module):
 class _Layer(nn.Module):
     """Residual wiring shared by encoder and decoder layers: pre-norm or post-norm."""
 
-    def __init__(self, d_model: int, ffn_dim: int, dropout: float, pre_norm: bool, sublayers: int) -> None:
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float, pre_norm: bool, sublayers: int,
+                 activation: str = "relu") -> None:
         super().__init__()
         self.pre_norm = pre_norm
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(sublayers))
         # No dropout on the wide hidden layer (as fairseq's default): on CPU, drawing its mask costs more than
         # the rest of the layer's dropout together, and the sublayer output is dropped anyway.
-        self.ffn = nn.Sequential(_xavier(nn.Linear(d_model, ffn_dim)), nn.ReLU(), _xavier(nn.Linear(ffn_dim, d_model)))
+        self.ffn = nn.Sequential(_xavier(nn.Linear(d_model, ffn_dim)), ACTIVATION_MODULES[activation](),
+                                 _xavier(nn.Linear(ffn_dim, d_model)))
         self.dropout = Dropout(dropout)
 
     def _in(self, x: torch.Tensor, i: int) -> torch.Tensor:
@@ -141,8 +147,8 @@ class _Layer(nn.Module):
 
 class EncoderLayer(_Layer):
     def __init__(self, d_model: int, heads: int, ffn_dim: int, dropout: float, pre_norm: bool,
-                 core: SelfAttention) -> None:
-        super().__init__(d_model, ffn_dim, dropout, pre_norm, sublayers=2)
+                 core: SelfAttention, activation: str = "relu") -> None:
+        super().__init__(d_model, ffn_dim, dropout, pre_norm, sublayers=2, activation=activation)
         self.self_attn = MultiHeadSelfAttention(d_model, heads, core)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -152,8 +158,8 @@ class EncoderLayer(_Layer):
 
 class DecoderLayer(_Layer):
     def __init__(self, d_model: int, heads: int, ffn_dim: int, dropout: float, pre_norm: bool,
-                 core: SelfAttention, cross_core: FullAttention) -> None:
-        super().__init__(d_model, ffn_dim, dropout, pre_norm, sublayers=3)
+                 core: SelfAttention, cross_core: FullAttention, activation: str = "relu") -> None:
+        super().__init__(d_model, ffn_dim, dropout, pre_norm, sublayers=3, activation=activation)
         self.self_attn = MultiHeadSelfAttention(d_model, heads, core)
         self.cross_attn = CrossAttention(d_model, heads, cross_core)
 
@@ -212,14 +218,15 @@ class Transformer(Seq2Seq):
         self.self_core = SELF_ATTENTION[cfg.self_attention].from_config(cfg)
         cross_core = FullAttention(cfg.temperature, cfg.attention_dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core)
+            EncoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core, cfg.activation)
             for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core, cross_core)
+            DecoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core, cross_core,
+                         cfg.activation)
             for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.pre_norm else nn.Identity()
-        self.output = _xavier(nn.Linear(d, vocab.tgt_size, bias=False))
+        self.output = _xavier(nn.Linear(d, vocab.tgt_size, bias=cfg.output_bias))  # a bias starts at zero
         for embedding in (src_tokens, tgt_tokens, self.src_embed.learned, self.tgt_embed.learned):
             if embedding is not None:
                 nn.init.normal_(embedding.weight, std=d**-0.5)
