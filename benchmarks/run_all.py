@@ -229,13 +229,19 @@ def _profile_section(records: dict[str, dict]) -> list[str]:
 
 
 def _serve_section(records: dict[str, dict]) -> list[str]:
-    """nmt-serve: one-sentence requests from 1, 8, 32 ... concurrent clients over the loopback."""
+    """nmt-serve: one-sentence requests from 1, 8, 32 ... concurrent clients over the loopback, through each API
+    measured (records from before --apis hold the native API alone, with a flat speedup)."""
     lines = ["### Serving (nmt-serve over the loopback, one sentence per request)", "",
-             *table_header(["run", "clients", "requests", "sent/s", "x 1 client", "p50 ms", "p95 ms"], "l" + "r" * 6)]
+             *table_header(["run", "API", "clients", "requests", "sent/s", "x 1 client", "vs native", "p50 ms",
+                            "p95 ms"], "ll" + "r" * 7)]
     for r in records.values():
         for level in r["levels"]:
-            lines.append(f"| {r['run']} | {level['clients']} | {level['requests']} | {level['sentences_per_s']:.1f} "
-                         f"| x{r['speedup'][str(level['clients'])]:.2f} | {level['p50_ms']:.0f} "
+            api, clients = level.get("api", "native"), str(level["clients"])
+            speedup = r["speedup"][api][clients] if "apis" in r else r["speedup"][clients]
+            versus = r.get("vs_native", {}).get(api, {}).get(clients)
+            lines.append(f"| {r['run']} | {api} | {level['clients']} | {level['requests']} "
+                         f"| {level['sentences_per_s']:.1f} | x{speedup:.2f} "
+                         f"| {'' if versus is None else f'{versus:.3f}'} | {level['p50_ms']:.0f} "
                          f"| {level['p95_ms']:.0f} |")
     models = [f"- `{name}`: model `{r['checkpoint']}`, sha256 {r['sha256'][:12]}, {r['updates']:,} updates; "
               f"server `{r['server']}`" for name, r in records.items()]

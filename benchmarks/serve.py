@@ -1,13 +1,16 @@
 """Throughput and latency of nmt-serve: N one-sentence requests from C concurrent clients over the loopback.
 
 Usage: python -m benchmarks.serve RUN [--clients 1 8 32] [--requests 256] [--seconds 60] [--split test]
-       [--batch-wait-ms 5] [--beam B]
+       [--batch-wait-ms 5] [--beam B] [--apis native libretranslate]
 
 Starts `nmt-serve -c RUN` on a free loopback port in its own process, sends each level's requests (one test
 sentence each, cycled) from C clients at once, each waiting for its answer before sending the next, and
 writes benchmarks/results/serve_<run name>_<device>.json: per level sentences/s and p50/p95 latency, with
 the model's sha256 and training updates, the date, the command and the machine. A level stops after
---requests requests or --seconds seconds, whichever comes first.
+--requests requests or --seconds seconds, whichever comes first. With --apis, each level is run through each
+API in turn against the same server: `native` posts {"src": [sentence]} to /translate, `libretranslate` posts
+the form that libretranslatepy sends (q, source, target) to /libretranslate/translate; `vs_native` is each
+API's sentences/s over the native API's at the same level.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ from nmt.translator import load_translator
 
 MODULE = "benchmarks.serve"
 START_SECONDS = 120.0
+NATIVE = "native"
+APIS = {NATIVE: ("/translate", lambda sentence: {"json": {"src": [sentence]}}),
+        "libretranslate": ("/libretranslate/translate",
+                           lambda sentence: {"data": {"q": sentence, "source": "de", "target": "en"}})}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -59,6 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="nmt-serve's batch window (default 5)")
     parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=None,
                         help="beam size (default: the one stored with the model)")
+    parser.add_argument("--apis", nargs="+", choices=sorted(APIS), default=[NATIVE],
+                        help="the APIs each level is sent through, in turn (default: native)")
     add_out_dir(parser)
     return parser.parse_args(argv)
 
@@ -89,10 +98,12 @@ def _start(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     raise ConfigError(f"nmt-serve did not come up within {START_SECONDS:.0f} s (see its error above)")
 
 
-async def _level(url: str, sentences: list[str], clients: int, requests: int, seconds: float) -> dict[str, Any]:
-    """Send up to `requests` requests from `clients` clients for at most `seconds`."""
+async def _level(url: str, sentences: list[str], clients: int, requests: int, seconds: float,
+                 api: str = NATIVE) -> dict[str, Any]:
+    """Send up to `requests` requests from `clients` clients for at most `seconds` through `api`."""
     import httpx
 
+    path, request = APIS[api]
     latencies: list[float] = []
     sent = 0
     deadline = time.monotonic() + seconds
@@ -105,7 +116,7 @@ async def _level(url: str, sentences: list[str], clients: int, requests: int, se
                 sentence = sentences[sent % len(sentences)]
                 sent += 1
                 start = time.perf_counter()
-                answer = await http.post("/translate", json={"src": [sentence]})
+                answer = await http.post(path, **request(sentence))
                 answer.raise_for_status()
                 latencies.append(time.perf_counter() - start)
 
@@ -113,7 +124,7 @@ async def _level(url: str, sentences: list[str], clients: int, requests: int, se
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - start
     ordered = sorted(latencies)
-    return {"clients": clients, "requests": len(latencies), "seconds": round(wall, 3),
+    return {"api": api, "clients": clients, "requests": len(latencies), "seconds": round(wall, 3),
             "sentences_per_s": round(len(latencies) / wall, 2),
             "p50_ms": round(1000 * statistics.median(ordered), 1),
             "p95_ms": round(1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1)}
@@ -130,21 +141,28 @@ def main(argv: list[str] | None = None) -> int:
     del translator  # the server loads its own copy
     process, url = _start(args)
     try:
-        asyncio.run(_level(url, sentences, 1, min(4, args.requests), args.seconds))  # warm-up
+        for api in args.apis:
+            asyncio.run(_level(url, sentences, 1, min(4, args.requests), args.seconds, api))  # warm-up
         levels = []
         for clients in args.clients:
-            levels.append(asyncio.run(_level(url, sentences, clients, args.requests, args.seconds)))
-            level = levels[-1]
-            print(f"{clients:3d} clients: {level['sentences_per_s']:.1f} sentences/s, p50 {level['p50_ms']:.0f} ms, "
-                  f"p95 {level['p95_ms']:.0f} ms ({level['requests']} requests)")
+            for api in args.apis:
+                levels.append(asyncio.run(_level(url, sentences, clients, args.requests, args.seconds, api)))
+                level = levels[-1]
+                print(f"{clients:3d} clients, {api}: {level['sentences_per_s']:.1f} sentences/s, p50 "
+                      f"{level['p50_ms']:.0f} ms, p95 {level['p95_ms']:.0f} ms ({level['requests']} requests)")
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
-    base = levels[0]["sentences_per_s"]
+    rate = {(level["api"], level["clients"]): level["sentences_per_s"] for level in levels}
+    first = args.clients[0]
     result = {"benchmark": "serve", "run": run, "checkpoint": member.path, "sha256": member.sha256,
               "updates": member.steps, "arch": member.arch, "device": "cpu", "split": args.split,
-              "batch_wait_ms": args.batch_wait_ms, "beam": args.beam, "levels": levels,
-              "speedup": {str(level["clients"]): round(level["sentences_per_s"] / base, 2) for level in levels},
+              "batch_wait_ms": args.batch_wait_ms, "beam": args.beam, "apis": args.apis, "levels": levels,
+              "speedup": {api: {str(clients): round(rate[api, clients] / rate[api, first], 2)
+                                for clients in args.clients} for api in args.apis},
+              "vs_native": {api: {str(clients): round(rate[api, clients] / rate[NATIVE, clients], 3)
+                                  for clients in args.clients} for api in args.apis if api != NATIVE}
+              if NATIVE in args.apis else {},
               "server": shlex.join(["nmt-serve", "-c", args.run, "--batch-wait-ms", str(args.batch_wait_ms)])}
     out = args.out_dir / f"serve_{run}_cpu.json"
     write_result(out, torch.device("cpu"), command_line(MODULE, argv), result)

@@ -5,6 +5,7 @@ limit and each API's errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -335,3 +336,17 @@ def test_listening_beyond_the_loopback_needs_keys_or_the_insecure_flag(tmp_path,
     assert "warning: listening on 0.0.0.0 without API keys" in capsys.readouterr().err
     assert serve_main(["-c", model, "--host", "::1", "--rate-limit", "10/hour"]) == 2
     assert "N/min" in capsys.readouterr().err
+
+
+def test_the_serve_benchmark_sends_each_level_through_each_api(trained_run, tmp_path):
+    from benchmarks.run_all import _serve_section
+    from benchmarks.serve import main as bench_main
+
+    assert bench_main([str(trained_run), "--clients", "1", "2", "--requests", "3", "--seconds", "30", "--apis",
+                       "native", "libretranslate", "--out-dir", str(tmp_path)]) == 0
+    record = json.loads(next(tmp_path.glob("serve_*.json")).read_text(encoding="utf-8"))
+    assert [(level["api"], level["clients"], level["requests"]) for level in record["levels"]] == [
+        ("native", 1, 3), ("libretranslate", 1, 3), ("native", 2, 3), ("libretranslate", 2, 3)]
+    assert set(record["speedup"]) == {"native", "libretranslate"} and set(record["vs_native"]) == {"libretranslate"}
+    table = [line for line in _serve_section({"serve.json": record}) if line.startswith(f"| {record['run']} |")]
+    assert len(table) == 4 and "| libretranslate | 2 | 3 |" in table[3]
