@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nmt.cli import average_main, evaluate_main, prepare_main, train_main, translate_main
+from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
 from tests.conftest import tiny_config
 
 
@@ -139,3 +139,29 @@ def test_translate_stdin_to_stdout(trained_run, monkeypatch, capsys):
     assert translate_main(["-c", str(trained_run)]) == 0
     lines = capsys.readouterr().out.split("\n")[:-1]
     assert len(lines) == 3 and lines[0] and not lines[1] and lines[2]
+
+
+@pytest.mark.parametrize("command,flag", [(translate_main, "--chunk-lines"), (translate_main, "--plot-count"),
+                                          (translate_main, "--focus-threshold"), (average_main, "--best"),
+                                          (compare_main, "--diag-sentences"), (compare_main, "--heatmaps"),
+                                          (compare_main, "--resamples")])
+def test_number_flags_refuse_huge_and_non_finite_values(capsys, command, flag):
+    for value in (str(10**30), "1e300", "inf", "nan"):
+        assert command([flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{flag}: got '{value}', allowed:" in err
+
+
+def test_a_decoding_flag_beyond_its_range_is_one_line_before_any_work(trained_run, capsys):
+    assert translate_main(["-c", str(trained_run), "--length-penalty", "1e300"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--length-penalty: got 1e+300, allowed: a number in [0, 10]" in err
+
+
+def test_an_error_line_is_cut_to_a_marked_excerpt(tmp_path, capsys):
+    deep = tmp_path.joinpath(*["a" * 200] * 15) / "train.de"  # 3,000 characters: a path Linux takes
+    cfg = tiny_config(tmp_path, data={"dataset": "files", "train_src": str(deep), "train_tgt": str(deep),
+                                      "val_src": str(deep), "val_tgt": str(deep)})
+    assert prepare_main([str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 1100 and "characters in all)" in err and "a" * 200 in err
