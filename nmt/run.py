@@ -70,13 +70,16 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
     penalty is still tuned); `command` is what the report records. A signal (Ctrl-C, SIGTERM) saves last.pt and
     raises TrainingInterrupted, which says how to resume; signal handlers are installed only during the call.
     """
+    parent = load_parent(cfg) if cfg.train.init_from else None  # a bad parent is refused before anything is written
+    if parent is not None:
+        cfg = parent.child_config(cfg)
     own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
     where = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
     try:
         with contextlib.ExitStack() as held:
             owner = _start(cfg, restart, where, held)
             held.enter_context(_run_log(RunDir(cfg.run_dir), current(where).rank))
-            return _train(cfg, restart, evaluate_test, command, owner, where)
+            return _train(cfg, restart, evaluate_test, command, owner, where, parent)
     finally:
         if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
             shutdown_distributed()
@@ -133,7 +136,7 @@ def _start(cfg: Config, restart: bool, where: torch.device, held: contextlib.Exi
 
 
 def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previous_owner: str,
-           where: torch.device) -> Run:
+           where: torch.device, parent: Parent | None) -> Run:
     """The run while the run folder is locked: set up, resume or start, train, then the trainer's end."""
     run, rank = RunDir(cfg.run_dir), current(where).rank
     if previous_owner:
@@ -141,7 +144,6 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
                     previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    parent = load_parent(cfg) if cfg.train.init_from else None
     trainer = prepare_trainer(cfg, where, log.info, parent)
     _check_validation_lengths(trainer.data.splits["val"], trainer.model.max_positions, rank)
     if run.last.exists() and not restart:
