@@ -1,7 +1,7 @@
 """Decoding speed of a trained run: greedy and beam search, PyTorch and its CTranslate2 exports, with BLEU.
 
 Usage: python -m benchmarks.decode RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
-       [--export float32 int8 | --export]
+       [--export float32 int8 | --export | --against TREE]
 
 Translates the run's split (as nmt-evaluate reads it, through the same Translator) and writes
 benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and beam): sentences/s and target
@@ -10,20 +10,31 @@ tokens per batch), and, per engine (PyTorch at --precision, then the run exporte
 --export quantization, into a temporary folder), batched sentences/s, target tokens/s and BLEU on the same
 sentences with the same threads; the model is named by its checkpoint sha256 and training updates. --limit caps
 the sentences of the slow one-at-a-time measurement.
+
+--against TREE times another checkout's code (a git worktree of an older commit, say) beside this one's: each in a
+fresh interpreter (benchmarks/decode_worker.py), given the same sentences, pass after pass in alternating order
+(--repeats passes each, the median kept), so that a busy machine slows both alike. It writes
+decode_<run name>_<device>_against_<its commit>.json with both sides' figures, this side's speed-up over TREE's and
+whether the two gave the same tokens for every sentence.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import sacrebleu
 import torch
 
 from benchmarks.common import (
+    ROOT,
     add_device,
     add_out_dir,
     add_threads,
@@ -38,10 +49,12 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
+from nmt.errors import FileError
 from nmt.evaluation import split_pair
 from nmt.translator import Translator, load_translator
 
 MODULE = "benchmarks.decode"
+WORKER = Path(__file__).with_name("decode_worker.py")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,10 +73,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_threads(parser, "CPU threads of every engine (default: torch's choice)")
     parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
+    parser.add_argument("--against", metavar="TREE",
+                        help="time the code of the checkout TREE beside this one's, pass for pass (see above)")
     parser.add_argument("--repeats", type=number(AT_LEAST_ONE, integer=True), default=1,
-                        help="batched passes per engine and search; the median time is kept (default 1)")
+                        help="batched passes per engine and search (with --against: every measurement's passes "
+                             "per checkout); the median time is kept (default 1)")
     add_out_dir(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.against is not None and args.export is not None:
+        parser.error("--against times the PyTorch engine only: leave out --export")
+    return args
 
 
 def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int, batch_tokens: int,
@@ -74,12 +93,16 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     t.search(lines[:2])  # warm-up: first-call allocations
     passes = [timed(lambda: t.search(lines), t.engine.device) for _ in range(repeats)]
     nbest = passes[-1][0]
-    seconds = statistics.median(s for _, s in passes)
     tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
     hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
-    return {"sentences": len(lines), "seconds": round(seconds, 3),
-            "sentences_per_s": round(len(lines) / seconds, 2), "tgt_tokens_per_s": round(tokens / seconds, 1),
-            "bleu": round(sacrebleu.corpus_bleu(hyps, [[t.normalize(r) for r in refs]]).score, 2)}
+    return _figures(statistics.median(s for _, s in passes), tokens, hyps, [t.normalize(r) for r in refs])
+
+
+def _figures(seconds: float, tokens: int, hyps: list[str], refs: list[str]) -> dict[str, float]:
+    """Speed and BLEU of a measurement: `tokens` output tokens (EOS included), `refs` normalized as the model reads."""
+    return {"sentences": len(hyps), "seconds": round(seconds, 3), "sentences_per_s": round(len(hyps) / seconds, 2),
+            "tgt_tokens_per_s": round(tokens / seconds, 1),
+            "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)}
 
 
 def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator,
@@ -95,9 +118,94 @@ def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator
     return engines
 
 
+class _Checkout:
+    """One checkout's code decoding in a fresh interpreter (benchmarks/decode_worker.py), one pass per request."""
+
+    def __init__(self, tree: Path, spec: dict[str, Any]) -> None:
+        self.tree = tree
+        self.process = subprocess.Popen([sys.executable, "-c", WORKER.read_text(encoding="utf-8"), json.dumps(spec)],
+                                        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        source = Path(self._answer()["nmt"]).resolve()
+        if tree not in source.parents:
+            raise FileError(f"--against: the interpreter for {tree} imported nmt from {source.parent}")
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise FileError(f"decoding with the code of {self.tree} failed (exit status {self.process.wait()}; "
+                            "its error is above)")
+        return json.loads(line)
+
+    def decode(self, lines: list[str], beam: int, batch_tokens: int, warm_up: bool) -> dict[str, Any]:
+        """One timed pass: its seconds, each sentence's best token ids (None: no hypothesis) and text."""
+        assert self.process.stdin is not None
+        request = {"lines": lines, "beam": beam, "batch_tokens": batch_tokens, "warm_up": warm_up}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+def _checkout(tree: Path) -> dict[str, Any]:
+    """Where a checkout is, its commit and whether its tracked files differ from it (None: git cannot tell)."""
+    def git(*words: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(tree), *words], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"path": str(tree), "commit": git("rev-parse", "HEAD"), "modified": None if status is None else bool(status)}
+
+
+def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator, searches: dict[str, int],
+             work: dict[str, tuple[list[str], list[str], int]]) -> dict[str, dict]:
+    """This checkout and --against's decoding the same sentences, pass after pass in alternating order; per search
+    and measurement (`work`: its sources, references and token budget), both sides' figures, this side's speed-up
+    and whether every sentence's tokens were the same."""
+    spec = {"model": str(Path(args.run).resolve()), "device": str(device), "precision": args.precision,
+            "threads": args.threads, "length_penalty": args.length_penalty}
+    trees = {"this": ROOT, "against": Path(args.against).resolve()}
+    checkouts: dict[str, _Checkout] = {}
+    results: dict[str, dict] = {}
+    try:
+        for side, tree in trees.items():
+            checkouts[side] = _Checkout(tree, spec)
+        for name, beam in searches.items():
+            results[name] = {"beam": beam}
+            for measurement, (lines, refs, budget) in work.items():
+                passes: dict[str, list[dict]] = {side: [] for side in trees}
+                for repeat in range(args.repeats):
+                    for side in (list(trees) if repeat % 2 == 0 else list(trees)[::-1]):
+                        passes[side].append(checkouts[side].decode(lines, beam, budget, warm_up=repeat == 0))
+                normalized = [pytorch.normalize(r) for r in refs]
+                row: dict[str, Any] = {}
+                for side, done in passes.items():
+                    tokens = sum(len(ids) + 1 for ids in done[-1]["tokens"] if ids is not None)
+                    row[side] = {**_figures(statistics.median(p["seconds"] for p in done), tokens, done[-1]["hyps"],
+                                            normalized), "passes": [round(p["seconds"], 3) for p in done]}
+                row["speedup"] = round(row["this"]["sentences_per_s"] / row["against"]["sentences_per_s"], 3)
+                row["identical"] = all(p["tokens"] == passes["this"][0]["tokens"]
+                                       for done in passes.values() for p in done)
+                results[name][measurement] = row
+                print(f"{name} {measurement}: this {row['this']['sentences_per_s']:.2f} sent/s, against "
+                      f"{row['against']['sentences_per_s']:.2f} sent/s, x{row['speedup']:.3f}, tokens "
+                      + ("identical" if row["identical"] else "DIFFERENT"))
+    finally:
+        for running in checkouts.values():
+            running.close()
+    return {"trees": {side: _checkout(tree) for side, tree in trees.items()}, "searches": results}
+
+
 @command
 def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
+    if args.against is not None and not (Path(args.against) / "nmt").is_dir():
+        raise FileError(f"--against {args.against}: not a checkout of this project (it has no nmt/ folder)")
     pytorch = load_translator([args.run], device, args.precision, {"length_penalty": args.length_penalty},
                               label=lambda key: "--" + key.replace("_", "-"))
     sources, refs = split_pair(pytorch, args.split)
@@ -107,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     searches = {"greedy": 1, f"beam{args.beam}": args.beam}
     one = slice(0, args.limit or None)
     many = slice(0, args.batched_limit or None)
+    if args.against is not None:  # a budget of 1: every batch one sentence
+        work = {"one_at_a_time": (sources[one], refs[one], 1), "batched": (sources[many], refs[many], budget)}
+        return _main_against(argv, args, device, pytorch, searches, work)
     results: dict[str, dict] = {}
     for name, beam in searches.items():
         single = _measure(pytorch, sources[one], refs[one], beam, 1)  # a budget of 1: every batch one sentence
@@ -116,12 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
               f"({single['tgt_tokens_per_s']:.0f} tok/s), batched {batched['sentences_per_s']:.1f} sent/s "
               f"({batched['tgt_tokens_per_s']:.0f} tok/s), speed-up x{results[name]['speedup']:.1f}")
-    member = pytorch.members[0]
-    result = {"benchmark": "decode", "run": run, "checkpoint": str(first), "checkpoint_sha256": member.sha256,
-              "updates": member.steps, "arch": pytorch.cfg.model.arch, "split": args.split,
-              "device": device_tag(device), "precision": args.precision, "threads": torch.get_num_threads(),
-              "batch_tokens": budget, "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop,
-              "repeats": args.repeats, "searches": results}
+    result = {**_record("decode", args, device, pytorch), "searches": results}
     if args.export is not None:  # given, with or without quantizations
         engines: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:
@@ -135,10 +241,39 @@ def main(argv: list[str] | None = None) -> int:
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-    suffix = "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
-    out = args.out_dir / f"decode_{run}_{device_tag(device, args.precision)}{suffix}.json"
+    out = args.out_dir / f"{_stem(args, device, pytorch)}.json"
     write_result(out, device, command_line(MODULE, argv), result)
     print(f"peak RSS {result['peak_rss_mb']:.0f} MB -> {out}")
+    return 0
+
+
+def _record(kind: str, args: argparse.Namespace, device: torch.device, pytorch: Translator) -> dict[str, Any]:
+    """The JSON's first fields: the benchmark, the model and the settings it decoded with."""
+    member, first = pytorch.members[0], Path(pytorch.members[0].path)
+    return {"benchmark": kind, "run": run_name(first, pytorch.cfg.name), "checkpoint": str(first),
+            "checkpoint_sha256": member.sha256, "updates": member.steps, "arch": pytorch.cfg.model.arch,
+            "split": args.split, "device": device_tag(device), "precision": args.precision,
+            "threads": torch.get_num_threads(), "batch_tokens": pytorch.decode.batch_tokens,
+            "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop, "repeats": args.repeats}
+
+
+def _stem(args: argparse.Namespace, device: torch.device, pytorch: Translator) -> str:
+    """The JSON's file name without its suffix: decode_<run name>_<device>[_lp<penalty>]."""
+    run = run_name(Path(pytorch.members[0].path), pytorch.cfg.name)
+    suffix = "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
+    return f"decode_{run}_{device_tag(device, args.precision)}{suffix}"
+
+
+def _main_against(argv: list[str], args: argparse.Namespace, device: torch.device, pytorch: Translator,
+                  searches: dict[str, int], work: dict[str, tuple[list[str], list[str], int]]) -> int:
+    """--against: both checkouts timed, into decode_<run name>_<device>_against_<its commit>.json."""
+    compared = _against(args, device, pytorch, searches, work)
+    against = compared["trees"]["against"]
+    label = (against["commit"] or "")[:7] or Path(against["path"]).name
+    result = {**_record("decode_against", args, device, pytorch), **compared}
+    out = args.out_dir / f"{_stem(args, device, pytorch)}_against_{label}.json"
+    write_result(out, device, command_line(MODULE, argv), result)
+    print(f"-> {out}")
     return 0
 
 

@@ -232,6 +232,41 @@ def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_pat
     assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
 
 
+@pytest.mark.parametrize(("change", "identical"), [(None, True), ("a cap one token shorter", False)])
+def test_bench_decode_against_another_checkout_times_both_and_compares_their_tokens(scripts, tiny_run, tmp_path,
+                                                                                    change, identical):
+    """Against a copy of this checkout's nmt/: the same tokens; against a copy whose outputs are capped one token
+    shorter (the untrained model always reaches the cap): different ones."""
+    _, run = tiny_run
+    tree = tmp_path / "other"
+    shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__"))
+    if change is not None:
+        decode = tree / "nmt" / "decode.py"
+        cap = ".floor().clamp(0, most).long()"
+        decode.write_text(decode.read_text(encoding="utf-8").replace(cap, cap + " - 1"), encoding="utf-8")
+    args = [str(run), "--limit", "1", "--batched-limit", "3", "--beam", "2", "--device", "cpu", "--threads", "1",
+            "--against", str(tree), "--repeats", "2", "--out-dir", str(tmp_path)]
+    assert scripts["decode"].main(args) == 0
+    result = json.loads((tmp_path / "decode_benchtiny_cpu_against_other.json").read_text())
+    assert result["benchmark"] == "decode_against" and result["trees"]["against"]["commit"] is None
+    assert result["trees"]["this"]["path"] == str(REPO.resolve())
+    assert set(result["searches"]) == {"greedy", "beam2"}
+    for search in result["searches"].values():
+        for measurement, sentences in (("one_at_a_time", 1), ("batched", 3)):
+            row = search[measurement]
+            assert row["identical"] is identical and row["speedup"] > 0
+            for side in ("this", "against"):
+                assert row[side]["sentences"] == sentences and len(row[side]["passes"]) == 2
+
+
+def test_bench_decode_against_refuses_a_folder_without_nmt_and_exports(scripts, tiny_run, tmp_path, capsys):
+    _, run = tiny_run
+    assert scripts["decode"].main([str(run), "--against", str(tmp_path)]) == 1
+    assert "not a checkout of this project" in capsys.readouterr().err
+    assert scripts["decode"].main([str(run), "--against", str(tmp_path), "--export"]) == 2
+    assert "leave out --export" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag", [["--repeats", "0"], ["--threads", "-1"], ["--limit", "-5"],
                                   ["--batched-limit", "-1"], ["--beam", "0"], ["--length-penalty", "nan"]])
 def test_bench_decode_refuses_flags_out_of_range(scripts, capsys, flag):

@@ -1,0 +1,55 @@
+"""The decoding timer that `python -m benchmarks.decode --against TREE` runs, once on this checkout's code and once
+on TREE's, each in a fresh interpreter, and asks for one timed pass at a time.
+
+`benchmarks.decode` starts it as `python -c <this file's text> SPEC` in the checkout's folder with PYTHONPATH set
+to it, so that `nmt` is that checkout's. It therefore imports nothing from `benchmarks` and uses only what every
+checkout since the Translator offers: `load_translator`, `decode_with`, `Translator.search` and
+`Translator.detokenize`. SPEC is JSON: {"model", "device", "precision", "threads", "length_penalty"}. Each line on
+stdin is a request, {"lines": [...], "beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on
+stdout: {"seconds", "tokens" (each sentence's best token ids, None for a line without any), "hyps" (its text)}.
+The first line says where `nmt` came from: {"nmt": path}. Everything else the code prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main() -> None:
+    answers, sys.stdout = sys.stdout, sys.stderr  # only answers on the pipe the caller reads
+    spec = json.loads(sys.argv[1])
+    import torch
+
+    import nmt
+    from nmt.config import decode_with
+    from nmt.translator import load_translator
+
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    device = torch.device(spec["device"])
+    translator = load_translator([spec["model"]], device, spec["precision"],
+                                 {"length_penalty": spec["length_penalty"]})
+    answers.write(json.dumps({"nmt": nmt.__file__}) + "\n")
+    answers.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        t = translator.with_decode(decode_with(translator.decode, {"beam": request["beam"], "n_best": 1,
+                                                                   "batch_tokens": request["batch_tokens"]}))
+        if request["warm_up"]:
+            t.search(request["lines"][:2])  # first-call allocations
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        nbest = t.search(request["lines"])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        answers.write(json.dumps({"seconds": seconds, "tokens": [list(n[0].tokens) if n else None for n in nbest],
+                                  "hyps": [t.detokenize(n[0]) if n else "" for n in nbest]}) + "\n")
+        answers.flush()
+
+
+if __name__ == "__main__":
+    main()
