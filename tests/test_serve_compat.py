@@ -5,8 +5,11 @@ limit and each API's errors."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +33,7 @@ SENTENCES = ["Ein Mädchen & ihr Hund laufen über die Wiese.", "Zwei Männer sp
              "Eine alte Frau sitzt auf einer Bank."]
 KEY, OTHER_KEY, NEW_KEY = "k" * 8 + "-first-key-0123", "second-key-" + "x" * 12, "the-new-key-after-sighup"
 WRONG_KEY = "wrong-key-but-long-enough-9"
+DOC_SENTENCE = "Zwei Hunde spielen im Schnee."  # the examples' sentence in docs/serve.md
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +103,18 @@ def test_the_deepl_client_gets_nmt_translate_output(server, expected):
     assert client.get_usage().character.count - before == sum(map(len, SENTENCES)) + len(SENTENCES[1])
     assert [lang.code for lang in client.get_source_languages()] == ["DE"]
     assert [lang.code for lang in client.get_target_languages()] == ["EN-GB", "EN-US"]
+
+
+def test_the_client_examples_of_docs_serve_md_print_nmt_translate_output(server, trained_run, tmp_path):
+    text = (REPO / "docs" / "serve.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```python\n(.*?)```", text[text.index("## Existing clients"):], re.S)
+    assert len(examples) == 3 and all(DOC_SENTENCE in code and "YOUR-KEY" in code for code in examples)
+    translation = _nmt_translate(trained_run, tmp_path, [DOC_SENTENCE])[0]
+    for code in examples:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(code.replace("http://127.0.0.1:8000", server[0]).replace("YOUR-KEY", KEY), {})
+        assert printed.getvalue() == translation + "\n", code
 
 
 def test_a_wrong_or_missing_key_is_403_for_every_client_and_the_right_key_works(server):
