@@ -48,12 +48,19 @@ class MetricsLog:
             handle.writelines(json.dumps(entry) + "\n" for entry in kept)
 
     def open(self) -> None:
-        """Start TensorBoard event files too, when `train.tensorboard` asks for them."""
+        """Start TensorBoard event files too, when `train.tensorboard` asks for them.
+
+        A new event file hides every earlier event (purge_step 0) and starts with the records metrics.jsonl holds
+        already, so TensorBoard shows what metrics.jsonl shows: after a kill and a resume, the steps replayed since
+        the last checkpoint would otherwise appear twice, and those the writer had not flushed would be missing.
+        """
         if not self.enabled or not self.tensorboard:
             return
         from torch.utils.tensorboard import SummaryWriter
 
-        self.tb = SummaryWriter(str(self.tb_dir))
+        self.tb = SummaryWriter(str(self.tb_dir), purge_step=0)
+        for entry in read_metrics(self.path):
+            self._scalars(entry)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Append `entry` (with "type" and "step")."""
@@ -61,6 +68,9 @@ class MetricsLog:
             return
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
+        self._scalars(entry)
+
+    def _scalars(self, entry: dict[str, Any]) -> None:
         if self.tb is not None:
             for key, value in entry.items():
                 if isinstance(value, (int, float)) and key != "step":

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
 from nmt.cli import train_main
 from nmt.errors import ConfigError
+from nmt.rundir import read_metrics
 from nmt.runlog import MetricsLog, check_tensorboard
-from tests.conftest import tiny_config
+from tests.conftest import REPO, tiny_config
 
 
 def test_metrics_become_tensorboard_scalars(tmp_path):
@@ -47,3 +52,80 @@ def test_missing_package_is_one_line_before_training(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "train.tensorboard: true needs the tensorboard package" in err
     assert not (tmp_path / "runs" / "tiny" / "checkpoints").exists()
+
+
+def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder / "tensorboard"))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def _from_metrics(folder) -> dict[str, list[tuple[int, float]]]:
+    tags: dict[str, list[tuple[int, float]]] = {}
+    for entry in read_metrics(folder / "metrics.jsonl"):
+        for key, value in entry.items():
+            if key not in ("type", "step"):
+                tags.setdefault(f"{entry['type']}/{key}", []).append((entry["step"], pytest.approx(value, rel=1e-6)))
+    return tags
+
+
+def _train_entry(step: int) -> dict:
+    return {"type": "train", "step": step, "loss": 10.0 / step, "lr": 1e-3 * step}
+
+
+def test_after_a_resume_tensorboard_shows_what_metrics_jsonl_shows(tmp_path):
+    killed = MetricsLog(tmp_path, enabled=True, tensorboard=True)
+    killed.open()
+    for step in range(5, 90, 5):  # the killed run logged up to step 85; its last checkpoint was at step 60
+        killed.record(_train_entry(step))
+        if step % 20 == 0:
+            killed.record({"type": "valid", "step": step, "loss": 5.0 / step, "bleu": step / 10})
+    killed.close()
+    resumed = MetricsLog(tmp_path, enabled=True, tensorboard=True)
+    resumed.truncate(60)
+    resumed.open()
+    for step in range(65, 105, 5):  # the steps after 60 again, with other figures, and on to 100
+        resumed.record({**_train_entry(step), "loss": 20.0 / step})
+    resumed.close()
+    shown = _scalars(tmp_path)
+    assert shown == _from_metrics(tmp_path)
+    assert [step for step, _ in shown["train/loss"]] == list(range(5, 105, 5))
+    assert [step for step, _ in shown["valid/bleu"]] == [20, 40, 60]
+
+
+def test_a_resume_shows_the_records_tensorboard_never_received(tmp_path):
+    unwritten = MetricsLog(tmp_path, enabled=True)  # as if its event writer had been killed before a flush
+    for step in range(5, 45, 5):
+        unwritten.record(_train_entry(step))
+    resumed = MetricsLog(tmp_path, enabled=True, tensorboard=True)
+    resumed.truncate(40)
+    resumed.open()
+    resumed.record(_train_entry(45))
+    resumed.close()
+    assert _scalars(tmp_path) == _from_metrics(tmp_path)
+    assert [step for step, _ in _scalars(tmp_path)["train/loss"]] == list(range(5, 50, 5))
+
+
+@pytest.mark.slow
+def test_a_run_killed_and_resumed_shows_in_tensorboard_what_its_metrics_log_shows(tmp_path):
+    cfg = tiny_config(tmp_path, train={"tensorboard": True, "max_steps": 40, "eval_every": 10, "log_every": 2},
+                      decode={"length_penalty": 1.0})
+    metrics = tmp_path / "runs" / "tiny" / "metrics.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-c", "import sys; from nmt.cli import train_main; "
+                                "sys.exit(train_main(sys.argv[1:]))", str(cfg)], env=env, cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(entry["step"] >= 16 for entry in read_metrics(metrics)):  # past the checkpoint at step 10
+            assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    shown, logged = _scalars(metrics.parent), _from_metrics(metrics.parent)
+    assert shown == logged and len(shown["train/loss"]) == 20
