@@ -1,8 +1,11 @@
-"""Shared helpers: tiny configs on the embedded sample, written into a temporary folder."""
+"""Shared helpers: tiny configs on the embedded sample, written into a temporary folder, one data cache for the
+whole session, a trained run made once and copied by the tests that change it, and untrained run folders."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,17 +14,24 @@ import yaml
 from nmt.fileio import atomic_output
 
 REPO = Path(__file__).resolve().parents[1]
+CACHE_ENV = "NMT_TEST_DATA_CACHE"  # the data cache of every tiny config, child processes' included
+SHARED = {"name": "shared", "train": {"max_steps": 60, "eval_every": 30}}  # the settings of `trained_run`
 
 
 def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **sections: dict) -> Path:
-    """Write a tiny, fast config for the sample corpus into `folder` and return its path."""
+    """Write a tiny, fast config for the sample corpus into `folder` and return its path.
+
+    Its data cache is the session's (keyed by the data and tokenizer settings, so a cache another test built is
+    the one this config would build); outside a test session, `folder`/cache. One process prepares the data: a
+    worker pool costs more than it saves on the sample.
+    """
     model = ({"arch": "transformer", "d_model": 32, "heads": 2, "ffn_dim": 64, "encoder_layers": 1,
               "decoder_layers": 1} if arch == "transformer" else
              {"arch": "rnn", "emb_dim": 32, "hidden_size": 32, "encoder_layers": 1, "decoder_layers": 1})
     raw = {
         "name": name,
         "run_root": str(folder / "runs"),
-        "data": {"dataset": "sample", "cache_dir": str(folder / "cache")},
+        "data": {"dataset": "sample", "cache_dir": os.environ.get(CACHE_ENV) or str(folder / "cache"), "workers": 1},
         "tokenizer": {"vocab_size": 300},
         "model": {**model, "dropout": 0.1},
         # The CPU unless NMT_TEST_DEVICE says otherwise (benchmarks/gpu_check.py runs the suite with cuda).
@@ -39,12 +49,57 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_data_cache(tmp_path_factory) -> Iterator[Path]:
+    """The data cache of the session's tiny configs: sentencepiece trains once per distinct setting, not once per
+    test. Under pytest-xdist the workers share it (a cache is published by one rename, so two workers building
+    the same one at once leave one complete cache)."""
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "data_cache"
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
-    """A tiny Transformer trained briefly on the sample (shared by the CLI tests)."""
+    """A tiny Transformer trained briefly on the sample, with its test report (shared: never change it; a test
+    that does takes `trained_copy`)."""
     from nmt.cli import train_main
 
     folder = tmp_path_factory.mktemp("trained")
-    cfg = tiny_config(folder, name="shared", train={"max_steps": 60, "eval_every": 30})
+    cfg = tiny_config(folder, **SHARED)
     assert train_main([str(cfg)]) == 0
     return folder / "runs" / "shared"
+
+
+@pytest.fixture()
+def trained_copy(trained_run, tmp_path) -> tuple[Path, Path]:
+    """A copy of `trained_run` in tmp_path and its config, which resumes it: (config, run folder). For tests of
+    what a later command does to a trained run (refusals, resumes), so that they need not train one."""
+    run = tmp_path / "runs" / SHARED["name"]
+    shutil.copytree(trained_run, run)
+    return tiny_config(tmp_path, **SHARED), run
+
+
+def untrained_run(folder: Path, name: str = "untrained", arch: str = "transformer", **sections: dict) -> Path:
+    """A run folder holding a freshly initialised model as checkpoints/best.pt (no training state): for tests
+    that need a model of some shape or vocabulary, not a trained one."""
+    import torch
+
+    from nmt.api import load_config
+    from nmt.checkpoint import save_bundle
+    from nmt.data import prepare
+    from nmt.trainer import Trainer
+
+    cfg = load_config(tiny_config(folder, name, arch, **sections))
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
+    save_bundle(trainer.bundle(training=False), cfg.run_dir / "checkpoints" / "best.pt")
+    return cfg.run_dir
+
+
+@pytest.fixture(scope="session")
+def other_vocabulary_run(tmp_path_factory) -> Path:
+    """An untrained run folder like `trained_run` but with another vocabulary (a tokenizer of 280 subwords)."""
+    return untrained_run(tmp_path_factory.mktemp("othervocab"), "othervocab", tokenizer={"vocab_size": 280})

@@ -156,21 +156,21 @@ def _child(code: str, cwd: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-def test_full_disk_while_writing_a_checkpoint_stops_cleanly(tmp_path):
-    cfg = tiny_config(tmp_path, train={"max_steps": 10, "eval_every": 10})
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
+def test_full_disk_while_writing_a_checkpoint_stops_cleanly(trained_copy, tmp_path):
+    cfg, _ = trained_copy  # trained to step 60; the resumed run validates and writes step_70.pt at step 70
     before = snapshot(tmp_path)
     limit = 300_000  # above the tokenizer and logs, below one checkpoint
     code = ("import resource, sys\n"
             f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
             "from nmt.cli import train_main\n"
-            f"sys.exit(train_main([{str(cfg)!r}, '--set', 'train.max_steps=20', '--no-evaluate']))\n")
+            f"sys.exit(train_main([{str(cfg)!r}, '--set', 'train.max_steps=70', '--set', 'train.eval_every=10', "
+            "'--no-evaluate']))\n")
     child = _child(code, tmp_path)
     _, err = child.communicate(timeout=240)
     assert child.returncode == 1 and "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "cannot write (file too large" in last and "step_20.pt" in last, err
-    assert "training stopped at step 20" in last
+    assert last.startswith("error: ") and "cannot write (file too large" in last and "step_70.pt" in last, err
+    assert "training stopped at step 70" in last
     after = snapshot(tmp_path)
     assert not [name for name in after if name.endswith(".tmp")]
     for name, content in before.items():
@@ -324,13 +324,9 @@ def test_report_and_hypotheses_change_together_or_not_at_all(tmp_path):
         "blocker", "test.hyp.en"]
 
 
-def test_averaging_refuses_checkpoints_of_another_tokenizer(trained_run, tmp_path, capsys):
-    other = tiny_config(tmp_path, name="bpe", tokenizer={"type": "bpe", "vocab_size": 300},
-                        train={"max_steps": 2, "eval_every": 0})
-    assert train_main([str(other), "--no-evaluate"]) == 0
-    capsys.readouterr()
+def test_averaging_refuses_checkpoints_of_another_tokenizer(trained_run, other_vocabulary_run, tmp_path, capsys):
     fails_cleanly(average_main, [str(trained_run / "checkpoints" / "best.pt"),
-                                 str(tmp_path / "runs" / "bpe" / "checkpoints" / "last.pt"), "-o",
+                                 str(other_vocabulary_run / "checkpoints" / "best.pt"), "-o",
                                  str(tmp_path / "avg.pt")], capsys, tmp_path, "its tokenizer differs")
 
 
@@ -358,58 +354,51 @@ def test_weights_that_do_not_fit_the_config_are_one_line(trained_run, tmp_path, 
 
 
 # ------------------------------------------------------------------ training off the happy path
-def _run(tmp_path: Path, **train) -> tuple[Path, Path]:
-    cfg = tiny_config(tmp_path, name="r", train={"max_steps": 6, "eval_every": 2, **train})
-    return cfg, tmp_path / "runs" / "r"
+# Each starts from a copy of the shared trained run (60 updates, validated at 30 and 60, the best 2 kept).
 
 
-def test_a_fresh_start_never_deletes_an_earlier_runs_checkpoints(tmp_path, capsys):
-    cfg, run = _run(tmp_path)
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
+def test_a_fresh_start_never_deletes_an_earlier_runs_checkpoints(trained_copy, capsys):
+    cfg, run = trained_copy
     (run / "checkpoints" / "last.pt").unlink()
-    capsys.readouterr()
     fails_cleanly(train_main, [str(cfg), "--no-evaluate"], capsys, run / "checkpoints", "give --restart")
-    assert train_main([str(cfg), "--no-evaluate", "--restart"]) == 0
-    assert (run / "checkpoints" / "last.pt").is_file()
+    assert train_main([str(cfg), "--no-evaluate", "--restart", "--set", "train.max_steps=2"]) == 0
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] == 2
+    assert [p.name for p in (run / "checkpoints").glob("step_*.pt")] == ["step_2.pt"]  # step_30/60.pt are gone
 
 
-def test_a_refused_resume_keeps_the_runs_tokenizer(tmp_path, capsys):
-    cfg, run = _run(tmp_path)
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
+def test_a_refused_resume_keeps_the_runs_tokenizer(trained_copy, capsys):
+    cfg, run = trained_copy
     before = snapshot(run / "tokenizer")
     assert train_main([str(cfg), "--no-evaluate", "--set", "tokenizer.vocab_size=250"]) == 1
     assert "different vocabulary" in capsys.readouterr().err
     assert snapshot(run / "tokenizer") == before
 
 
-def test_resuming_in_fp16_a_run_saved_in_fp32(tmp_path):
-    cfg, run = _run(tmp_path)
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
-    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=8", "--set", "train.precision=fp16"]) == 0
-    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] == 8
+def test_resuming_in_fp16_a_run_saved_in_fp32(trained_copy):
+    cfg, run = trained_copy
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=62", "--set", "train.precision=fp16"]) == 0
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] == 62
 
 
-def test_a_torn_metrics_line_does_not_block_the_resume(tmp_path):
-    cfg, run = _run(tmp_path)
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
+def test_a_torn_metrics_line_does_not_block_the_resume(trained_copy):
+    cfg, run = trained_copy
     with (run / "metrics.jsonl").open("a", encoding="utf-8") as handle:
         handle.write('{"type": "train", "step": 3')
-    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=8"]) == 0
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=62", "--set", "train.log_every=1"]) == 0
     entries = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert max(e["step"] for e in entries) == 8
+    assert max(e["step"] for e in entries) == 62
 
 
-def test_a_kill_between_checkpoint_files_leaves_a_resumable_run(tmp_path):
+def test_a_kill_between_checkpoint_files_leaves_a_resumable_run(trained_copy):
     """last.pt lists its best k until the next last.pt is written; a resume removes what a killed run left."""
-    cfg, run = _run(tmp_path, keep_best=1, max_steps=4)
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
+    cfg, run = trained_copy
     folder = run / "checkpoints"
     listed = [b["path"] for b in load_checkpoint(folder / "last.pt")["progress"]["best"]]
     assert all((folder / name).is_file() for name in listed)
     shutil.copy(folder / listed[0], folder / "step_99.pt")  # written, then killed before last.pt
     (folder / ".last.pt.abc123.tmp").write_bytes(b"cut off")
     (folder / ".mine.pt.k2j3.tmp").write_bytes(b"another program's output in progress")
-    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=6"]) == 0
+    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=62"]) == 0
     assert not (folder / "step_99.pt").exists() and [p.name for p in folder.glob(".*.tmp")] == [".mine.pt.k2j3.tmp"]
     listed = [b["path"] for b in load_checkpoint(folder / "last.pt")["progress"]["best"]]
     assert sorted(p.name for p in folder.glob("step_*.pt")) == sorted(listed)
