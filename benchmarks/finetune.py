@@ -1,0 +1,86 @@
+"""A fine-tuned child (train.init_from) against its parent on a test split, each decoded with its own stored
+settings (beam and validation-chosen length penalty), through the Python API.
+
+Usage: python -m benchmarks.finetune CHILD_RUN [--split test] [--device cpu] [--threads N]
+
+The parent is the checkpoint the child's run recorded (its path and sha256 are checked against the file).
+Writes benchmarks/results/finetune_<child run name>_<device>.json: both models' BLEU, chrF and sacreBLEU
+signature, checkpoint sha256 and training updates, the child's recipe, and the git commit of this code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nmt
+from benchmarks.common import (
+    ROOT,
+    add_device,
+    add_out_dir,
+    add_threads,
+    begin,
+    command_line,
+    prog,
+    run_name,
+    write_result,
+)
+from nmt.checkpoint import find_checkpoint, load_bundle
+from nmt.cli import Parser, command
+from nmt.data import sha256_file
+from nmt.errors import CheckpointError
+
+MODULE = "benchmarks.finetune"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="the child's run folder")
+    parser.add_argument("--split", default="test", help="split of the run's dataset (default: test, test2016)")
+    add_device(parser, precision=False)
+    add_threads(parser, "torch threads")
+    add_out_dir(parser)
+    return parser.parse_args(argv)
+
+
+def git_commit() -> str:
+    """The commit of the code measuring, marked -dirty when the tree has changes."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return f"{head}-dirty" if dirty else head
+
+
+def _scored(model: Path, split: str, device: Any) -> dict[str, Any]:
+    report = nmt.evaluate(model, split=split, device=device)
+    scores = report["scores"]
+    return {"checkpoint": report["checkpoint"], "checkpoint_sha256": report["checkpoint_sha256"],
+            "steps": report["checkpoint_progress"]["steps"], "beam": report["decode"]["beam"],
+            "length_penalty": report["decode"]["length_penalty"], "bleu": round(scores["bleu"], 2),
+            "chrf": round(scores["chrf"], 2), "bleu_signature": scores["bleu_signature"]}
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv, args, device = begin(argv, parse_args)
+    child_file = find_checkpoint(args.run)
+    parent = load_bundle(child_file).progress.get("parent")
+    if not parent:
+        raise CheckpointError(f"{child_file}: not a fine-tuned model (its run had no train.init_from)")
+    if sha256_file(Path(parent["path"])) != parent["sha256"]:
+        raise CheckpointError(f"{parent['path']}: changed since {args.run} was fine-tuned from it (sha256 differs)")
+    result = {"split": args.split, "commit": git_commit(), "parent": _scored(Path(parent["path"]), args.split, device),
+              "child": _scored(child_file, args.split, device),
+              "child_train": load_bundle(child_file).config["train"]}
+    result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)
+    out = Path(args.out_dir) / f"finetune_{run_name(args.run, 'child')}_{device.type}.json"
+    write_result(out, device, command_line(MODULE, argv), result)
+    print(f"{args.split}: parent BLEU {result['parent']['bleu']:.2f}, child {result['child']['bleu']:.2f} "
+          f"({result['bleu_gain']:+.2f}); {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
