@@ -18,6 +18,21 @@ CACHE_ENV = "NMT_TEST_DATA_CACHE"  # the data cache of every tiny config, child 
 SHARED = {"name": "shared", "train": {"max_steps": 60, "eval_every": 30}}  # the settings of `trained_run`
 
 
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its content."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def fails_cleanly(main, argv: list[str], capsys, folder: Path, message: str, status: int = 1) -> str:
+    """Run a command that must fail: its exit status, one line naming the problem, no traceback, nothing changed."""
+    before = snapshot(folder)
+    assert main(argv) == status
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and message in err, err
+    assert snapshot(folder) == before
+    return err
+
+
 def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **sections: dict) -> Path:
     """Write a tiny, fast config for the sample corpus into `folder` and return its path.
 

@@ -21,22 +21,7 @@ from nmt.errors import FileError
 from nmt.fileio import atomic_output, describe_os_error
 from nmt.rundir import RunDir
 from nmt.signals import Interrupted, graceful_stop, stop_signal
-from tests.conftest import REPO, tiny_config
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` with its content."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def fails_cleanly(main, argv: list[str], capsys, folder: Path, message: str, status: int = 1) -> str:
-    """Run a command that must fail: its exit status, one line naming the problem, no traceback, nothing changed."""
-    before = snapshot(folder)
-    assert main(argv) == status
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1 and message in err, err
-    assert snapshot(folder) == before
-    return err
+from tests.conftest import REPO, fails_cleanly, snapshot, tiny_config
 
 
 @pytest.fixture()
@@ -322,35 +307,6 @@ def test_report_and_hypotheses_change_together_or_not_at_all(tmp_path):
         write_report({"bleu": 1.0}, ["new"], blocked / "eval.json", hyp)
     assert hyp.read_text(encoding="utf-8") == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == [
         "blocker", "test.hyp.en"]
-
-
-def test_averaging_refuses_checkpoints_of_another_tokenizer(trained_run, other_vocabulary_run, tmp_path, capsys):
-    fails_cleanly(average_main, [str(trained_run / "checkpoints" / "best.pt"),
-                                 str(other_vocabulary_run / "checkpoints" / "best.pt"), "-o",
-                                 str(tmp_path / "avg.pt")], capsys, tmp_path, "its tokenizer differs")
-
-
-@pytest.mark.parametrize("key,value,message", [("model", [1, 2], "its model is a list"),
-                                               ("progress", "far", "its progress is a str"),
-                                               ("model", {"w": 3}, "not all named tensors")])
-def test_hand_made_checkpoints_are_refused_by_type(trained_run, tmp_path, capsys, key, value, message):
-    from nmt.checkpoint import save_checkpoint
-
-    payload = load_checkpoint(trained_run / "checkpoints" / "best.pt")
-    payload[key] = value
-    path = tmp_path / "odd.pt"
-    save_checkpoint(payload, path)
-    fails_cleanly(translate_main, ["-c", str(path)], capsys, tmp_path, message)
-
-
-def test_weights_that_do_not_fit_the_config_are_one_line(trained_run, tmp_path, capsys):
-    from nmt.checkpoint import save_checkpoint
-
-    payload = load_checkpoint(trained_run / "checkpoints" / "best.pt")
-    payload["model"] = {k: v for i, (k, v) in enumerate(payload["model"].items()) if i % 2}
-    path = tmp_path / "half.pt"
-    save_checkpoint(payload, path)
-    fails_cleanly(translate_main, ["-c", str(path)], capsys, tmp_path, "does not match its config (Error(s)")
 
 
 # ------------------------------------------------------------------ training off the happy path

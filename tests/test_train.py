@@ -17,7 +17,6 @@ import torch
 import nmt.trainer
 from nmt.api import load_config
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
-from nmt.cli import train_main
 from nmt.data import prepare
 from nmt.errors import TrainingError
 from nmt.trainer import Trainer
@@ -56,21 +55,6 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
         assert torch.equal(value, b["model"][key]), key
     steps = [json.loads(line)["step"] for line in (last.parents[1] / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps), "metrics.jsonl holds lines from after the resumed checkpoint"
-
-
-def test_corrupt_and_incompatible_checkpoints_are_refused(tmp_path, capsys):
-    cfg = tiny_config(tmp_path, train={"max_steps": 10, "eval_every": 10})
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
-    last = tmp_path / "runs" / "tiny" / "checkpoints" / "last.pt"
-    good = last.read_bytes()
-    assert train_main([str(cfg), "--no-evaluate", "--set", "model.d_model=64", "--set", "train.max_steps=20"]) == 1
-    assert "model.d_model" in capsys.readouterr().err
-    last.write_bytes(good[: len(good) // 2])
-    assert train_main([str(cfg), "--no-evaluate", "--set", "train.max_steps=20"]) == 1
-    assert "truncated or corrupt" in capsys.readouterr().err
-    assert train_main([str(cfg), "--no-evaluate", "--set", "tokenizer.vocab_size=250",
-                       "--set", "train.max_steps=20"]) == 1
-    assert "vocabulary" in capsys.readouterr().err
 
 
 def _trainer(tmp_path, **sections) -> Trainer:
@@ -225,15 +209,3 @@ def test_a_run_that_stopped_early_stays_stopped(tmp_path, monkeypatch):
     again = _fitted(tmp_path, "early", resume=True, **settings)
     assert again.progress.step == 8 and _valid_steps(again) == [4, 8]
 
-
-def test_resuming_with_another_number_of_processes_says_how_to(tmp_path):
-    from nmt.checkpoint import load_bundle, load_for_resume, save_bundle
-    from nmt.errors import CheckpointError
-
-    trainer = _fitted(tmp_path, "two", max_steps=2, eval_every=0)
-    last = trainer.checkpoints.folder / "last.pt"
-    bundle = load_bundle(last)
-    bundle.training.sampler["num_replicas"] = 2
-    save_bundle(bundle, last)
-    with pytest.raises(CheckpointError, match="saved by a run of 2 process.* --nproc_per_node 2, or give --restart"):
-        load_for_resume(last, trainer.cfg, trainer.data.tokenizer.identity, 1)
