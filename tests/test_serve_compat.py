@@ -272,6 +272,7 @@ def test_libretranslate_keeps_a_texts_lines(local, expected):
     ({"content": b"x" * 100_000, "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 400, "exceeds"),
     ({"json": {"q": "a", "source": "de", "target": "en", "api_key": WRONG_KEY}}, 403, "invalid API key"),
     ({"data": {"q": "a", "source": "de", "target": "en"}}, 403, "needs an API key"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "api_key": ""}}, 403, "needs an API key"),
 ])
 def test_libretranslate_malformed_requests_get_its_error_shape_and_the_server_stays_healthy(local, fields, status,
                                                                                            words):
@@ -318,6 +319,8 @@ def test_the_rate_limit_answers_429_per_key_in_each_apis_shape(local):
     lt = client.post("/libretranslate/translate", data={**form, "api_key": KEY})
     assert lt.status_code == 429 and set(lt.json()) == {"error"}
     assert client.post("/libretranslate/translate", data={**form, "api_key": OTHER_KEY}).status_code == 200
+    bearer = {"Authorization": f"Bearer {OTHER_KEY}"}  # an empty api_key, as JS clients send, leaves the header
+    assert client.post("/libretranslate/translate", json={**form, "api_key": ""}, headers=bearer).status_code == 200
     assert client.get("/metrics", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200  # not limited
     clock[0] += 20.0
     assert client.get("/v2/usage", headers=deepl_auth).status_code == 200

@@ -131,7 +131,8 @@ class Access:
         caller: Hashable = client
         if self.keys is not None:
             if not key:
-                raise Denied(403, "this server needs an API key (api_key, or the header Authorization: Bearer KEY)")
+                raise Denied(403, "this server needs an API key: api_key (LibreTranslate), the header "
+                                  "Authorization: DeepL-Auth-Key KEY (DeepL) or Authorization: Bearer KEY (any)")
             identity = self.keys.identify(key)
             if identity is None:
                 raise Denied(403, "invalid API key")

@@ -82,9 +82,9 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
             params: Params | None = await read_params(request, limits)
         except ApiError as err:
             params, unreadable = None, err
-        key = params.get("api_key") if params is not None else None
+        key = params.get("api_key") if params is not None else None  # "" from clients that have none
         try:
-            access.check(key if isinstance(key, str) else header_key(request.headers.get("authorization")),
+            access.check(key if isinstance(key, str) and key else header_key(request.headers.get("authorization")),
                          client_address(request.scope))
         except Denied as denied:
             raise ApiError(denied.status, denied.message) from None
