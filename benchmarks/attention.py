@@ -89,7 +89,9 @@ def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _registry(name: str, window: int) -> Callable[..., torch.Tensor]:
-    core = SELF_ATTENTION[name].from_config(ModelConfig(self_attention=name, window=window))
+    own = {s.name for s in SELF_ATTENTION[name].settings}
+    cfg = ModelConfig(self_attention=name, self_attention_settings={"window": window} if "window" in own else {})
+    core = SELF_ATTENTION[name].from_config(cfg)
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         mask = core.build_mask(q.size(2), None, causal=False, device=q.device)  # once per batch in the model

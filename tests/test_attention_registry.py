@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-from nmt.config import ModelConfig, Range, VariantSetting, load_config, reference_markdown, to_dict
+import nmt
+from nmt.config import ModelConfig, Range, VariantSetting, config_from_dict, to_dict
 from nmt.errors import ConfigError
 from nmt.flops import forward_flops, linear_flops
 from nmt.models import build_model, check_model_config
@@ -21,10 +23,12 @@ from nmt.models.attention import (
     register_rnn_attention,
     register_self_attention,
     self_attention_variants,
+    settings_of,
     unregister_self_attention,
+    variant_reference,
 )
 from nmt.tokenizer import VocabInfo
-from tests.conftest import tiny_config
+from tests.conftest import REPO, tiny_config
 
 VOCAB = VocabInfo(src_size=20, tgt_size=20, joint=True)
 DECAY = VariantSetting("decay", float, 0.5, "transformer decayed attention: share the scores lose before the softmax.",
@@ -51,8 +55,8 @@ def model_keys() -> list[str]:
 
 @pytest.fixture
 def decayed() -> Iterator[tuple[list[str], list[str], str]]:
-    """Register the variant; yield what the registry, the model section and the reference were before it."""
-    before = (self_attention_variants(), model_keys(), reference_markdown())
+    """Register the variant; yield what the registry, the model section and the variant table were before it."""
+    before = (self_attention_variants(), model_keys(), variant_reference())
     register_self_attention("decayed")(DecayedAttention)
     try:
         yield before
@@ -61,21 +65,25 @@ def decayed() -> Iterator[tuple[list[str], list[str], str]]:
             unregister_self_attention("decayed")
 
 
-def config_with(tmp_path: Path, **model: object) -> Path:
-    return tiny_config(tmp_path, model={"self_attention": "decayed", **model})
+def config_with(tmp_path: Path, **settings: object) -> Path:
+    return tiny_config(tmp_path, model={"self_attention": "decayed", "self_attention_settings": settings})
 
 
 def test_a_variant_with_its_own_setting_needs_nothing_outside_its_file(decayed, tmp_path: Path) -> None:
-    variants, keys, reference = decayed
+    variants, keys, table = decayed
     assert self_attention_variants() == [*variants, "decayed"]
-    cfg = load_config(config_with(tmp_path, decay=0.25))
-    assert cfg.model.decay == 0.25 and to_dict(cfg.model)["decay"] == 0.25
-    assert load_config(config_with(tmp_path)).model.decay == DECAY.default
-    assert "| `decay` | float | `0.5` | transformer decayed attention:" in reference_markdown()
-    with pytest.raises(ConfigError, match=r"model\.decay: got 1\.5, allowed: a number in \[0, 1\)"):
-        load_config(config_with(tmp_path, decay=1.5))
-    with pytest.raises(ConfigError, match="model.dekay.*did you mean 'decay'"):
-        load_config(config_with(tmp_path, dekay=0.25))
+    assert model_keys() == keys, "registering a variant leaves ModelConfig as it is"
+    cfg = nmt.load_config(config_with(tmp_path, decay=0.25))
+    assert settings_of(cfg.model, "self") == {"decay": 0.25}
+    assert to_dict(cfg.model)["self_attention_settings"] == {"decay": 0.25}
+    assert settings_of(nmt.load_config(config_with(tmp_path)).model, "self") == {"decay": DECAY.default}
+    assert "| `model.self_attention_settings` | `decayed` | `decay` | float | `0.5` | transformer decayed" \
+        in variant_reference() and "decayed" not in table
+    with pytest.raises(ConfigError, match=r"model\.self_attention_settings\.decay: got 1\.5, allowed: a number in "
+                                          r"\[0, 1\)"):
+        nmt.load_config(config_with(tmp_path, decay=1.5))
+    with pytest.raises(ConfigError, match=r"model\.self_attention_settings\.dekay \(did you mean 'decay'"):
+        nmt.load_config(config_with(tmp_path, dekay=0.25))
 
     check_model_config(cfg.model)
     torch.manual_seed(0)
@@ -86,15 +94,32 @@ def test_a_variant_with_its_own_setting_needs_nothing_outside_its_file(decayed, 
         logits = model(src, torch.ones(2, 7, dtype=torch.bool), tgt_in)
     assert logits.shape == (2, 5, VOCAB.tgt_size) and logits.isfinite().all()
 
-    full = dataclasses.replace(cfg.model, self_attention="full")
+    full = dataclasses.replace(cfg.model, self_attention="full", self_attention_settings={})
     layers = cfg.model.encoder_layers, cfg.model.decoder_layers
     extra = layers[0] * linear_flops(7, 1, 7) + layers[1] * linear_flops(5, 1, 5)
     assert forward_flops(cfg.model, VOCAB.tgt_size, 7, 5) == forward_flops(full, VOCAB.tgt_size, 7, 5) + extra
 
     unregister_self_attention("decayed")
-    assert (self_attention_variants(), model_keys(), reference_markdown()) == (variants, keys, reference)
-    with pytest.raises(ConfigError, match="unknown key 'model.decay'"):
-        load_config(config_with(tmp_path, decay=0.25))
+    assert (self_attention_variants(), model_keys(), variant_reference()) == (variants, keys, table)
+    with pytest.raises(ConfigError, match="model.self_attention: 'decayed' is not one of full"):
+        nmt.load_config(config_with(tmp_path, decay=0.25))
+
+
+def test_configs_of_runs_from_before_settings_blocks_load_with_their_settings() -> None:
+    """Saved configs once held every variant's settings as model keys (model.window, model.stride), whatever the
+    variant: the committed comparison runs' configs load with each setting in the block of the variant that reads
+    it, and nowhere else."""
+    runs = REPO / "reports" / "multi30k" / "runs"
+    blocks = {}
+    for name in ("full", "local", "sparse", "linear"):
+        raw = yaml.safe_load((runs / f"cmp_multi30k_transformer_{name}" / "config.yaml").read_text(encoding="utf-8"))
+        assert raw["model"]["window"] == 8 and raw["model"]["stride"] == 8
+        model = config_from_dict(raw).model
+        check_model_config(model)
+        blocks[name] = model.self_attention_settings
+    assert blocks == {"full": {}, "local": {"window": 8}, "sparse": {"window": 8, "stride": 8}, "linear": {}}
+    local = build_model(config_from_dict({"model": {"self_attention": "local", "window": 3}}).model, VOCAB)
+    assert local.self_core.window == 3
 
 
 def test_flops_has_no_fallback_for_a_variant_that_does_not_count() -> None:
@@ -111,14 +136,8 @@ def test_flops_has_no_fallback_for_a_variant_that_does_not_count() -> None:
         unregister_self_attention("uncounted")
 
 
-def test_names_and_settings_clash_loudly() -> None:
-    keys = model_keys()
+def test_a_name_registered_twice_is_refused_loudly() -> None:
     with pytest.raises(ValueError, match="model.attention: a variant 'additive' is already registered"):
         register_rnn_attention("additive")(FullAttention)
-    clash = type("Clash", (FullAttention,), {"settings": (dataclasses.replace(DECAY, name="window"),)})
-    with pytest.raises(ValueError, match="model.window is already declared differently"):
-        register_self_attention("clash")(clash)
-    heads = type("Heads", (FullAttention,), {"settings": (dataclasses.replace(DECAY, name="heads"),)})
-    with pytest.raises(ValueError, match="model.heads is already a ModelConfig field"):
-        register_self_attention("heads")(heads)
-    assert "clash" not in SELF_ATTENTION and "heads" not in SELF_ATTENTION and model_keys() == keys
+    with pytest.raises(ValueError, match="model.self_attention: a variant 'full' is already registered"):
+        register_self_attention("full")(FullAttention)

@@ -20,9 +20,9 @@ from nmt.tokenizer import VocabInfo
 VOCAB = VocabInfo(src_size=20, tgt_size=20, joint=True)
 TINY = {
     "rnn": {"emb_dim": 16, "hidden_size": 16, "encoder_layers": 2, "decoder_layers": 2},
-    "transformer": {"d_model": 16, "heads": 2, "ffn_dim": 32, "encoder_layers": 2, "decoder_layers": 2,
-                    "window": 1, "stride": 3},
+    "transformer": {"d_model": 16, "heads": 2, "ffn_dim": 32, "encoder_layers": 2, "decoder_layers": 2},
 }
+VARIANT_SETTINGS = {"window": 1, "stride": 3}  # the local and sparse variants' own, where they read them
 VARIANTS = (
     [("rnn", {"attention": name, "input_feeding": feed}) for name in RNN_ATTENTION for feed in (True, False)]
     + [("transformer", {"self_attention": name}) for name in SELF_ATTENTION]
@@ -44,8 +44,14 @@ def one_thread() -> Iterator[None]:
 
 def tiny_model(arch: str, seed: int = 0, **overrides: object) -> Seq2Seq:
     torch.manual_seed(seed)
-    cfg = ModelConfig(arch=arch, **{"dropout": 0.0, **TINY[arch], **overrides})
+    block = _own_settings(str(overrides.get("self_attention", "full")), VARIANT_SETTINGS) if arch != "rnn" else {}
+    cfg = ModelConfig(arch=arch, **{"dropout": 0.0, **TINY[arch], "self_attention_settings": block, **overrides})
     return build_model(cfg, VOCAB).eval()
+
+
+def _own_settings(name: str, settings: dict[str, object]) -> dict[str, object]:
+    """The settings among `settings` that the self-attention variant `name` declares."""
+    return {s.name: settings[s.name] for s in SELF_ATTENTION[name].settings if s.name in settings}
 
 
 def make_batch(lengths: list[int], tgt_len: int = 6, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -61,9 +67,11 @@ def key_mask(lengths: list[int], length: int) -> torch.Tensor:
     return torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
 
 
-def self_core(name: str, **settings: object) -> SelfAttention:
-    """The self-attention variant `name` as the model builds it, from model settings (each takes its own)."""
-    return SELF_ATTENTION[name].from_config(ModelConfig(**settings))
+def self_core(name: str, temperature: float = 1.0, **settings: object) -> SelfAttention:
+    """The self-attention variant `name` as the model builds it, from its settings block (each takes its own)."""
+    cfg = ModelConfig(self_attention=name, temperature=temperature,
+                      self_attention_settings=_own_settings(name, settings))
+    return SELF_ATTENTION[name].from_config(cfg)
 
 
 # Attention variants in isolation.

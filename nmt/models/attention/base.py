@@ -161,7 +161,7 @@ def settings_of(cfg: ModelConfig, family: str) -> dict[str, object]:
     key, registry = _FAMILIES[family]
     name = getattr(cfg, key)
     if name not in registry:
-        raise ConfigError(f"model.{key}: unknown variant {str(name)[:60]!r} (known: {', '.join(registry)})")
+        raise ConfigError(f"model.{key}: {str(name)[:60]!r} is not one of {', '.join(registry)}")
     return read_settings(registry[name].settings, getattr(cfg, f"{key}_settings"), f"model.{key}_settings")
 
 
