@@ -1,4 +1,5 @@
-"""The trainer: exact resume after SIGKILL, refusal of bad checkpoints, precisions, guards, early stop, DDP."""
+"""The trainer: exact resume after SIGKILL or a signal, precisions, guards, early stop, the final model (the
+refusals of bad checkpoints are in test_checkpoint.py, several processes in test_distributed.py)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     overrides = {"train": {"max_steps": 150, "eval_every": 20, "batch_tokens": 400, "device": "cpu"}}  # bitwise
     straight = tiny_config(tmp_path, name="straight", **overrides)
     killed = tiny_config(tmp_path, name="killed", **overrides)
-    assert _run(["train", str(straight), "--no-evaluate"]).wait(timeout=300) == 0
-
+    uninterrupted = _run(["train", str(straight), "--no-evaluate"])  # one thread each: side by side on two cores
     proc = _run(["train", str(killed), "--no-evaluate"])
     last = tmp_path / "runs" / "killed" / "checkpoints" / "last.pt"
     deadline = time.monotonic() + 240
@@ -47,6 +47,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     saved = load_checkpoint(last)
     assert 0 < saved["progress"]["step"] < 150 and saved["sampler"]["position"] > 0  # mid-epoch
     assert _run(["train", str(killed), "--no-evaluate"]).wait(timeout=300) == 0
+    assert uninterrupted.wait(timeout=300) == 0
 
     a = load_checkpoint(tmp_path / "runs" / "straight" / "checkpoints" / "last.pt")
     b = load_checkpoint(last)
@@ -64,10 +65,10 @@ def _trainer(tmp_path, **sections) -> Trainer:
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains_on_cpu(tmp_path, precision):
-    trainer = _trainer(tmp_path, train={"precision": precision, "max_steps": 12, "eval_every": 6, "log_every": 2})
+    trainer = _trainer(tmp_path, train={"precision": precision, "max_steps": 4, "eval_every": 2, "log_every": 1})
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.fit()
-    assert trainer.progress.step == 12
+    assert trainer.progress.step == 4
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
     lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
     assert all(torch.isfinite(torch.tensor(x["loss"])) for x in lines)
@@ -113,27 +114,39 @@ def test_early_stopping_fires_on_plateau(tmp_path):
 
 def test_each_epoch_is_validated_when_update_groups_span_epochs(tmp_path):
     """eval_every 0 validates at every epoch's end, also when accumulate does not divide an epoch's batches."""
-    trainer = _trainer(tmp_path, train={"accumulate": 4, "eval_every": 0, "max_steps": 0, "max_epochs": 3})
+    # A short epoch: the 91 sample pairs of at most 16 subwords, in 6 batches.
+    trainer = _trainer(tmp_path, data={"max_tokens": 16}, train={"accumulate": 4, "batch_tokens": 256, "eval_every": 0,
+                                                                 "max_steps": 0, "max_epochs": 3})
     assert len(trainer.sampler) % 4
     trainer.fit()
     lines = [json.loads(x) for x in trainer.metrics.path.read_text().splitlines()]
     assert [e["epoch"] for e in lines if e["type"] == "valid"] == [1, 2, 3]
 
 
-def _with_second_best(tmp_path, replace_with: str) -> tuple[Trainer, Path]:
-    """A fitted trainer averaging its best 2 checkpoints, whose second best file is swapped for `replace_with`:
+def _resumed(trained_copy, overrides: list[str], before: Path | None = None) -> Trainer:
+    """A trainer resumed from the copy of the shared trained run (60 updates, validated at 30 and 60, the best 2
+    kept), with config `overrides`; `before`: where to save its initial weights before it resumes."""
+    config, run = trained_copy
+    cfg = load_config(config, overrides)
+    trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device(cfg.train.device))
+    if before is not None:
+        save_bundle(trainer.bundle(training=False), before)
+    trainer.resume(run / "checkpoints" / "last.pt")
+    return trainer
+
+
+def _with_second_best(trained_copy, tmp_path, replace_with: str) -> tuple[Trainer, Path]:
+    """A trained trainer averaging its best 2 checkpoints, whose second best file is swapped for `replace_with`:
     "best" (a copy of best.pt) or "untrained" (the initial weights)."""
-    trainer = _trainer(tmp_path, train={"max_steps": 30, "eval_every": 10, "keep_best": 2, "average_last": 2})
-    save_bundle(trainer.bundle(training=False), tmp_path / "untrained.pt")
-    trainer.fit()
+    trainer = _resumed(trained_copy, ["train.average_last=2"], before=tmp_path / "untrained.pt")
     run, best = trainer.checkpoints.run, trainer.progress.best
     assert len(best) == 2
     shutil.copyfile(run.best if replace_with == "best" else tmp_path / "untrained.pt", run.checkpoint(best[1]["path"]))
     return trainer, run.path
 
 
-def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(tmp_path):
-    trainer, folder = _with_second_best(tmp_path, "untrained")
+def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(trained_copy, tmp_path):
+    trainer, folder = _with_second_best(trained_copy, tmp_path, "untrained")
     stale = folder / "checkpoints" / "averaged.pt"
     shutil.copyfile(folder / "checkpoints" / "best.pt", stale)  # as an earlier end of this run could have left it
     final, choice, _, _ = trainer.final_model()
@@ -142,9 +155,9 @@ def test_an_average_that_validates_worse_than_best_pt_is_not_the_final_model(tmp
     assert choice["checkpoint"] == "best.pt" and choice["metric"] == "loss" and choice["average"] > choice["best"]
 
 
-def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(tmp_path):
+def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(trained_copy, tmp_path):
     """Averaging best.pt with a copy of itself gives best.pt's weights again: the tie keeps the average."""
-    trainer, folder = _with_second_best(tmp_path, "best")
+    trainer, folder = _with_second_best(trained_copy, tmp_path, "best")
     on_cpu = trainer.device.type == "cpu"
     if not on_cpu:  # a GPU may round the re-validation apart from the training-time one: no exact tie to test
         trainer.progress.best[0]["score"] -= 1e-3
@@ -154,11 +167,10 @@ def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(tmp_pat
     assert choice["averaged_steps"] == [b["step"] for b in trainer.progress.best]
 
 
-def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_average(tmp_path):
+def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_average(trained_copy):
     """--no-evaluate with a fixed length penalty chooses no final model: the run folder then stands for best.pt,
     not for an averaged.pt that an earlier end of the run made from other checkpoints."""
-    trainer = _trainer(tmp_path, train={"max_steps": 20, "eval_every": 10}, decode={"length_penalty": 1.0})
-    trainer.fit()
+    trainer = _resumed(trained_copy, ["decode.length_penalty=1.0"])
     folder = trainer.checkpoints.run.path
     shutil.copyfile(folder / "checkpoints" / "best.pt", folder / "checkpoints" / "averaged.pt")
     assert trainer.finish(False, "nmt-train").checkpoint is None
