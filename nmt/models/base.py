@@ -42,7 +42,8 @@ def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
 
 def group_origins(indices: torch.Tensor, width: int, groups: int) -> torch.Tensor | None:
     """The old group (sentence) of each group of `reorder_state`'s `indices` (G', W'), over a state of `groups`
-    groups of `width` rows; None when no sentence left, so that the groups are the old ones in their order."""
+    groups of `width` rows; None when every sentence goes on (G' == groups): the groups are then the old ones,
+    in their order, and per-sentence parts stay as they are."""
     if indices.size(0) == groups:
         return None
     return indices[:, 0] // width  # (G',)
