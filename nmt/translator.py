@@ -22,6 +22,7 @@ from nmt.checkpoint import Loaded, load_model
 from nmt.config import Config, DecodeConfig, config_from_dict, decode_with
 from nmt.data import normalize, sha256_file
 from nmt.decode import Ensemble, Hypothesis
+from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
 from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, export_files, is_export, read_manifest
 from nmt.engines.pytorch import TorchEngine
@@ -111,19 +112,32 @@ class Translator:
         out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines)]
         return out[0] if one else out
 
-    def attention(self, sentence: str, **decoding: Any) -> dict[str, Any]:
-        """One sentence's best translation with its cross-attention: source and target subwords, the weights
-        (rows: target subwords and EOS; columns: source subwords and EOS), every layer and head of a
-        Transformer, and the attention diagnostics: what nmt-serve's /attention gives."""
-        from nmt.diagnostics import Thresholds
-        from nmt.explain import explain
-
+    def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
+        """One sentence's best translation with its cross-attention: source and target subwords (each ending in
+        EOS), the weights (rows: target subwords; columns: source subwords), every layer and head of a
+        Transformer, and the attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
         if not isinstance(sentence, str):
             raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
         if not self.engine.abilities.attention:
             raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
                               "no attention weights; load a checkpoint or run folder")
-        return explain(self.configured(**decoding), sentence, Thresholds())
+        searcher, thresholds = self.configured(**decoding), thresholds or Thresholds()
+        hyps = searcher.search([sentence], return_attention=True)[0]
+        if not hyps:
+            return {"translation": "", "src": [], "tgt": [], "attention": [], "layers": [], "diagnostics": None}
+        best, src_ids = hyps[0], searcher.encode([sentence])[0]
+        weights = best.attention.float()  # (T, S)
+        stats = attention_stats(weights, thresholds, per_row=True)
+        focused, uniform = row_classes(weights, thresholds)  # (T,) each
+        stats["flags"] = flags(stats, thresholds)
+        stats["row_flags"] = [[name for name, on in (("over-focused", f), ("near-uniform", u)) if on]
+                              for f, u in zip(focused.tolist(), uniform.tolist())]
+        layers = [{"name": name, "heads": [_rounded(head) for head in heads]}  # each head (T, S)
+                  for name, heads in self.engine.layer_attention(src_ids, list(best.tokens))]
+        return {"translation": searcher.detokenize(best), "score": round(best.score, 4),
+                "src": self.tokenizer.src_pieces(self.normalize(sentence))[:len(src_ids)] + ["</s>"],
+                "tgt": self.tokenizer.tgt_id_pieces(best.tokens) + ["</s>"],
+                "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
 
     def configured(self, **decoding: Any) -> Translator:
         """This translator with decode.* settings changed (checked as the config's are), or itself."""
@@ -140,6 +154,10 @@ class Translator:
         return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
                 "members": [dataclasses.asdict(m) for m in self.members]}
+
+
+def _rounded(weights: torch.Tensor) -> list:
+    return np.round(weights.float().numpy(), 4).tolist()
 
 
 def _lines(text: str | Sequence[str]) -> tuple[list[str], bool]:

@@ -27,7 +27,6 @@ from nmt.config import DecodeConfig, decode_with
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError
-from nmt.explain import explain
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
 from nmt.serve.limits import HeaderLimits, Limits
@@ -263,7 +262,7 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
             raise ApiError(400, "an exported model gives no attention weights; serve a checkpoint or run folder "
                                 "for /attention")
         decode = settings(body, replace(translator.decode, n_best=1), ("beam", "length_penalty"), limits)
-        call = functools.partial(explain, translator.with_decode(decode), body["src"], thresholds)
+        call = functools.partial(translator.with_decode(decode).attention, body["src"], thresholds)
         result = await unless_gone(request, queued_batcher(request, limits).run(call))
         return {**result, "thresholds": asdict(thresholds),
                 "settings": {"beam": decode.beam, "length_penalty": decode.length_penalty}}
