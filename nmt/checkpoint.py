@@ -1,11 +1,17 @@
 """The one checkpoint type: a versioned bundle, saved atomically and verified, loaded as data, never as code.
 
-File layout: a magic line, the sha256 of the body, then the body written by `torch.save`. Loading
-checks the digest first, so a truncated or corrupted file is refused before anything is unpickled,
-and then reads the body with `weights_only=True`.
+File layout (version 3): exactly what `torch.save` writes, a zip archive, whose archive comment holds the sha256
+of everything before the comment's length field ("nmt-checkpoint sha256=<hex>"). Loading checks the digest first,
+so a truncated or corrupted file is refused before anything is unpickled, then reads the archive with
+`weights_only=True`.
 
-The body is a flat mapping (the keys below), so a bundle stays readable without this module. Version 1
-files carry no "version" key; version 2 adds it and the RNG state of every rank ("rng_ranks").
+The archive holds a flat mapping (the keys below) of tensors, numbers, strings, bytes, lists and dicts only, so a
+bundle is readable without this module and without an allow-list of classes:
+`torch.load("best.pt", weights_only=True, map_location="cpu")` (map_location for a file saved from a GPU on a
+machine without one). Versions 1 and 2 were the same mapping behind a line "NMTCKPT1" and the sha256 of the
+archive, which torch.load cannot read; this module still loads them. Version 1 files carry no "version" key;
+version 2 adds it and the RNG state of every rank ("rng_ranks"); version 3 drops "model_config", a copy of
+config["model"] that nothing read.
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ from typing import Any
 import torch
 
 from nmt.config import Config, config_from_dict, to_dict
-from nmt.errors import CheckpointError, ConfigError, TokenizerError
-from nmt.fileio import atomic_output
+from nmt.errors import CheckpointError, ConfigError, FileError, TokenizerError
+from nmt.fileio import atomic_output, cause, read_regular
 from nmt.models import Seq2Seq, build_model
 from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer
 
-MAGIC = b"NMTCKPT1\n"
-VERSION = 2
-INFERENCE_KEYS = ("model", "config", "model_config", "vocab", "tokenizer", "tokenizer_id")
+LEGACY_MAGIC = b"NMTCKPT1\n"  # versions 1 and 2: this line, then the archive's sha256 and a newline, then the archive
+ZIP_START, ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # a zip archive's first record; its 22-byte end record
+DIGEST_NOTE = b"nmt-checkpoint sha256="
+NOTE_LENGTH = len(DIGEST_NOTE) + 64  # the archive comment: the note and 64 hex digits
+VERSION = 3
+INFERENCE_KEYS = ("model", "config", "vocab", "tokenizer", "tokenizer_id")
 TRAINING_KEYS = ("optimizer", "scaler", "plateau", "sampler", "rng")
 
 
@@ -75,9 +84,8 @@ class Bundle:
 
     def payload(self) -> dict[str, Any]:
         """The flat mapping written to disk."""
-        out = {"version": self.version, "model": self.model, "config": self.config,
-               "model_config": self.config["model"], "vocab": self.vocab, "tokenizer": self.tokenizer,
-               "tokenizer_id": self.tokenizer_id, "progress": self.progress}
+        out = {"version": VERSION, "model": self.model, "config": self.config, "vocab": self.vocab,
+               "tokenizer": self.tokenizer, "tokenizer_id": self.tokenizer_id, "progress": self.progress}
         if self.averaged:
             out["averaged"] = self.averaged
         if self.training is not None:
@@ -111,14 +119,40 @@ class Bundle:
 
 
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
-    """Write `payload` to `path` atomically: temporary file in the same folder, fsync, rename."""
+    """Write `payload` to `path` atomically (temporary file in the same folder, fsync, rename), as torch.save's
+    archive with its sha256 in the archive comment."""
     buffer = io.BytesIO()
     torch.save(payload, buffer)
-    body = buffer.getvalue()
-    digest = hashlib.sha256(body).hexdigest().encode()
+    archive = buffer.getvalue()
+    if archive[-22:-18] != ZIP_END or archive[-2:] != b"\0\0":  # torch.save writes no comment of its own
+        raise CheckpointError(f"{path}: torch.save wrote an archive this nmt cannot add its checksum to")
+    head = archive[:-2]  # all but the comment length, which is 0
+    note = DIGEST_NOTE + hashlib.sha256(head).hexdigest().encode()
     with atomic_output(path, "wb") as handle:
-        handle.write(MAGIC + digest + b"\n")
-        handle.write(body)
+        handle.write(head + len(note).to_bytes(2, "little") + note)
+
+
+def _verified(data: bytes, path: Path) -> bytes:
+    """The archive of a checkpoint file's bytes, once its sha256 matches (either layout); CheckpointError
+    otherwise."""
+    if data.startswith(LEGACY_MAGIC):
+        start = len(LEGACY_MAGIC) + 65
+        if len(data) < start:
+            raise CheckpointError(f"{path}: checkpoint is truncated (its header is cut off)")
+        digest, covered = data[len(LEGACY_MAGIC):start - 1], data[start:]
+        archive = covered
+    elif data.startswith(ZIP_START):
+        end = len(data) - NOTE_LENGTH - 2  # where the comment length lies
+        if end < 20 or data[end - 20:end - 16] != ZIP_END or data[end:-64] != (
+                NOTE_LENGTH.to_bytes(2, "little") + DIGEST_NOTE):
+            raise CheckpointError(f"{path}: checkpoint is truncated or corrupt, or not written by nmt (no checksum "
+                                  "at its end)")
+        digest, covered, archive = data[-64:], data[:end], data
+    else:
+        raise CheckpointError(f"{path}: not an nmt checkpoint (bad header)")
+    if hashlib.sha256(covered).hexdigest().encode() != digest:
+        raise CheckpointError(f"{path}: checkpoint is truncated or corrupt (checksum mismatch)")
+    return archive
 
 
 def save_bundle(bundle: Bundle, path: str | Path) -> None:
@@ -130,17 +164,13 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     """Read and verify a checkpoint file as a mapping; raises CheckpointError naming the file on any problem."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        body = _verified(read_regular(path), path)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: checkpoint not found") from None
     except OSError as err:
-        raise CheckpointError(f"{path}: cannot read checkpoint ({err.strerror})") from None
-    header_len = len(MAGIC) + 65
-    if not data.startswith(MAGIC) or len(data) < header_len:
-        raise CheckpointError(f"{path}: not an nmt checkpoint (bad header)")
-    digest, body = data[len(MAGIC):header_len - 1], data[header_len:]
-    if hashlib.sha256(body).hexdigest().encode() != digest:
-        raise CheckpointError(f"{path}: checkpoint is truncated or corrupt (checksum mismatch)")
+        raise CheckpointError(f"{path}: cannot read checkpoint ({cause(err)})") from None
+    except FileError as err:
+        raise CheckpointError(str(err)) from None
     try:
         with warnings.catch_warnings():  # torch's warnings about a foreign file would add lines to the one error
             warnings.simplefilter("ignore")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -149,12 +150,56 @@ def check_output(flag: str, path: str | Path, inputs: Named = (), folder: bool =
 
 
 def check_input(flag: str, path: str | Path) -> Path:
-    """Refuse an input file that is missing, a folder or unreadable, before any work."""
+    """Refuse an input file that is missing, a folder, not a regular file or unreadable, before any work."""
     path = Path(path)
     if not path.exists():
         raise FileError(f"{flag} {path}: file not found")
     if path.is_dir():
         raise FileError(f"{flag} {path}: is a folder; give a file")
+    check_regular(path, flag)
     if not os.access(path, os.R_OK):
         raise FileError(f"{flag} {path}: cannot read the file (permission denied)")
     return path
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def _not_regular(path: Path, mode: int, flag: str) -> FileError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return FileError(f"{flag + ' ' if flag else ''}{path}: is {kind}, not a regular file; give a file")
+
+
+def check_regular(path: str | Path, flag: str = "") -> None:
+    """Refuse (FileError) an existing path that is not a regular file, without opening it: reading a FIFO waits
+    for a writer that may never come, and a device such as /dev/zero never ends. A missing path passes (its
+    reader says so in its own words)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise _not_regular(Path(path), mode, flag)
+
+
+def read_regular(path: str | Path, flag: str = "") -> bytes:
+    """The bytes of a regular file, at most as many as it held when opened: a FileError for anything else, found
+    before a byte is read (the file is opened without waiting, then checked). OSErrors of opening and reading
+    (a missing file, no permission) pass unchanged."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(Path(path), info.st_mode, flag)
+        os.set_blocking(fd, True)
+        chunks, left = [], info.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

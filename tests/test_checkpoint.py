@@ -4,6 +4,7 @@ and the one-line refusals of checkpoints that are damaged, hand-made or of anoth
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import pickle
 
@@ -33,6 +34,41 @@ def test_a_version_1_payload_still_loads_for_inference(trainer, tmp_path):
     loaded = ck.load_model(tmp_path / "v1.pt", torch.device("cpu"))
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[key], value), key
+
+
+def test_a_checkpoint_is_a_plain_torch_file_that_weights_only_loading_reads(trainer, tmp_path):
+    """torch.load(path, weights_only=True) with no allow-list, as docs/training.md and nmt/checkpoint.py say."""
+    ck.save_bundle(trainer.bundle(), tmp_path / "last.pt")
+    plain = torch.load(tmp_path / "last.pt", weights_only=True, map_location="cpu")
+    ours = ck.load_checkpoint(tmp_path / "last.pt")
+    assert set(plain) == set(ours) >= set(ck.INFERENCE_KEYS) | {"version", "optimizer", "rng"}
+    assert plain["version"] == ck.VERSION and plain["config"] == ours["config"] and "model_config" not in plain
+    for key, value in trainer.model.state_dict().items():
+        assert torch.equal(plain["model"][key], value), key
+
+
+def test_a_file_of_the_older_layout_still_loads_and_is_rewritten_in_the_new(trainer, tmp_path):
+    """Versions 1 and 2: a line, the archive's sha256, then the archive, with a model_config copy that nothing read."""
+    payload = trainer.bundle(training=False).payload()
+    payload |= {"version": 2, "model_config": payload["config"]["model"]}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    archive = buffer.getvalue()
+    old = tmp_path / "old.pt"
+    old.write_bytes(b"NMTCKPT1\n" + hashlib.sha256(archive).hexdigest().encode() + b"\n" + archive)
+    bundle = ck.load_bundle(old)
+    assert bundle.version == 2 and ck.load_model(old, torch.device("cpu")).cfg.model == trainer.cfg.model
+    ck.save_bundle(bundle, tmp_path / "new.pt")
+    assert torch.load(tmp_path / "new.pt", weights_only=True)["version"] == ck.VERSION
+    without = {k: v for k, v in payload.items() if k != "model_config"}
+    ck.save_checkpoint(without, tmp_path / "no_copy.pt")
+    assert ck.load_bundle(tmp_path / "no_copy.pt").config == payload["config"]
+
+
+def test_a_plain_torch_save_is_not_taken_for_a_checkpoint(trainer, tmp_path):
+    torch.save(trainer.bundle().payload(), tmp_path / "foreign.pt")
+    with pytest.raises(ck.CheckpointError, match="not written by nmt"):
+        ck.load_checkpoint(tmp_path / "foreign.pt")
 
 
 def test_new_versions_and_missing_keys_are_named(trainer, tmp_path):

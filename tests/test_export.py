@@ -39,7 +39,7 @@ def _variant(trained_run, folder, **model) -> str:
     torch.manual_seed(0)
     net = build_model(cfg.model, loaded.tokenizer.vocab)
     path = folder / "variant.pt"
-    save_checkpoint({"config": to_dict(cfg), "model_config": to_dict(cfg.model), "vocab": vars(loaded.tokenizer.vocab),
+    save_checkpoint({"config": to_dict(cfg), "vocab": vars(loaded.tokenizer.vocab),
                      "tokenizer": loaded.tokenizer.to_bytes(), "tokenizer_id": loaded.tokenizer.identity,
                      "model": net.state_dict(), "progress": {}}, path)
     return str(path)

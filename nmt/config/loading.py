@@ -15,8 +15,8 @@ import yaml
 
 from nmt.config.model import upgrade_model_section
 from nmt.config.sections import Config, validate_new_run
-from nmt.errors import ConfigError
-from nmt.fileio import atomic_output, cause
+from nmt.errors import ConfigError, FileError
+from nmt.fileio import atomic_output, cause, read_regular
 from nmt.yamlsafe import short_repr, strict_yaml
 
 MAX_TEXT = 4096  # characters of a config string: a path as long as Linux allows (PATH_MAX)
@@ -140,11 +140,13 @@ def load_config(source: str | Path | Mapping[str, Any], overrides: list[str] | t
         return _new_run(copy.deepcopy(dict(source)), overrides)
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config ({cause(err)})") from None
+    except FileError as err:
+        raise ConfigError(str(err)) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: config is not UTF-8 text") from None
     try:

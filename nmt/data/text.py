@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from nmt.errors import DataError
+from nmt.errors import DataError, FileError
+from nmt.fileio import check_regular, read_regular
 
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file's bytes."""
     digest = hashlib.sha256()
+    with _reading(path):
+        check_regular(path)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
@@ -52,6 +55,8 @@ def _reading(path: Path) -> Iterator[None]:
         yield
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    except FileError as err:  # not a regular file
+        raise DataError(str(err)) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise DataError(f"{path}: not a valid gzip file ({err})") from None
     except OSError as err:
@@ -62,7 +67,7 @@ def read_lines(path: str | Path) -> list[str]:
     """Lines of a plain or gzipped (.gz) UTF-8 file, split on newlines only (so both sides stay aligned)."""
     path = Path(path)
     with _reading(path):
-        raw = gzip.decompress(path.read_bytes()) if is_gzip(path) else path.read_bytes()
+        raw = gzip.decompress(read_regular(path)) if is_gzip(path) else read_regular(path)
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -110,6 +115,7 @@ class RawChunk:
 
 def _open(path: Path) -> BinaryIO:
     with _reading(path):
+        check_regular(path)
         f = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115 - the caller closes
         head = f.peek(3)[:3] if hasattr(f, "peek") else b""
     if head == codecs.BOM_UTF8:
