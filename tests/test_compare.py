@@ -86,10 +86,12 @@ def test_attention_stats_count_focused_and_uniform_rows() -> None:
 
 @pytest.fixture(scope="module")
 def gru_run(tmp_path_factory):
-    """A second tiny real run (GRU, dot attention) with validation BLEU in its metrics."""
+    """A second tiny real run (GRU, dot attention) with validation BLEU in its metrics (greedy, at a fixed
+    length penalty: its test report is all the comparison needs)."""
     folder = tmp_path_factory.mktemp("gru")
     cfg = tiny_config(folder, name="gru_dot", arch="rnn", model={"attention": "dot"},
-                      train={"max_steps": 20, "eval_every": 10, "eval_bleu": True})
+                      train={"max_steps": 20, "eval_every": 10, "eval_bleu": True},
+                      decode={"beam": 1, "length_penalty": 1.0})
     assert train_main([str(cfg)]) == 0
     return folder / "runs" / "gru_dot"
 

@@ -23,7 +23,7 @@ from nmt.engines.pytorch import batches_by_tokens, side_by_side
 from nmt.errors import ConfigError
 from nmt.evaluation import score, split_pair, tune_length_penalty
 from nmt.translator import check_abilities, from_loaded, load_translator
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, untrained_run
 
 CPU = torch.device("cpu")
 
@@ -163,14 +163,9 @@ def test_a_failing_batch_side_by_side_stops_the_batches_not_yet_started(trained_
 
 @pytest.fixture(scope="module")
 def gru_same_vocabulary(trained_run, tmp_path_factory):
-    """A GRU trained on the same data and tokenizer settings as the shared Transformer run."""
-    folder = tmp_path_factory.mktemp("gru_mix")
+    """An (untrained) GRU on the same data and tokenizer settings as the shared Transformer run."""
+    run = untrained_run(tmp_path_factory.mktemp("gru_mix"), "gru_mix", arch="rnn")
     shared = json.loads((trained_run / "eval_test.json").read_text())
-    cache = str(trained_run.parent.parent / "cache")
-    cfg = tiny_config(folder, name="gru_mix", arch="rnn", data={"dataset": "sample", "cache_dir": cache},
-                      train={"max_steps": 10, "eval_every": 10})
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
-    run = folder / "runs" / "gru_mix"
     assert load_model(run, CPU).tokenizer.identity == shared["tokenizer_id"]
     return run
 
@@ -209,15 +204,11 @@ def test_settings_or_devices_an_engine_lacks_are_refused(trained_run):
         load_translator([trained_run], torch.device("meta"))
 
 
-def test_ensemble_with_another_vocabulary_is_refused(trained_run, tmp_path, capsys):
-    cfg = tiny_config(tmp_path, name="othervocab", tokenizer={"vocab_size": 280},
-                      train={"max_steps": 2, "eval_every": 2})
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
-    capsys.readouterr()
+def test_ensemble_with_another_vocabulary_is_refused(trained_run, other_vocabulary_run, tmp_path, capsys):
     out = tmp_path / "out.en"
     src = tmp_path / "in.de"
     src.write_text("Ein Hund.\n", encoding="utf-8")
-    assert translate_main(["-c", str(trained_run), "-c", str(tmp_path / "runs" / "othervocab"), "-i", str(src),
+    assert translate_main(["-c", str(trained_run), "-c", str(other_vocabulary_run), "-i", str(src),
                            "-o", str(out)]) == 1
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error")]  # model-size log lines may precede
@@ -248,9 +239,8 @@ def test_report_records_how_it_was_decoded(trained_run, tmp_path):
 
 
 def test_evaluation_normalizes_like_training(tmp_path):
-    cfg = tiny_config(tmp_path, name="lower", data={"dataset": "sample", "cache_dir": str(tmp_path / "cache"),
-                                                    "lowercase": True},
-                      train={"max_steps": 4, "eval_every": 4}, decode={"beam": 1})
+    cfg = tiny_config(tmp_path, name="lower", data={"lowercase": True}, train={"max_steps": 4, "eval_every": 4},
+                      decode={"beam": 1})
     assert train_main([str(cfg)]) == 0
     run = tmp_path / "runs" / "lower"
     trained = json.loads((run / "eval_test.json").read_text())
@@ -262,11 +252,8 @@ def test_evaluation_normalizes_like_training(tmp_path):
 
 def test_decoding_never_passes_the_positions_a_transformer_has(tmp_path):
     """Sources are truncated and outputs capped to max_positions, whatever the flags ask: no index error."""
-    cfg = tiny_config(tmp_path, name="short", model={"max_positions": 24, "positions": "learned"},
-                      data={"dataset": "sample", "cache_dir": str(tmp_path / "cache"), "max_tokens": 20},
-                      train={"max_steps": 2, "eval_every": 0})
-    assert train_main([str(cfg), "--no-evaluate"]) == 0
-    run = tmp_path / "runs" / "short"
+    run = untrained_run(tmp_path, "short", model={"max_positions": 24, "positions": "learned"},
+                        data={"max_tokens": 20})
     long_line = " ".join(["Hund"] * 200)
     for changes in ({}, {"max_source_tokens": 5000, "max_len_a": 1000.0, "max_len_b": 100_000}):
         for beam in (1, 3):
