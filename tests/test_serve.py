@@ -404,12 +404,15 @@ def test_sigterm_finishes_requests_in_flight(trained_run):
 
 
 def _raw(port: int, *parts: bytes, pause: float = 0.0) -> bytes:
-    """Send `parts` over one connection (pausing between them), then read what comes back until the server closes
-    or a second passes."""
+    """Send `parts` over one connection (pausing between them; a server that has answered may close it before the
+    last), then read what comes back until the server closes or a second passes."""
     with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
-        for part in parts:
-            sock.sendall(part)
-            time.sleep(pause)
+        try:
+            for part in parts:
+                sock.sendall(part)
+                time.sleep(pause)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
         try:
             return sock.recv(65536)
         except (TimeoutError, ConnectionResetError):
@@ -439,11 +442,11 @@ def test_hostile_traffic_leaves_the_server_healthy_and_its_log_without_a_traceba
                                headers={"origin": "http://evil.example"}).status_code,
                     httpx.post(f"{url}/translate", json={"src": ["a"]},
                                headers={f"x-h{i}": "v" * 90 for i in range(400)}).status_code]
-        assert statuses == [422, 415, 403, 431]
-        assert len(httpx.post(f"{url}/translate", json={"src": LINES}, timeout=30.0).json()["translations"]) == 5
+        healthy = httpx.post(f"{url}/translate", json={"src": LINES}, timeout=30.0)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     finally:
         process.kill()
     log = process.stderr.read()
     assert "Traceback" not in log and "Exception in ASGI application" not in log, log
+    assert statuses == [422, 415, 403, 431] and len(healthy.json()["translations"]) == len(LINES)
