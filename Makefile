@@ -10,6 +10,7 @@ TORCH_INDEX ?=
 CONFIG ?= configs/sample_transformer.yaml
 SUITE ?= sample
 BUDGET ?=
+OUT ?=
 SET ?=
 BENCH_ARGS ?=
 MODEL ?= runs/sample_transformer
@@ -59,8 +60,9 @@ serve: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
+# The report goes to reports/local/$(SUITE); OUT=reports/multi30k rewrites the committed comparison instead.
 compare: $(STAMP)
-	$(BIN)/python -m benchmarks.compare_suite $(SUITE) $(if $(BUDGET),--budget $(BUDGET))
+	$(BIN)/python -m benchmarks.compare_suite $(SUITE) $(if $(BUDGET),--budget $(BUDGET)) $(if $(OUT),--out $(OUT))
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)

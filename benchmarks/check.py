@@ -2,6 +2,10 @@
 
 Usage: python -m benchmarks.check [--root .] [--only blocks commands scores bootstrap] [--bootstrap-run NAME]
 
+Only the files git tracks are read (as they are in the working tree, edits included): runs, reports and benchmark
+results of a user's own, beside the committed ones, are never checked. A root that is no git checkout (a copy of
+the committed files) is read whole.
+
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
   and seed tables and the speed summary (README.md), the comparison table (docs/comparing.md), the speed
   tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the configuration reference
@@ -27,7 +31,10 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -186,18 +193,49 @@ def bootstrap(root: Path, refs: list[str], name: str = BOOTSTRAP_RUN) -> Problem
             if fresh[run][metric] != {k: sig["runs"][run][metric][k] for k in fresh[run][metric]}]
 
 
+def _tracked(root: Path) -> list[str] | None:
+    """The files git tracks in `root`, relative to it; None when `root` is not the top of a git checkout."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True,
+                                check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [name for name in listed.split("\0") if name] if Path(top).resolve() == root.resolve() else None
+
+
+@contextlib.contextmanager
+def committed(root: Path) -> Iterator[Path]:
+    """A copy of the files git tracks in `root` (a few MB), for the checks to walk; `root` itself when it is no
+    git checkout."""
+    names = _tracked(root)
+    if names is None:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="nmt-check-") as folder:
+        for name in names:
+            if (root / name).is_file():  # a tracked file deleted in the working tree is not there to check
+                copy = Path(folder) / name
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / name, copy)
+        yield Path(folder)
+
+
 def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = BOOTSTRAP_RUN,
                refs: Callable[[], list[str]] | None = None) -> Problems:
-    """Every problem the chosen checks find (an empty list when everything holds)."""
-    problems = blocks(root) if "blocks" in only else []
-    problems += commands(root) if "commands" in only else []
-    if "scores" in only or "bootstrap" in only:
-        texts = (refs or (lambda: references(root)))()
-        if "scores" in only:
-            problems += scores(root, texts)
-        if "bootstrap" in only:
-            problems += bootstrap(root, texts, bootstrap_run)
-    return problems
+    """Every problem the chosen checks find in the committed files of `root` (an empty list when everything
+    holds); each names the file under `root`."""
+    with committed(root) as tree:
+        problems = blocks(tree) if "blocks" in only else []
+        problems += commands(tree) if "commands" in only else []
+        if "scores" in only or "bootstrap" in only:
+            texts = (refs or (lambda: references(root)))()
+            if "scores" in only:
+                problems += scores(tree, texts)
+            if "bootstrap" in only:
+                problems += bootstrap(tree, texts, bootstrap_run)
+        return [problem.replace(str(tree), str(root)) for problem in problems]
 
 
 @command

@@ -1,14 +1,15 @@
 """Train every attention variant of a suite, then compare them: `make compare SUITE=sample [BUDGET=20m|3000]`.
 
+The report goes to --out, by default reports/local/<suite> (git ignores it): the committed comparison,
+reports/multi30k, is rewritten only when --out names it (`make compare SUITE=multi30k OUT=reports/multi30k`).
 Each config in configs/compare/<suite>/ is trained by `nmt-train` in its own subprocess (its output goes to
-reports/<suite>/logs/<name>.log); a run that fails is recorded and the suite goes on. A run folder that
-exists is resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run again,
-and a finished run is only evaluated again (--restart trains every run from scratch instead). The
-files a report is made from (test report, translations, metrics log, config) are copied to
-reports/<suite>/runs/<name>/, so they can be committed without the checkpoints. Then `nmt-compare` compares
-all run folders into reports/<suite>/. BUDGET gives every run the same limit: `20m` (or `1.5h`) sets
-train.max_minutes, a whole number sets train.max_steps. suite.json records the budget, each run's exit status
-and time, and the machine.
+<out>/logs/<name>.log); a run that fails is recorded and the suite goes on. A run folder that exists is
+resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run again, and a
+finished run is only evaluated again (--restart trains every run from scratch instead). The files a report is
+made from (test report, translations, metrics log, config) are copied to <out>/runs/<name>/, so they can be
+committed without the checkpoints. Then `nmt-compare` compares all run folders into <out>. BUDGET gives every
+run the same limit: `20m` (or `1.5h`) sets train.max_minutes, a whole number sets train.max_steps. suite.json
+records the budget, each run's exit status and time, and the machine.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def budget_overrides(budget: str | None) -> list[str]:
     if budget.strip().isdigit() and int(budget) > 0:
         return ["--set", f"train.max_steps={int(budget)}", "--set", "train.max_minutes=0"]
     raise ValueError(f"--budget {budget}: use minutes like 20m, hours like 1.5h, or a number of steps like 3000")
+
+
+def default_out(suite: str) -> Path:
+    """Where a suite's report goes unless --out says: beside, never over, the committed comparison."""
+    return Path("reports") / "local" / suite
 
 
 def suite_configs(suite: str) -> list[Path]:
@@ -126,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", action="append", default=[],
                         help="run its family is tested against, once per family (default: GRU additive, "
                              "Transformer full)")
-    parser.add_argument("--out", help="report folder (default: reports/<suite>)")
+    parser.add_argument("--out", type=Path, help="report folder (default: reports/local/<suite>; the committed "
+                                                 "reports/multi30k is written only when named here)")
     parser.add_argument("--restart", action="store_true", help="train every run from scratch, deleting its "
                                                                "checkpoints (default: resume existing runs)")
     args = parser.parse_args(argv)
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("reports") / args.suite
+    out = args.out or default_out(args.suite)
     if out.exists() and not out.is_dir():
         print(f"error: --out {out}: is a file; give a folder", file=sys.stderr)
         return 2
