@@ -190,9 +190,10 @@ def prepare_trainer(cfg: Config, where: torch.device | None = None, say: Callabl
     finally:
         if place.main:
             barrier(place)
+    trainer = Trainer(cfg, data, where)
     if place.main:
-        say(f"\n{summary(data)}")
-    return Trainer(cfg, data, where)
+        say(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
+    return trainer
 
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:

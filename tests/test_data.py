@@ -14,7 +14,8 @@ import torch
 
 from nmt import data
 from nmt.config import Config, DataConfig, TokenizerConfig
-from nmt.data import Split, TokenBatchSampler, collate, make_loader, normalize, padding_fraction, prepare, read_lines
+from nmt.data import Split, TokenBatchSampler, collate, normalize, padding_fraction, prepare, read_lines
+from nmt.data.batching import stream_batches
 from nmt.errors import DataError
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -294,6 +295,17 @@ def epoch(sampler: TokenBatchSampler) -> list[list[int]]:
     return [list(b) for b in sampler]
 
 
+def at_epoch(sampler: TokenBatchSampler, number: int) -> TokenBatchSampler:
+    """`sampler` at the start of epoch `number`, as a checkpoint's sampler state puts it."""
+    sampler.load_state_dict({**sampler.state_dict(), "epoch": number, "position": 0})
+    return sampler
+
+
+def one_epoch(split: Split, sampler: TokenBatchSampler) -> list:
+    """The padded batches of one epoch, as the trainer streams them on the CPU."""
+    return list(stream_batches(split, sampler, PAD_ID, torch.device("cpu"), max_epochs=sampler.epoch + 1))
+
+
 def test_batches_respect_budget_and_cover_each_index_once():
     src, tgt = lengths()
     sampler = TokenBatchSampler(src, tgt, batch_tokens=200, seed=3)
@@ -321,25 +333,21 @@ def test_sampler_determinism_and_epochs():
     assert a.state_dict()["epoch"] == 1
     second = epoch(a)
     assert second != first and sorted(second) == sorted(first)
-    b.set_epoch(1)
-    assert epoch(b) == second
+    assert epoch(at_epoch(TokenBatchSampler(src, tgt, 300, seed=5), 1)) == second  # the order is seed and epoch
     fixed = TokenBatchSampler(src, tgt, 300, shuffle=False)
     assert epoch(fixed) == epoch(fixed)
 
 
 def test_mid_epoch_restore_yields_the_rest():
     src, tgt = lengths()
-    a = TokenBatchSampler(src, tgt, 300, seed=2)
-    a.set_epoch(4)
+    a = at_epoch(TokenBatchSampler(src, tgt, 300, seed=2), 4)
     full = epoch(a)
-    a.set_epoch(4)
-    it = iter(a)
+    it = iter(at_epoch(a, 4))
     head = [next(it) for _ in range(7)]
     state = a.state_dict()
     assert state["epoch"] == 4 and state["position"] == 7
     b = TokenBatchSampler(src, tgt, 300, seed=2)
     b.load_state_dict(state)
-    b.set_epoch(4)
     assert head + epoch(b) == full
     assert b.state_dict()["epoch"] == 5 and b.state_dict()["position"] == 0
     with pytest.raises(ValueError, match="num_batches"):
@@ -370,13 +378,13 @@ def test_collate_layout():
     assert batch.src.dtype == torch.long and batch.to("cpu").tgt_out.dtype == torch.long
 
 
-def test_make_loader_batches_within_budget():
+def test_streamed_batches_stay_within_budget():
     rng = np.random.default_rng(0)
     ids = [rng.integers(4, 50, rng.integers(1, 20)).astype(np.int32) for _ in range(60)]
     split = Split("train", ids, ids[::-1], [""] * 60, [""] * 60)
-    loader, sampler = make_loader(split, batch_tokens=64, shuffle=True, seed=1)
-    batches = list(loader)
-    assert len(batches) == len(sampler)
+    sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, batch_tokens=64, seed=1)
+    batches = one_epoch(split, sampler)
+    assert len(batches) == len(sampler) and sampler.state_dict()["epoch"] == 1
     assert sum(b.src.shape[0] for b in batches) == 60
     assert all(b.src.numel() <= 64 and b.tgt_in.numel() <= 64 or b.src.shape[0] == 1 for b in batches)
 
@@ -414,10 +422,10 @@ def test_memory_mapped_store_gives_the_batches_of_in_memory_ids(tmp_path):
     assert [x.tolist() for x in mapped.src] == prep.tokenizer.encode_src([s for s, _ in rows])
     in_memory = Split("train", [np.array(x) for x in mapped.src], [np.array(x) for x in mapped.tgt])
     assert np.array_equal(in_memory.src_lens, mapped.src_lens)
-    new_loader, _ = make_loader(mapped, 300, shuffle=True, seed=7)
-    old_loader, _ = make_loader(in_memory, 300, shuffle=True, seed=7)
+    new_batches = one_epoch(mapped, TokenBatchSampler(mapped.src_lens, mapped.tgt_lens, 300, seed=7))
+    old_batches = one_epoch(in_memory, TokenBatchSampler(in_memory.src_lens, in_memory.tgt_lens, 300, seed=7))
     count = 0
-    for new, old in zip(new_loader, old_loader, strict=True):
+    for new, old in zip(new_batches, old_batches, strict=True):
         assert torch.equal(new.src, old.src) and torch.equal(new.tgt_out, old.tgt_out)
         count += 1
     assert count > 10
@@ -440,11 +448,11 @@ def test_each_rank_reads_only_its_own_batches(tmp_path):
     train = prep.splits["train"]
     for rank in (0, 1):
         src, tgt = CountingIds(train.src), CountingIds(train.tgt)
-        loader, sampler = make_loader(Split("train", src, tgt), 200, shuffle=True, seed=3, num_replicas=2, rank=rank)
+        counting = Split("train", src, tgt)
+        one_epoch(counting, TokenBatchSampler(counting.src_lens, counting.tgt_lens, 200, seed=3, num_replicas=2,
+                                              rank=rank))
         mine = {i for b in TokenBatchSampler(train.src_lens, train.tgt_lens, 200, seed=3, num_replicas=2,
                                              rank=rank) for i in b}
-        for _ in loader:
-            pass
         assert src.read == tgt.read == mine and len(mine) < len(train)
 
 

@@ -1,7 +1,7 @@
 """Parallel data: sources (sample, Multi30k, files, TSV), streaming preparation (its worker pool and stream
 samplers) into a memory-mapped id store and the cache it opens, token-bucket batching and the preparation summary."""
 
-from nmt.data.batching import Batch, TokenBatchSampler, collate, make_loader, padding_fraction
+from nmt.data.batching import Batch, TokenBatchSampler, collate, padding_fraction
 from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
 from nmt.data.pipeline import Prepared, prepare
 from nmt.data.report import summary
@@ -23,5 +23,5 @@ from nmt.data.text import normalize, read_lines, read_pair, sha256_file
 __all__ = ["CACHE_FORMAT", "DROP_REASONS", "MIRROR_ENV", "MULTI30K_SHA256", "MULTI30K_SPLITS", "MULTI30K_URL",
            "Batch", "Corpus", "IdFile", "Prepared", "RaggedIds", "Split", "SplitFiles",
            "TokenBatchSampler",
-           "cache_key", "collate", "fetch_multi30k", "make_loader", "normalize", "padding_fraction", "prepare",
-           "read_lines", "read_pair", "resolve_corpora", "resolve_files", "sample_dir", "sha256_file", "summary"]
+           "cache_key", "collate", "fetch_multi30k", "normalize", "padding_fraction", "prepare", "read_lines",
+           "read_pair", "resolve_corpora", "resolve_files", "sample_dir", "sha256_file", "summary"]

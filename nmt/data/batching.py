@@ -8,12 +8,11 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import Sampler
 
 from nmt.data.store import Split
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -123,11 +122,6 @@ class TokenBatchSampler(Sampler[list[int]]):
             # Handing out the last batch completes the epoch, so a state saved after it resumes at the next one.
             self.epoch, self.position = (self.epoch + 1, 0) if k + 1 == len(order) else (self.epoch, k + 1)
             yield self.batches[order[k]]
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose order the next iteration yields; the position resets if the epoch changes."""
-        if epoch != self.epoch:
-            self.epoch, self.position = epoch, 0
 
     def state_dict(self) -> dict:
         """Epoch and batches already yielded in it, plus what identifies the batching."""
@@ -243,14 +237,6 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
             yield item
     finally:
         closed.set()
-
-
-def make_loader(split: Split, batch_tokens: int, shuffle: bool, seed: int, num_replicas: int = 1,
-                rank: int = 0) -> tuple[DataLoader, TokenBatchSampler]:
-    """A DataLoader of Batches over `split` and its sampler (whose state a checkpoint saves)."""
-    sampler = TokenBatchSampler(split.src_lens, split.tgt_lens, batch_tokens, shuffle, seed, num_replicas, rank)
-    loader = DataLoader(split, batch_sampler=sampler, collate_fn=partial(collate, pad_id=PAD_ID), num_workers=0)
-    return loader, sampler
 
 
 def _until(sampler: TokenBatchSampler, max_epochs: int) -> Iterator[list[int]]:

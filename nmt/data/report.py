@@ -6,8 +6,9 @@ from nmt.data.batching import TokenBatchSampler, padding_fraction
 from nmt.data.pipeline import Prepared
 
 
-def summary(prepared: Prepared) -> str:
-    """Pairs per split (and per training corpus) before and after cleaning, drops, vocabularies, padding."""
+def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str:
+    """Pairs per split (and per training corpus) before and after cleaning, drops, vocabularies, and the padding of
+    the training batches: those of `sampler` (a trainer's), else of a sampler made here with the train settings."""
     stats, cfg = prepared.stats, prepared.config
     d = cfg.data
     lines = [f"dataset {d.dataset}, cache {stats['cache_key']} ({'hit' if stats['cache_hit'] else 'built'})",
@@ -25,8 +26,9 @@ def summary(prepared: Prepared) -> str:
     kind = "joint" if v["joint"] else "separate"
     lines.append(f"vocabulary ({kind}, {cfg.tokenizer.type}): source {v['src']:,}, target {v['tgt']:,}")
     train = prepared.splits["train"]
-    sampler = TokenBatchSampler(train.src_lens, train.tgt_lens, cfg.train.batch_tokens, seed=cfg.train.seed)
+    if sampler is None:
+        sampler = TokenBatchSampler(train.src_lens, train.tgt_lens, cfg.train.batch_tokens, seed=cfg.train.seed)
     frac = padding_fraction(sampler, train.src_lens, train.tgt_lens)
-    lines.append(f"training batches at {cfg.train.batch_tokens:,} tokens: {len(sampler):,} batches, "
+    lines.append(f"training batches at {cfg.train.batch_tokens:,} tokens: {len(sampler.batches):,} batches, "
                  f"padding {100 * frac:.1f}%")
     return "\n".join(lines)
