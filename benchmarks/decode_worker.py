@@ -6,8 +6,10 @@ to it, so that `nmt` is that checkout's. It therefore imports nothing from `benc
 checkout since the Translator offers: `load_translator`, `decode_with`, `Translator.search` and
 `Translator.detokenize`. SPEC is JSON: {"model", "device", "precision", "threads", "length_penalty"}. Each line on
 stdin is a request, {"lines": [...], "beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on
-stdout: {"seconds", "tokens" (each sentence's best token ids, None for a line without any), "hyps" (its text)}.
-The first line says where `nmt` came from: {"nmt": path}. Everything else the code prints goes to stderr.
+stdout: {"seconds", "tokens" (each sentence's best token ids, None for a line without any), "hyps" (its text),
+"strays"}; the first line, once the model is loaded, is {"strays"} alone. "strays" lists the loaded nmt modules
+whose files lie outside the checkout (an editable install of another checkout serves a module that this one
+lacks), which the caller refuses. Everything else the code prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
+
+
+def strays() -> list[str]:
+    """Files of loaded nmt modules outside the checkout this runs in (its current folder)."""
+    tree = Path.cwd().resolve()
+    files = [getattr(module, "__file__", None) for name, module in list(sys.modules.items())
+             if name == "nmt" or name.startswith("nmt.")]
+    return sorted(f for f in files if f and tree not in Path(f).resolve().parents)
 
 
 def main() -> None:
@@ -22,7 +33,6 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     import torch
 
-    import nmt
     from nmt.config import decode_with
     from nmt.translator import load_translator
 
@@ -31,7 +41,7 @@ def main() -> None:
     device = torch.device(spec["device"])
     translator = load_translator([spec["model"]], device, spec["precision"],
                                  {"length_penalty": spec["length_penalty"]})
-    answers.write(json.dumps({"nmt": nmt.__file__}) + "\n")
+    answers.write(json.dumps({"strays": strays()}) + "\n")
     answers.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -47,7 +57,8 @@ def main() -> None:
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
         answers.write(json.dumps({"seconds": seconds, "tokens": [list(n[0].tokens) if n else None for n in nbest],
-                                  "hyps": [t.detokenize(n[0]) if n else "" for n in nbest]}) + "\n")
+                                  "hyps": [t.detokenize(n[0]) if n else "" for n in nbest], "strays": strays()})
+                      + "\n")
         answers.flush()
 
 

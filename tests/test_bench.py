@@ -258,6 +258,21 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_tok
                 assert row[side]["sentences"] == sentences and len(row[side]["passes"]) == 2
 
 
+def test_bench_decode_against_refuses_a_checkout_whose_modules_come_from_elsewhere(scripts, tiny_run, tmp_path,
+                                                                                     capsys):
+    """A checkout lacking nmt/translator.py: the editable install serves this checkout's, which would time the
+    wrong code, so the benchmark stops with one line naming the file."""
+    _, run = tiny_run
+    tree = tmp_path / "other"
+    shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__", "translator.py"))
+    args = [str(run), "--limit", "1", "--batched-limit", "1", "--beam", "2", "--device", "cpu", "--threads", "1",
+            "--against", str(tree), "--out-dir", str(tmp_path)]
+    assert scripts["decode"].main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "translator.py" in err and "from outside it" in err
+    assert not list(tmp_path.glob("*.json"))
+
+
 def test_bench_decode_against_refuses_a_folder_without_nmt_and_exports(scripts, tiny_run, tmp_path, capsys):
     _, run = tiny_run
     assert scripts["decode"].main([str(run), "--against", str(tmp_path)]) == 1
