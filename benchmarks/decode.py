@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         raise FileError(f"--against {args.against}: not a checkout of this project (it has no nmt/ folder)")
     pytorch = load_translator([args.run], device, args.precision, {"length_penalty": args.length_penalty},
                               label=lambda key: "--" + key.replace("_", "-"))
-    sources, refs = split_pair(pytorch, args.split)
+    sources, refs = split_pair(pytorch.cfg, args.split)
     first = Path(pytorch.members[0].path)
     run = run_name(first, pytorch.cfg.name)
     budget = pytorch.decode.batch_tokens

@@ -71,7 +71,7 @@ def compare_run(run: str, args: argparse.Namespace, device: torch.device, out: P
     engines = {"pytorch": pytorch, "ctranslate2": load_translator([out], device)}
     base = {"beam": args.beam, "stop": args.stop, "n_best": 1}
     table = []
-    val_sources, val_refs = split_pair(pytorch, "val")
+    val_sources, val_refs = split_pair(pytorch.cfg, "val")
     val_refs = [pytorch.normalize(r) for r in val_refs]
     for alpha in args.penalties:
         hyps = {name: _translate(t, val_sources, base | {"length_penalty": alpha}) for name, t in engines.items()}
@@ -82,7 +82,7 @@ def compare_run(run: str, args: argparse.Namespace, device: torch.device, out: P
                       "identical_share": round(same / len(val_sources), 4)})
         print(f"{run} val lp {alpha:g}: pytorch {bleu['pytorch']:.2f}, ctranslate2 {bleu['ctranslate2']:.2f}, "
               f"identical {same}/{len(val_sources)}")
-    test_sources, test_refs = split_pair(pytorch, "test")
+    test_sources, test_refs = split_pair(pytorch.cfg, "test")
     test_refs = [pytorch.normalize(r) for r in test_refs]
     hyps = {name: _translate(t, test_sources, base | {"length_penalty": args.same_at}) for name, t in engines.items()}
     same = sum(a == b for a, b in zip(hyps["pytorch"], hyps["ctranslate2"], strict=True))

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = arguments(argv)
     args = parse_args(argv)
     translator = load_translator([args.run], torch.device("cpu"))
-    sentences = [line for line in split_pair(translator, args.split)[0] if line.strip()]
+    sentences = [line for line in split_pair(translator.cfg, args.split)[0] if line.strip()]
     member = translator.members[0]
     run = run_name(member.path, translator.cfg.name)
     del translator  # the server loads its own copy

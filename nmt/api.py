@@ -83,7 +83,7 @@ def evaluate(model: str | Path, *more: str | Path, split: str = "test", src: str
     if src is not None:
         name, (sources, refs) = f"file_{Path(src).stem}", read_pair(Path(src), Path(ref))
     else:
-        name, (sources, refs) = split, split_pair(translator, split)
+        name, (sources, refs) = split, split_pair(translator.cfg, split)
     report, hyps = score_translations(translator, sources, refs, name, _call("nmt.evaluate", model, ()))
     return report | {"hypotheses": hyps}
 

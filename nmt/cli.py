@@ -284,7 +284,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
         sources, refs = read_pair(Path(args.src), Path(args.ref))
     else:
         name = args.split
-        sources, refs = split_pair(translator, args.split)
+        sources, refs = split_pair(translator.cfg, args.split)
     out, hyp_path = report_paths(translator.members[0].path, name, args.output)
     check_output("report", out, inputs)
     check_output("hypotheses", hyp_path, [*inputs, ("report", out)])

@@ -21,10 +21,11 @@ from sacrebleu.significance import PairedTest
 
 from nmt.checkpoint import load_model
 from nmt.config import Config, load_config
-from nmt.data import normalize, read_pair, resolve_files
+from nmt.data import normalize
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, summarize
 from nmt.errors import CheckpointError, ConfigError, DataError
+from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.rundir import RunDir, read_metrics
@@ -103,24 +104,17 @@ def load_run(path: Path) -> Run:
     return run
 
 
-def test_set(cfg: Config) -> tuple[list[str], list[str]]:
-    """The test split of a run's dataset, normalized as the trainer scored it: (sources, references)."""
-    files = resolve_files(cfg, log=lambda _msg: None)
-    if "test" not in files:
-        raise DataError(f"{cfg.name}: the run's dataset has no test split")
-    sources, refs = read_pair(*files["test"])
-    return [normalize(s, cfg.data.lowercase) for s in sources], [normalize(r, cfg.data.lowercase) for r in refs]
-
-
 def check_references(runs: list[Run]) -> tuple[list[str], list[str]]:
     """Sources and references shared by the ok runs; a run whose test set differs is excluded."""
     shared: tuple[list[str], list[str]] | None = None
     for run in (r for r in runs if r.status == "ok"):
         try:
-            sources, refs = test_set(run.cfg)
+            sources, refs = split_pair(run.cfg, "test")
         except DataError as err:
             run.fail(f"cannot read the test references ({err})")
             continue
+        lowercase = run.cfg.data.lowercase  # normalized as the trainer scored them
+        sources, refs = [normalize(s, lowercase) for s in sources], [normalize(r, lowercase) for r in refs]
         if len(refs) != len(run.hyps):
             run.fail(f"{len(run.hyps)} hypotheses for {len(refs)} test references", "excluded")
         elif shared is None:

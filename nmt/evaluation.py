@@ -20,10 +20,10 @@ import sacrebleu
 import torch
 
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, config_from_dict, to_dict
+from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, Config, config_from_dict, to_dict
 from nmt.data import read_pair, resolve_files, sha256_file
 from nmt.engines.ctranslate2 import is_export, store_decode
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, DataError
 from nmt.fileio import atomic_output, check_output
 from nmt.rundir import RunDir
 from nmt.translator import Translator
@@ -47,11 +47,12 @@ def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
     return out
 
 
-def split_pair(translator: Translator, split: str) -> tuple[list[str], list[str]]:
-    """Sources and references of a split of the run's dataset, read from its files."""
-    files = resolve_files(translator.cfg, log=lambda _msg: None)
+def split_pair(cfg: Config, split: str) -> tuple[list[str], list[str]]:
+    """Sources and references of a split of the config's dataset (a run's: `Translator.cfg`), read from its
+    files as they are (the translator and `Translator.normalize` normalize them as training did)."""
+    files = resolve_files(cfg, log=lambda _msg: None)
     if split not in files:
-        raise ConfigError(f"--split {split}: the run's dataset has splits {', '.join(files)}")
+        raise DataError(f"split {split}: the dataset of {cfg.name} has the splits {', '.join(files)}")
     return read_pair(*files[split])
 
 
@@ -143,7 +144,7 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     than `beam` hypotheses end at once, which ones are kept does (in CTranslate2 by its own form of the penalty),
     so one search ranked under each penalty could differ from decoding at it.
     """
-    sources, refs = split_pair(translator, "val")
+    sources, refs = split_pair(translator.cfg, "val")
     refs = [translator.normalize(r) for r in refs]
     decode = translator.decode
     start = time.perf_counter()

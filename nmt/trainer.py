@@ -317,7 +317,7 @@ class Trainer:
         if not test:
             return end
         translator = from_loaded([loaded], self.device, cfg.train.precision)  # names the file as it is now
-        report, hyps = evaluate(translator, *split_pair(translator, "test"), "test", command)
+        report, hyps = evaluate(translator, *split_pair(translator.cfg, "test"), "test", command)
         report["train"] = {"steps": self.progress.step, "minutes": round(self.progress.elapsed / 60, 2),
                            "parameters": self.n_params}
         report["final_model"] = choice

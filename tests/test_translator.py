@@ -290,7 +290,7 @@ def test_auto_penalty_is_chosen_on_validation_at_the_end_of_training(trained_run
 def test_the_tuning_table_scores_like_a_decode_at_each_penalty(trained_run):
     translator = load_translator([trained_run], CPU)
     tuning = tune_length_penalty(translator)
-    sources, refs = split_pair(translator, "val")
+    sources, refs = split_pair(translator.cfg, "val")
     for row in tuning["table"]:
         hyps = translator.with_decode(decode_with(translator.decode, {"length_penalty": row["length_penalty"]}))
         assert score(hyps.translate(sources), [translator.normalize(r) for r in refs])["bleu"] == row["bleu"]
