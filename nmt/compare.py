@@ -266,10 +266,8 @@ def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.devic
         weights = [h.attention.float() for h in best]  # each (T, S)
         diagnostics[run.name] = summarize([attention_stats(w, thresholds) for w in weights], thresholds)
         for i in chosen:
-            tokenizer, limit = translator.tokenizer, translator.decode.max_source_tokens
-            src = tokenizer.src_pieces(translator.normalize(sample[i]))[:limit] + ["</s>"]
-            tgt = tokenizer.tgt_id_pieces(best[i].tokens) + ["</s>"]
-            title = f"{run.name}\n{tokenizer.decode_tgt(best[i].tokens)[:60]}"
+            src, tgt = translator.attention_labels(sample[i], best[i])
+            title = f"{run.name}\n{translator.detokenize(best[i])[:60]}"
             panels[i].append(AttentionPanel(weights[i].numpy(), src, tgt, title))
     files = []
     for i in chosen:

@@ -56,7 +56,6 @@ class Stream:
 
     def _diagnose(self, numbered: list[tuple[int, str]], results: list[list[Hypothesis]],
                   stats_handle: IO | None) -> None:
-        tok, limit = self.translator.tokenizer, self.translator.decode.max_source_tokens
         for (line_number, line), hyps in zip(numbered, results):
             if not hyps or hyps[0].attention is None:
                 continue
@@ -68,10 +67,9 @@ class Stream:
             if self.plot_dir is not None and self.plotted < self.plot_count:
                 from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
 
-                src = tok.src_pieces(self.translator.normalize(line))[:limit] + ["</s>"]
-                tgt = tok.tgt_id_pieces(hyps[0].tokens) + ["</s>"]
+                src, tgt = self.translator.attention_labels(line, hyps[0])
                 attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}.png",
-                                  title=tok.decode_tgt(hyps[0].tokens))
+                                  title=self.translator.detokenize(hyps[0]))
                 self.plotted += 1
 
     def run(self, lines: Iterable[str], name: str, output: str | None) -> int:

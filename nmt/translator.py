@@ -93,6 +93,12 @@ class Translator:
     def detokenize(self, hyp: Hypothesis) -> str:
         return self.tokenizer.decode_tgt(hyp.tokens)
 
+    def attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
+        """The labels of `hyp`'s attention over `line`: its columns, the source subwords as the search read them
+        (truncated) and EOS; its rows, the target subwords and EOS."""
+        src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
+        return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
+
     def translate(self, text: str | Sequence[str], warn: Warn | None = None, **decoding: Any) -> str | list[str]:
         """The best translation of a line (a str), or of each line of a sequence (a list; "" for a blank line).
         `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one batch gives what
@@ -134,9 +140,8 @@ class Translator:
                               for f, u in zip(focused.tolist(), uniform.tolist())]
         layers = [{"name": name, "heads": [_rounded(head) for head in heads]}  # each head (T, S)
                   for name, heads in self.engine.layer_attention(src_ids, list(best.tokens))]
-        return {"translation": searcher.detokenize(best), "score": round(best.score, 4),
-                "src": self.tokenizer.src_pieces(self.normalize(sentence))[:len(src_ids)] + ["</s>"],
-                "tgt": self.tokenizer.tgt_id_pieces(best.tokens) + ["</s>"],
+        src, tgt = searcher.attention_labels(sentence, best)
+        return {"translation": searcher.detokenize(best), "score": round(best.score, 4), "src": src, "tgt": tgt,
                 "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
 
     def configured(self, **decoding: Any) -> Translator:
