@@ -67,11 +67,11 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
     engine = translator.engine
     _sync(engine.device)
     start = time.perf_counter()
-    nbest = translator.search(sources)
+    best = translator.best(sources)
     _sync(engine.device)
     seconds = time.perf_counter() - start
-    hyps = [translator.detokenize(n[0]) if n else "" for n in nbest]
-    out_tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
+    hyps = [translation for translation, _ in best]
+    out_tokens = sum(len(hyp.tokens) + 1 for _, hyp in best if hyp is not None)  # each with its EOS
     first, cfg = translator.members[0], translator.cfg
     device = engine.device
     report = {

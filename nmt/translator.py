@@ -104,9 +104,13 @@ class Translator:
         `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one batch gives what
         nmt-translate writes for the same lines."""
         lines, one = _lines(text)
-        searcher = self.configured(**decoding)
-        out = [searcher.detokenize(hyps[0]) if hyps else "" for hyps in searcher.search(lines, warn)]
+        out = [translation for translation, _ in self.configured(**decoding).best(lines, warn)]
         return out[0] if one else out
+
+    def best(self, lines: Sequence[str], warn: Warn | None = None) -> list[tuple[str, Hypothesis | None]]:
+        """Each line's best translation, as `translate` gives it, with the hypothesis searched (None for a line
+        without subwords, whose translation is "")."""
+        return [(self.detokenize(hyps[0]), hyps[0]) if hyps else ("", None) for hyps in self.search(lines, warn)]
 
     def translate_nbest(self, text: str | Sequence[str], n: int | None = None,
                         **decoding: Any) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
