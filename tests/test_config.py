@@ -137,11 +137,16 @@ def test_reference_documents_every_key():
             assert f"| `{name}` |" in text, name
 
 
-def test_repository_configs_load():
+def test_repository_configs_load_and_name_their_run_folders():
+    """Every config under configs/ (the comparison suites' included) loads, and its name, which names its run
+    folder, is its file's: `make train CONFIG=configs/x.yaml` trains runs/x."""
     from pathlib import Path
 
-    for path in sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml")):
-        nmt.load_config(str(path), [])
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    paths = sorted(configs.glob("**/*.yaml"))
+    assert configs / "sample_transformer.yaml" in paths  # the Makefile's default: the glob looked in the right place
+    for path in paths:
+        assert nmt.load_config(path).name == path.stem, path
 
 
 def test_generated_reference_is_up_to_date(capsys):

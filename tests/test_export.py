@@ -25,7 +25,8 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
-def test_lines(trained_run) -> list[str]:
+def sample_sources(trained_run) -> list[str]:
+    """The sources of the sample's test split, which the shared run was trained on."""
     sources, _ = read_pair(*resolve_files(load_model(trained_run, CPU).cfg)["test"])
     return sources
 
@@ -51,12 +52,12 @@ def _variant(trained_run, folder, **model) -> str:
     {"pre_norm": True, "tie_embeddings": False, "positions": "learned"},
     {"pre_norm": False, "tie_embeddings": False, "positions": "learned", "temperature": 0.5},
 ])
-def test_each_exportable_layout_scores_like_pytorch(trained_run, tmp_path, test_lines, model):
+def test_each_exportable_layout_scores_like_pytorch(trained_run, tmp_path, sample_sources, model):
     checkpoint = _variant(trained_run, tmp_path, **model)
     export_ctranslate2(checkpoint, tmp_path / "ct2", "float32")
     loaded = load_model(checkpoint, CPU)
     translator = load_translator([checkpoint], CPU)
-    sources = translator.encode(test_lines[:8])
+    sources = translator.encode(sample_sources[:8])
     targets = [ids[::-1][:12] for ids in sources]  # any target sequence: the log-probabilities must agree
     batch = collate(list(zip(sources, targets)), loaded.model.pad_id)
     with torch.inference_mode():
@@ -79,19 +80,19 @@ def exports(trained_run, tmp_path_factory):
     return folder
 
 
-def test_float32_export_decodes_like_pytorch(trained_run, exports, test_lines):
+def test_float32_export_decodes_like_pytorch(trained_run, exports, sample_sources):
     greedy = {"beam": 1, "length_penalty": 1.0}
-    pytorch = load_translator([trained_run], CPU, changes=greedy).search(test_lines)
-    exported = load_translator([exports / "float32"], CPU, changes=greedy).search(test_lines)
+    pytorch = load_translator([trained_run], CPU, changes=greedy).search(sample_sources)
+    exported = load_translator([exports / "float32"], CPU, changes=greedy).search(sample_sources)
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(pytorch, exported))
-    assert same >= 0.95 * len(test_lines)
+    assert same >= 0.95 * len(sample_sources)
     for a, b in zip(pytorch, exported):
         if a[0].tokens == b[0].tokens:
             assert b[0].score == pytest.approx(a[0].score, abs=1e-2)
 
 
 @pytest.mark.parametrize("alpha", [0.6, 1.5, 2.0])
-def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, test_lines, alpha):
+def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, sample_sources, alpha):
     """Both engines end a sentence once `beam` hypotheses have finished and rank them by the GNMT score.
 
     CTranslate2 searches each group of sentences to their own length cap, as nmt.decode does. Not at 1.0 on this
@@ -100,10 +101,10 @@ def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, te
     A trained model seldom reaches the cap (benchmarks/lp_agreement.py measures it).
     """
     settings = {"beam": 5, "length_penalty": alpha}
-    pytorch = load_translator([trained_run], CPU, changes=settings).search(test_lines)
-    exported = load_translator([exports / "float32"], CPU, changes=settings).search(test_lines)
+    pytorch = load_translator([trained_run], CPU, changes=settings).search(sample_sources)
+    exported = load_translator([exports / "float32"], CPU, changes=settings).search(sample_sources)
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(pytorch, exported))
-    assert same >= 0.95 * len(test_lines)
+    assert same >= 0.95 * len(sample_sources)
 
 
 def test_export_refuses_the_bound_rule(exports, tmp_path, capsys):
@@ -157,11 +158,11 @@ def test_loading_an_export_keeps_the_torch_thread_count(exports):
         torch.set_num_threads(before)
 
 
-def test_export_beam_is_ranked_as_nmt_decode_ranks(exports, test_lines):
+def test_export_beam_is_ranked_as_nmt_decode_ranks(exports, sample_sources):
     """CTranslate2 hands back its whole beam; the n-best list is its best distinct outputs by the GNMT-normalised
     score (outputs cut at a sentence's length cap can coincide, and are listed once)."""
     settings = {"beam": 4, "n_best": 3, "length_penalty": 1.5}
-    lists = load_translator([exports / "float32"], CPU, changes=settings).search(test_lines[:20])
+    lists = load_translator([exports / "float32"], CPU, changes=settings).search(sample_sources[:20])
     assert sum(len(nbest) == 3 for nbest in lists) >= len(lists) // 2
     for nbest in lists:
         assert 1 <= len(nbest) <= 3 and len({tuple(h.tokens) for h in nbest}) == len(nbest)
