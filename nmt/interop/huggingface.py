@@ -21,11 +21,14 @@ probability is then exactly 0 in float32, so that every other token's probabilit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
 import tempfile
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,22 @@ def import_transformers() -> Any:
         raise ExportError("transformers is not installed; install the hf extra: pip install 'nmt[hf]' "
                           "(it needs Python 3.11 or newer)") from None
     return transformers
+
+
+@contextlib.contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """transformers' progress bars off, and MarianTokenizer's advice to install sacremoses unsaid (nmt does not
+    normalize punctuation, so an export must not either), for the time of the block; the settings are then as
+    they were."""
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+            yield
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def channel_order(d: int) -> torch.Tensor:
@@ -378,8 +397,9 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
     try:
         tmp.chmod(new_mode(folder=True))
-        hf.save_pretrained(str(tmp))
-        _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1)
+        with _quiet(transformers):
+            hf.save_pretrained(str(tmp))
+            _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1)
         (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded)), encoding="utf-8")
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         manifest = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],
@@ -461,8 +481,9 @@ def _reorder(table: list[str], pad: int, unk: int, start: int, eos: int) -> list
 def _load_weights(transformers: Any, folder: Path, kind: str) -> tuple[Any, dict[str, torch.Tensor]]:
     """The folder's config and tensors, loaded by transformers' own class (weights-only for pytorch_model.bin)."""
     try:
-        model = getattr(transformers, CLASSES[kind]).from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError) as err:
+        with _quiet(transformers):
+            model = getattr(transformers, CLASSES[kind]).from_pretrained(str(folder), local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - a broken folder fails inside transformers or safetensors in many ways
         detail = " ".join(str(err).split())[:300]
         raise ExportError(f"{folder}: transformers cannot load the model ({type(err).__name__}: {detail})") from None
     return model.config, {key: value.detach() for key, value in model.state_dict().items()}
