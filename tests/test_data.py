@@ -498,7 +498,7 @@ def test_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys)
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(data.pipeline.IdWriter, "append", full)
-    assert prepare_main([str(tiny_config(tmp_path))]) == 1
+    assert prepare_main([str(tiny_config(tmp_path, data={"cache_dir": str(tmp_path / "cache")}))]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0] and "data.cache_dir" in err[0], err
     assert not list((tmp_path / "cache").iterdir())
