@@ -13,6 +13,7 @@ BUDGET ?=
 OUT ?=
 SET ?=
 BENCH_ARGS ?=
+PYTEST_ARGS ?=
 MODEL ?= runs/sample_transformer
 
 STAMP := $(VENV)/.installed
@@ -33,9 +34,10 @@ data: $(STAMP)
 train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
 
-# The tests, then `make check`: CI's `make test` runs both.
+# The tests, then `make check` (the one run of the figures check: the tests check its behaviour, not the committed
+# figures again); CI's `make test` runs both. PYTEST_ARGS="-n 2 --dist loadfile" runs the tests in 2 processes.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 	$(BIN)/python -m benchmarks.check
 
 # Every committed figure against its evidence: generated blocks regenerated, translations re-scored against the

@@ -77,6 +77,17 @@ def shared_data_cache(tmp_path_factory) -> Iterator[Path]:
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cores_shared_by_workers() -> None:
+    """Under pytest-xdist (`make test PYTEST_ARGS="-n 2 --dist loadfile"`) each worker's torch takes its share of
+    the cores, not all of them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """A tiny Transformer trained briefly on the sample, with its test report (shared: never change it; a test
