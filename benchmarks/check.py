@@ -42,9 +42,9 @@ from benchmarks import compare_table, large_corpus, results_table, run_all, seed
 from benchmarks.commands import problem as command_problem
 from benchmarks.commands import recorded as recorded_commands
 from benchmarks.common import ROOT, arguments, prog, read_json
-from nmt.cli import command
+from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
-from nmt.config import DataConfig, reference_markdown
+from nmt.config import DataConfig
 from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
 from nmt.evaluation import score
 
@@ -90,7 +90,7 @@ def blocks(root: Path) -> Problems:
                                f"python -m {run_all.MODULE} --report-only")
     problems += _block(docs / "data.md", large_corpus.START, large_corpus.END, large_corpus.report(bench_results),
                        f"python -m {large_corpus.MODULE} --report-only")
-    if reference_markdown().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
+    if config_reference().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
     return problems
 

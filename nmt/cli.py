@@ -443,12 +443,16 @@ def compare_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def config_reference() -> str:
+    """docs/config.md: every key, from the dataclasses, then each attention variant's own settings."""
+    from nmt.models.attention import variant_reference
+
+    return f"{reference_markdown()}\n{variant_reference()}"
+
+
 @command
 def config_doc_main(argv: list[str] | None = None) -> int:
     """nmt-config-doc: print the configuration reference generated from the dataclasses."""
-    from nmt.models.attention import variant_reference
-
     Parser(prog="nmt-config-doc", description=config_doc_main.__doc__).parse_args(argv)
-    print(reference_markdown())
-    print(variant_reference(), end="")
+    print(config_reference(), end="")
     return 0
