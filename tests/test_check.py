@@ -80,6 +80,7 @@ BLOCK_EDITS: dict[str, Callable[[Path], None]] = {
     "readme-speed": lambda root: _bump(root / "README.md", r"\| 2,78\d"),
     "docs-comparison": lambda root: _bump(root / "docs" / "comparing.md", r"\| 19\.77"),
     "docs-benchmarks": lambda root: _bump(root / "docs" / "benchmarks.md", r"\| 692\.5"),
+    "docs-config": lambda root: _bump(root / "docs" / "config.md", r"\| `window` \| int \| `8"),
     "report-json": lambda root: _bump(root / "results" / "multi30k" / RUN / "eval_test.json", r'"chrf": 57\.71'),
     "compare-json": lambda root: _bump(root / "reports" / "multi30k" / "compare.json", r'"bleu": 18\.38'),
     "compare-md": lambda root: _bump(root / "reports" / "multi30k" / "compare.md", r"\| 18\.45"),
