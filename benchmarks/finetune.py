@@ -24,13 +24,13 @@ from benchmarks.common import (
     begin,
     command_line,
     prog,
-    run_name,
     write_result,
 )
 from nmt.checkpoint import find_checkpoint, load_bundle
 from nmt.cli import Parser, command
 from nmt.data import sha256_file
 from nmt.errors import CheckpointError
+from nmt.rundir import RunDir
 
 MODULE = "benchmarks.finetune"
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
               "child": _scored(child_file, args.split, device),
               "child_train": load_bundle(child_file).config["train"]}
     result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)
-    out = Path(args.out_dir) / f"finetune_{run_name(args.run, 'child')}_{device.type}.json"
+    out = Path(args.out_dir) / f"finetune_{RunDir.of(child_file).name}_{device.type}.json"
     write_result(out, device, command_line(MODULE, argv), result)
     print(f"{args.split}: parent BLEU {result['parent']['bleu']:.2f}, child {result['child']['bleu']:.2f} "
           f"({result['bleu_gain']:+.2f}); {out}")
