@@ -50,15 +50,19 @@ class MetricsLog:
     def open(self) -> None:
         """Start TensorBoard event files too, when `train.tensorboard` asks for them.
 
-        A new event file hides every earlier event (purge_step 0) and starts with the records metrics.jsonl holds
-        already, so TensorBoard shows what metrics.jsonl shows: after a kill and a resume, the steps replayed since
-        the last checkpoint would otherwise appear twice, and those the writer had not flushed would be missing.
+        The event files are derived from metrics.jsonl: earlier ones are removed and a new one starts with the
+        records metrics.jsonl holds already, so TensorBoard shows what metrics.jsonl shows. After a kill and a
+        resume the steps replayed since the last checkpoint would otherwise appear twice, and those the killed
+        writer had not flushed would be missing (a purge event in a new file is not enough: a reader may still
+        meet the killed writer's truncated file after it).
         """
         if not self.enabled or not self.tensorboard:
             return
         from torch.utils.tensorboard import SummaryWriter
 
-        self.tb = SummaryWriter(str(self.tb_dir), purge_step=0)
+        for old in self.tb_dir.glob("events.out.tfevents.*"):
+            old.unlink(missing_ok=True)
+        self.tb = SummaryWriter(str(self.tb_dir))
         for entry in read_metrics(self.path):
             self._scalars(entry)
 

@@ -119,7 +119,7 @@ def test_invalid_yaml_names_line(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
-    with pytest.raises(ConfigError, match="cannot read config \\(it is a folder\\)"):
+    with pytest.raises(ConfigError, match="is a folder, not a regular file"):
         load_config(tmp_path)
 
 
