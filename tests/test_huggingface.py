@@ -32,8 +32,15 @@ from tests.conftest import REPO, SHARED, tiny_config, untrained_run
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a hub: every folder is local
 CPU = torch.device("cpu")
 SAMPLE = REPO / "data" / "sample"
-needs_transformers = pytest.mark.skipif(find_spec("transformers") is None,
-                                        reason="the hf extra (transformers 5) is not installed; it needs Python 3.11")
+needs_transformers = pytest.mark.skipif(find_spec("transformers") is None, reason="the hf extra is not installed")
+
+
+def _has_translation_pipeline() -> bool:
+    try:
+        from transformers.pipelines import SUPPORTED_TASKS
+    except ImportError:
+        return False
+    return "translation" in SUPPORTED_TASKS
 
 
 # ---------------------------------------------------------------------------------------------- model settings
@@ -187,6 +194,21 @@ def test_export_loads_offline_with_stock_classes_and_scores_and_decodes_like_nmt
     mine = [hyps[0].tokens + [EOS_ID] for hyps in greedy.search(sources)]
     theirs = _generate(hf, tokenizer, sources, _caps(greedy, ours), num_beams=1)
     assert sum(a == b for a, b in zip(mine, theirs, strict=True)) >= 0.99 * len(sources)
+
+
+@needs_transformers
+@pytest.mark.skipif(not _has_translation_pipeline(), reason="transformers 5 removed pipeline('translation') "
+                                                              "(PR #43256); the tokenizer and generate() are tested")
+def test_pipeline_translation_translates_with_the_export_where_transformers_has_it(exports):
+    from transformers import pipeline
+
+    for _, folder in exports.values():
+        sources = _test_split()[0][:8]
+        tokenizer, hf = _hf(folder)
+        batch = tokenizer(sources, return_tensors="pt", padding=True)
+        expected = tokenizer.batch_decode(hf.generate(**batch, num_beams=1), skip_special_tokens=True)
+        translated = pipeline("translation", model=str(folder))(sources, num_beams=1)
+        assert [row["translation_text"] for row in translated] == expected and any(expected)
 
 
 @needs_transformers

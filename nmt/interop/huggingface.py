@@ -64,8 +64,7 @@ def import_transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        raise ExportError("transformers is not installed; install the hf extra: pip install 'nmt[hf]' "
-                          "(it needs Python 3.11 or newer)") from None
+        raise ExportError("transformers is not installed; install the hf extra: pip install 'nmt[hf]'") from None
     return transformers
 
 
