@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +146,8 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
         raise ExportError(f"{output}: already exists; choose a new folder")
     loaded = load_model(source, torch.device("cpu"))
     spec = _spec(loaded)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
-    try:
-        tmp.chmod(new_mode(folder=True))
+
+    def fill(tmp: Path) -> None:
         loaded.tokenizer.save(tmp)
         protos = [(tmp / name).read_bytes() for name in spm_files(tmp)]
         spec.register_source_vocabulary(_pieces(protos[0]))
@@ -159,12 +158,26 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
         except ValueError as err:
             raise ExportError(f"{loaded.path}: CTranslate2 refused the model ({err})") from None
         spec.save(str(tmp))
+
+    head = {"format": "ctranslate2", "format_version": FORMAT_VERSION, "quantization": quantization,
+            "ctranslate2_version": import_ctranslate2().__version__}
+    return publish_export(output, loaded, MANIFEST, head, fill)
+
+
+def publish_export(output: Path, loaded: Loaded, manifest_name: str, head: dict[str, Any],
+                   fill: Callable[[Path], None]) -> dict[str, Any]:
+    """An export folder, built beside `output` and renamed into place (nothing is left behind on failure):
+    `fill` writes its files, then a manifest `manifest_name` records `head`, the source checkpoint and its
+    sha256, the tokenizer, the run's config and every file's sha256. Returns the manifest."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
+    try:
+        tmp.chmod(new_mode(folder=True))
+        fill(tmp)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        manifest = {"format": "ctranslate2", "format_version": FORMAT_VERSION, "quantization": quantization,
-                    "ctranslate2_version": import_ctranslate2().__version__, "source_checkpoint": str(loaded.path),
-                    "source_sha256": sha256_file(loaded.path), "tokenizer_id": loaded.tokenizer.identity,
-                    "config": to_dict(loaded.cfg), "files": files}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = {**head, "source_checkpoint": str(loaded.path), "source_sha256": sha256_file(loaded.path),
+                    "tokenizer_id": loaded.tokenizer.identity, "config": to_dict(loaded.cfg), "files": files}
+        (tmp / manifest_name).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if output.is_dir():
             output.rmdir()
         os.replace(tmp, output)

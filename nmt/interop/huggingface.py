@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -40,7 +38,7 @@ from nmt.checkpoint import Loaded, load_model, save_checkpoint
 from nmt.config import ModelConfig, config_from_dict, to_dict
 from nmt.data import sha256_file
 from nmt.errors import ExportError
-from nmt.fileio import new_mode
+from nmt.export import publish_export
 from nmt.models import build_model
 from nmt.models.transformer import Transformer
 from nmt.rundir import RunDir
@@ -392,27 +390,16 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
         for key, value in weights.items():
             state[key].copy_(value)
     hf.generation_config = _generation_config(transformers, loaded)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
-    try:
-        tmp.chmod(new_mode(folder=True))
+
+    def fill(tmp: Path) -> None:
         with _quiet(transformers):
             hf.save_pretrained(str(tmp))
             _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1)
         (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded)), encoding="utf-8")
-        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        manifest = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],
-                    "transformers_version": transformers.__version__, "source_checkpoint": str(loaded.path),
-                    "source_sha256": sha256_file(loaded.path), "tokenizer_id": loaded.tokenizer.identity,
-                    "config": to_dict(loaded.cfg), "files": files}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if output.is_dir():
-            output.rmdir()
-        os.replace(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+
+    head = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],
+            "transformers_version": transformers.__version__}
+    return publish_export(output, loaded, MANIFEST, head, fill)
 
 
 # ---------------------------------------------------------------------------------------------- import

@@ -76,7 +76,11 @@ async def read_body(request: Request, limits: Limits) -> bytes:
 
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     """The request body as a JSON object, read up to the size limit."""
-    body = await read_body(request, limits)
+    return json_object(await read_body(request, limits))
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A body that must be a JSON object, parsed; ApiError 400 otherwise."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as err:

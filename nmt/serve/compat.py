@@ -7,7 +7,6 @@ The pair is the project's: German to English.
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from starlette.requests import Request
 
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis
-from nmt.serve.app import ApiError, decode_lines, read_body
+from nmt.serve.app import ApiError, decode_lines, json_object, read_body
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 
@@ -62,13 +61,7 @@ async def read_params(request: Request, limits: Limits) -> Params:
     body = await read_body(request, limits)
     kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
-        try:
-            data = json.loads(body)
-        except (ValueError, RecursionError) as err:
-            raise ApiError(400, f"the body is not valid JSON ({type(err).__name__})") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, f"the body must be a JSON object, got {type(data).__name__}")
-        return Params(json=data)
+        return Params(json=json_object(body))
     pairs = _fields(request.url.query, "query string")
     if kind == FORM:
         try:
