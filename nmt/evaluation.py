@@ -21,12 +21,13 @@ import torch
 
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, Config, config_from_dict, to_dict
-from nmt.data import read_pair, resolve_files, sha256_file
+from nmt.data import evaluation_files, evaluation_splits, read_pair, sha256_file
 from nmt.engines.ctranslate2 import is_export, store_decode
 from nmt.errors import ConfigError, DataError
 from nmt.fileio import atomic_output, check_output
 from nmt.rundir import RunDir
 from nmt.translator import Translator
+from nmt.yamlsafe import short_repr
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
@@ -50,10 +51,11 @@ def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
 def split_pair(cfg: Config, split: str) -> tuple[list[str], list[str]]:
     """Sources and references of a split of the config's dataset (a run's: `Translator.cfg`), read from its
     files as they are (the translator and `Translator.normalize` normalize them as training did)."""
-    files = resolve_files(cfg, log=lambda _msg: None)
-    if split not in files:
-        raise DataError(f"split {split}: the dataset of {cfg.name} has the splits {', '.join(files)}")
-    return read_pair(*files[split])
+    files = evaluation_files(cfg, split, log=lambda _msg: None)
+    if files is None:
+        raise DataError(f"split {short_repr(split)}: the dataset of {cfg.name} has the splits "
+                        f"{', '.join(evaluation_splits(cfg))}")
+    return read_pair(*files)
 
 
 def _sync(device: torch.device) -> None:

@@ -265,11 +265,43 @@ def test_multi30k_download_is_atomic_and_verified(tmp_path, monkeypatch):
     messages: list[str] = []
     data.fetch_multi30k(cfg, messages.append)
     names = sorted(p.name for p in (tmp_path / "dl" / "multi30k").iterdir())
-    assert names == sorted(data.MULTI30K_SHA256)
-    assert sum("downloading" in m for m in messages) == 6
+    assert names == sorted(f"{stem}.{side}.gz" for stem in data.MULTI30K_SPLITS.values() for side in ("de", "en"))
+    assert sum("downloading" in m for m in messages) == 6, "training fetches no other test set"
     messages.clear()
     data.fetch_multi30k(cfg, messages.append)
     assert not any("downloading" in m for m in messages)
+
+
+@needs_mirror
+def test_the_other_official_test_sets_are_known_by_name_and_checked(monkeypatch):
+    from nmt.evaluation import split_pair
+
+    monkeypatch.setenv(data.MIRROR_ENV, str(MIRROR))
+    cfg = Config(data=DataConfig(dataset="multi30k"))
+    counts = {split: len(split_pair(cfg, split)[0]) for split in data.MULTI30K_TEST_SETS}
+    assert counts == {"test2017": 1000, "mscoco2017": 461, "test2018": 1071}
+    assert len(split_pair(cfg, "test")[1]) == 1000  # test stays test2016
+
+
+def test_another_test_set_is_fetched_only_when_asked_for_and_must_match_its_checksum(tmp_path, monkeypatch):
+    from nmt.evaluation import split_pair
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for side, text in (("de", "Ein Hund.\nZwei Katzen.\n"), ("en", "A dog.\nTwo cats.\n")):
+        (mirror / f"test_2018_flickr.{side}.gz").write_bytes(gzip.compress(text.encode()))
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in mirror.iterdir()}
+    monkeypatch.setitem(data.sources.MULTI30K_SHA256, "test_2018_flickr.de.gz", digests["test_2018_flickr.de.gz"])
+    monkeypatch.setitem(data.sources.MULTI30K_SHA256, "test_2018_flickr.en.gz", "0" * 64)
+    cfg = Config(data=DataConfig(dataset="multi30k", mirror=str(mirror)))
+    with pytest.raises(DataError, match=r"test_2018_flickr\.en\.gz: checksum mismatch"):
+        split_pair(cfg, "test2018")
+    monkeypatch.setitem(data.sources.MULTI30K_SHA256, "test_2018_flickr.en.gz", digests["test_2018_flickr.en.gz"])
+    assert split_pair(cfg, "test2018") == (["Ein Hund.", "Zwei Katzen."], ["A dog.", "Two cats."])
+    with pytest.raises(DataError, match=r"split 'test2019'.*test, test2017, mscoco2017, test2018"):
+        split_pair(cfg, "test2019")
+    with pytest.raises(DataError, match="train.de.gz: file not found"):  # the training files live elsewhere
+        data.fetch_multi30k(cfg.data, quiet)
 
 
 def test_sample_dataset(tmp_path):

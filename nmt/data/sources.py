@@ -17,6 +17,8 @@ from nmt.errors import DataError
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+# The other official test sets: evaluated by name (nmt-evaluate --split, nmt.evaluate), never prepared or trained on.
+MULTI30K_TEST_SETS = {"test2017": "test_2017_flickr", "mscoco2017": "test_2017_mscoco", "test2018": "test_2018_flickr"}
 MULTI30K_SHA256 = {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -24,6 +26,12 @@ MULTI30K_SHA256 = {
     "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2017_flickr.de.gz": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
+    "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
+    "test_2017_mscoco.de.gz": "799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338",
+    "test_2017_mscoco.en.gz": "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58",
+    "test_2018_flickr.de.gz": "ddd0130c7d97482dc5197a02141dae8dd79f20f03586c480d675c09a32daf608",
+    "test_2018_flickr.en.gz": "ef4f4844037d4c5dea75c9a8ed5fd78905967a26f67c255e230cc9780032654d",
 }
 MIRROR_ENV = "NMT_DATA_MIRROR"
 
@@ -72,13 +80,15 @@ def _download(url: str, dest: Path, expected: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def fetch_multi30k(data: DataConfig, log: Log = print) -> SplitFiles:
-    """Multi30k task 1 files, from the mirror folder if one is set, else downloaded once; checksums verified."""
+def fetch_multi30k(data: DataConfig, log: Log = print, splits: dict[str, str] = MULTI30K_SPLITS) -> SplitFiles:
+    """Multi30k task 1 files of `splits` (split -> file stem; default train, val and test2016), from the mirror
+    folder if one is set, else downloaded once; checksums verified."""
     mirror = data.mirror or os.environ.get(MIRROR_ENV, "")
     if mirror:
         log(f"multi30k: reading from mirror {mirror}")
     files: dict[str, Path] = {}
-    for name, expected in MULTI30K_SHA256.items():
+    for name in (f"{stem}.{side}.gz" for stem in splits.values() for side in ("de", "en")):
+        expected = MULTI30K_SHA256[name]
         if mirror:
             path = Path(mirror) / name
             if not path.is_file():
@@ -92,7 +102,7 @@ def fetch_multi30k(data: DataConfig, log: Log = print) -> SplitFiles:
                 log(f"multi30k: downloading {name}")
                 _download(f"{MULTI30K_URL}/{name}", path, expected)
         files[name] = path
-    return {split: (files[f"{stem}.de.gz"], files[f"{stem}.en.gz"]) for split, stem in MULTI30K_SPLITS.items()}
+    return {split: (files[f"{stem}.de.gz"], files[f"{stem}.en.gz"]) for split, stem in splits.items()}
 
 
 def sample_dir() -> Path:
@@ -138,3 +148,21 @@ def resolve_files(cfg: Config, log: Log = print) -> SplitFiles:
     """(source, target) file per split whose text is one pair of files (validation and test always are)."""
     return {split: corpora[0].paths for split, corpora in resolve_corpora(cfg, log).items()
             if len(corpora) == 1 and not corpora[0].tsv}
+
+
+def evaluation_files(cfg: Config, split: str, log: Log = print) -> tuple[Path, Path] | None:
+    """The (source, target) files of a split to evaluate on: one the dataset prepares, or for Multi30k one of
+    its other official test sets (MULTI30K_TEST_SETS, fetched when first asked for); None if there is none."""
+    if split not in evaluation_splits(cfg):
+        return None
+    if cfg.data.dataset == "multi30k":
+        stems = MULTI30K_TEST_SETS | MULTI30K_SPLITS
+        return fetch_multi30k(cfg.data, log, {split: stems[split]})[split]
+    return resolve_files(cfg, log).get(split)
+
+
+def evaluation_splits(cfg: Config) -> list[str]:
+    """The split names `evaluation_files` knows for `cfg`'s dataset, for messages."""
+    if cfg.data.dataset == "files":
+        return ["val", *(["test"] if cfg.data.test_src else [])]
+    return ["train", "val", "test", *(MULTI30K_TEST_SETS if cfg.data.dataset == "multi30k" else [])]
