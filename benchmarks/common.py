@@ -16,6 +16,7 @@ import platform
 import re
 import resource
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -172,6 +173,22 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda
     return info
+
+
+def checkout(tree: Path = ROOT) -> dict[str, Any]:
+    """Where a checkout is, its commit and whether its tracked files differ from it (None: git cannot tell)."""
+    def git(*words: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(tree), *words], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"path": str(tree), "commit": git("rev-parse", "HEAD"), "modified": None if status is None else bool(status)}
+
+
+def code_commit() -> str:
+    """The commit of the code measuring, marked -dirty when its tracked files have changes."""
+    tree = checkout()
+    return f"{tree['commit']}-dirty" if tree["modified"] else str(tree["commit"])
 
 
 def now() -> str:

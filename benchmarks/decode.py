@@ -39,6 +39,7 @@ from benchmarks.common import (
     add_out_dir,
     add_threads,
     begin,
+    checkout,
     command_line,
     device_tag,
     peak_rss_mb,
@@ -154,16 +155,6 @@ class _Checkout:
         self.process.wait()
 
 
-def _checkout(tree: Path) -> dict[str, Any]:
-    """Where a checkout is, its commit and whether its tracked files differ from it (None: git cannot tell)."""
-    def git(*words: str) -> str | None:
-        done = subprocess.run(["git", "-C", str(tree), *words], capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"path": str(tree), "commit": git("rev-parse", "HEAD"), "modified": None if status is None else bool(status)}
-
-
 def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator, searches: dict[str, int],
              work: dict[str, tuple[list[str], list[str], int]]) -> dict[str, dict]:
     """This checkout and --against's decoding the same sentences, pass after pass in alternating order; per search
@@ -200,7 +191,7 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
     finally:
         for running in checkouts.values():
             running.close()
-    return {"trees": {side: _checkout(tree) for side, tree in trees.items()}, "searches": results}
+    return {"trees": {side: checkout(tree) for side, tree in trees.items()}, "searches": results}
 
 
 @command

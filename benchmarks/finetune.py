@@ -11,17 +11,16 @@ signature, checkpoint sha256 and training updates, the child's recipe, and the g
 from __future__ import annotations
 
 import argparse
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import nmt
 from benchmarks.common import (
-    ROOT,
     add_device,
     add_out_dir,
     add_threads,
     begin,
+    code_commit,
     command_line,
     prog,
     write_result,
@@ -45,14 +44,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def git_commit() -> str:
-    """The commit of the code measuring, marked -dirty when the tree has changes."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return f"{head}-dirty" if dirty else head
-
-
 def _scored(model: Path, split: str, device: Any) -> dict[str, Any]:
     report = nmt.evaluate(model, split=split, device=device)
     scores = report["scores"]
@@ -71,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         raise CheckpointError(f"{child_file}: not a fine-tuned model (its run had no train.init_from)")
     if sha256_file(Path(parent["path"])) != parent["sha256"]:
         raise CheckpointError(f"{parent['path']}: changed since {args.run} was fine-tuned from it (sha256 differs)")
-    result = {"split": args.split, "commit": git_commit(), "parent": _scored(Path(parent["path"]), args.split, device),
+    result = {"split": args.split, "commit": code_commit(), "parent": _scored(Path(parent["path"]), args.split, device),
               "child": _scored(child_file, args.split, device),
               "child_train": load_bundle(child_file).config["train"]}
     result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)

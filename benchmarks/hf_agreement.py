@@ -31,13 +31,13 @@ from benchmarks.common import (
     add_out_dir,
     add_threads,
     begin,
+    code_commit,
     command_line,
     device_tag,
     prog,
     run_name,
     write_result,
 )
-from benchmarks.finetune import git_commit
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, decode_with
 from nmt.data import sha256_file
@@ -105,7 +105,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
             for name, h in hyps.items() if name != "nmt"}
     member = nmt_greedy.members[0]
     return {"benchmark": "hf_agreement", "run": run_name(member.path, nmt_greedy.cfg.name), "split": args.split,
-            "sentences": len(sources), "code_commit": git_commit(), "checkpoint": member.path,
+            "sentences": len(sources), "code_commit": code_commit(), "checkpoint": member.path,
             "checkpoint_sha256": member.sha256, "updates": member.steps, "train_minutes": member.minutes,
             "export_class": manifest["class"], "transformers_version": manifest["transformers_version"],
             "model_safetensors_sha256": sha256_file(folder / "model.safetensors"), "batch_size": args.batch_size,

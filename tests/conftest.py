@@ -129,3 +129,14 @@ def untrained_run(folder: Path, name: str = "untrained", arch: str = "transforme
 def other_vocabulary_run(tmp_path_factory) -> Path:
     """An untrained run folder like `trained_run` but with another vocabulary (a tokenizer of 280 subwords)."""
     return untrained_run(tmp_path_factory.mktemp("othervocab"), "othervocab", tokenizer={"vocab_size": 280})
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one torch thread, and then do not fight other processes for the cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

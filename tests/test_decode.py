@@ -4,7 +4,6 @@ lengths, n-best, ensembles."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -20,13 +19,7 @@ A, B, C, D = 4, 5, 6, 7
 VOCAB = 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny models search fastest on one thread, and do not fight other processes for the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @dataclass

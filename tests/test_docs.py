@@ -17,6 +17,7 @@ import logging, signal, sys
 assert isinstance(run, nmt.Run) and isinstance(child, nmt.Run)
 assert isinstance(translator.translate(["Ein Hund läuft."]), list)
 assert child.report["parent"]["sha256"] and report["split"] == "val"
+assert nmt.load("exports/imported.pt", device="cpu", beam=1).translate(lines) == translator.translate(lines, beam=1)
 assert "torch" in sys.modules
 print("PROMISES KEPT")
 '''
@@ -45,7 +46,7 @@ def test_the_python_page_runs_as_written_in_a_fresh_interpreter(tmp_path):
     script.write_text("\n".join([BEFORE, *blocks, AFTER, PROMISES]), encoding="utf-8")
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                               "HOME": str(tmp_path)})
+                               "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "PROMISES KEPT" in done.stdout and "did you mean 'max_steps'" in done.stdout
     assert not (REPO / "runs" / "notebook").exists() and (tmp_path / "runs" / "notebook" / "eval_test.json").is_file()

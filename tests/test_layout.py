@@ -102,10 +102,9 @@ def test_models_import_no_data_or_training_code():
 
 
 def test_importing_nmt_and_its_config_leaves_torch_out():
-    code = ("import sys, nmt, nmt.config, nmt.errors; nmt.config.Config(); "
-            "print([m for m in ('torch', 'nmt.models', 'sentencepiece') if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded = _in_a_fresh_interpreter("import sys, nmt, nmt.config, nmt.errors; nmt.config.Config(); "
+                                     "print([m for m in ('torch', 'nmt.models', 'sentencepiece') if m in sys.modules])")
+    assert loaded == "[]", loaded
 
 
 def test_benchmarks_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alone():
@@ -121,7 +120,13 @@ def test_benchmarks_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alo
 
 def test_translating_serving_and_evaluating_do_not_import_matplotlib():
     """matplotlib takes about a second to import; only the commands that plot may load it."""
-    code = ("import sys, nmt.cli, nmt.translate, nmt.evaluation, nmt.serve.app, nmt.serve.command; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')[:3])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded = _in_a_fresh_interpreter("import sys, nmt.cli, nmt.translate, nmt.evaluation, nmt.serve.app, "
+                                     "nmt.serve.command; print(sorted(m for m in sys.modules "
+                                     "if m.split('.')[0] == 'matplotlib')[:3])")
+    assert loaded == "[]", loaded
+
+
+def _in_a_fresh_interpreter(code: str) -> str:
+    """What `code` prints when run by a new Python process in the repository."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          check=True).stdout.strip()

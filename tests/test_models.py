@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -33,13 +32,7 @@ SOME_VARIANTS = [(variant, name) for variant, name in zip(VARIANTS, VARIANT_IDS)
                  if name in ("rnn-additive-True", "transformer-linear", "transformer-False-learned")]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and do not fight other processes for the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_model(arch: str, seed: int = 0, **overrides: object) -> Seq2Seq:
