@@ -231,6 +231,26 @@ def test_self_attention_step_matches_causal_forward(name: str) -> None:
         torch.testing.assert_close(out[:, :, 0], expected[:, :, t])
 
 
+@pytest.mark.parametrize("name", list(SELF_ATTENTION))
+def test_a_reordered_cache_steps_as_the_rows_it_names_would(name: str) -> None:
+    """Two reorders in a row (rows gathered lazily by some cores) give the cache of rows[a][b]: the next step
+    equals stepping those rows' own keys from the start."""
+    torch.manual_seed(0)
+    core = self_core(name, window=2, stride=3)
+    q, k, v = (torch.randn(4, 2, 5, 4) for _ in range(3))
+    first, second = torch.tensor([3, 3, 0, 1, 2]), torch.tensor([4, 0, 0])
+    cache = core.init_cache(4, 2, 4, q)
+    for t in range(4):
+        _, cache = core.step(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1], cache)
+    cache = core.reorder_cache(core.reorder_cache(cache, first), second)
+    rows = first[second]  # (3,) the original row of each
+    out, _ = core.step(q[rows, :, 4:], k[rows, :, 4:], v[rows, :, 4:], cache)
+    alone = core.init_cache(3, 2, 4, q)
+    for t in range(5):
+        expected, alone = core.step(q[rows, :, t:t + 1], k[rows, :, t:t + 1], v[rows, :, t:t + 1], alone)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
 # Whole models, every family and variant.
 
 @pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)

@@ -187,7 +187,7 @@ class DecoderLayer(_Layer):
 class LayerState:
     """One decoder layer's part of the decoding state."""
 
-    cache: dict[str, torch.Tensor]  # its self-attention core's cache, one entry per row
+    cache: dict[str, torch.Tensor]  # its self-attention core's cache, reordered by the core (`reorder_cache`)
     memory_k: torch.Tensor  # (G, h, S, dh) cross-attention keys, projected once per sentence
     memory_v: torch.Tensor  # (G, h, S, dh) and values
 
@@ -282,6 +282,6 @@ class Transformer(Seq2Seq):
         def sentences(x: torch.Tensor) -> torch.Tensor:
             return x if origins is None else x.index_select(0, origins)
 
-        layers = [LayerState({name: value.index_select(0, rows) for name, value in layer.cache.items()},
+        layers = [LayerState(self.self_core.reorder_cache(layer.cache, rows),
                              sentences(layer.memory_k), sentences(layer.memory_v)) for layer in state.layers]
         return TransformerState(state.pos, sentences(state.memory_mask), layers, width=indices.size(1))

@@ -7,7 +7,7 @@ Two families, one signature each:
   context (B, T, Dv) and the weights (B, T, S).
 - `SELF_ATTENTION`: the per-head core of transformer self-attention, from projected queries, keys and
   values (B, h, T, d) to the per-head output. `build_mask` runs once per batch; `forward` serves training,
-  `init_cache` and `step` incremental decoding.
+  `init_cache`, `step` and `reorder_cache` (rows moved by beam search) incremental decoding.
 
 Masks are bool and True where attending is allowed (the same convention as `src_mask`).
 

@@ -102,6 +102,10 @@ class SelfAttention(nn.Module):
         """One new causal position (B, h, 1, d) against the cache; returns its output and the grown cache."""
         raise NotImplementedError
 
+    def reorder_cache(self, cache: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The cache of the rows that continue `rows` (B',), in their order: each entry's rows taken now."""
+        return {name: value.index_select(0, rows) for name, value in cache.items()}
+
 
 RNN_ATTENTION: dict[str, type[RNNAttention]] = {}
 SELF_ATTENTION: dict[str, type[SelfAttention]] = {}

@@ -64,10 +64,29 @@ class FullAttention(SelfAttention):
         empty = like.new_zeros(batch, heads, 0, head_dim)  # (B, h, 0, d)
         return {"k": empty, "v": empty}
 
+    def reorder_cache(self, cache: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Only notes the rows: the next `step` gathers them while it appends, one copy of the keys, not two."""
+        pending = cache.get("rows")
+        return {"k": cache["k"], "v": cache["v"], "rows": rows if pending is None else pending.index_select(0, rows)}
+
+    def extend(self, cache: dict[str, torch.Tensor], k: torch.Tensor,
+               v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cached keys and values of the current rows followed by the new position's (B, h, 1, d)."""
+        rows = cache.get("rows")
+        if rows is None:
+            return torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, h, t+1, d)
+        length = cache["k"].size(2)
+        grown = []
+        for past, new in ((cache["k"], k), (cache["v"], v)):
+            out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3))  # (B, h, t+1, d)
+            torch.index_select(past, 0, rows, out=out[:, :, :length])
+            out[:, :, length:] = new
+            grown.append(out)
+        return grown[0], grown[1]
+
     def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        k = torch.cat([cache["k"], k], dim=2)  # (B, h, t+1, d)
-        v = torch.cat([cache["v"], v], dim=2)  # (B, h, t+1, d)
+        k, v = self.extend(cache, k, v)  # (B, h, t+1, d)
         pos = torch.arange(k.size(2), device=q.device)
         out, _ = self.forward(q, k, v, self.pattern(pos[-1:], pos))  # the cache holds no future keys
         return out, {"k": k, "v": v}

@@ -156,8 +156,7 @@ class LocalAttention(FullAttention):
     def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The cache keeps only the last `window` keys: all that a later position can still see."""
-        k = torch.cat([cache["k"], k], dim=2)  # (B, h, <= w + 1, d)
-        v = torch.cat([cache["v"], v], dim=2)  # (B, h, <= w + 1, d)
+        k, v = self.extend(cache, k, v)  # (B, h, <= w + 1, d)
         out, _ = FullAttention.forward(self, q, k, v)
         keep = max(k.size(2) - self.window, 0)
         return out, {"k": k[:, :, keep:], "v": v[:, :, keep:]}
