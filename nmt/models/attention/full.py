@@ -78,7 +78,8 @@ class FullAttention(SelfAttention):
         length = cache["k"].size(2)
         grown = []
         for past, new in ((cache["k"], k), (cache["v"], v)):
-            out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3))  # (B, h, t+1, d)
+            dtype = torch.promote_types(past.dtype, new.dtype)  # as cat gives: under autocast they differ
+            out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3), dtype=dtype)  # (B, h, t+1, d)
             torch.index_select(past, 0, rows, out=out[:, :, :length])
             out[:, :, length:] = new
             grown.append(out)
