@@ -34,11 +34,13 @@ data: $(STAMP)
 train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
 
-# The tests, then `make check` (the one run of the figures check: the tests check its behaviour, not the committed
-# figures again); CI's `make test` runs both. PYTEST_ARGS="-n 2 --dist loadfile" runs the tests in 2 processes.
+# The tests, the figures check among them (tests/test_check.py runs `make check` once), in TEST_WORKERS processes
+# (pytest-xdist; TEST_WORKERS=0 runs them in this one). A module whose tests share a costly fixture (a trained
+# model, a server, a torchrun launch) runs whole in one process (tests/conftest.py names them); the rest go where
+# there is room.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
-	$(BIN)/python -m benchmarks.check
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Every committed figure against its evidence: generated blocks regenerated, translations re-scored against the
 # Multi30k test references (NMT_DATA_MIRROR, ../shared/data/multi30k or the download), one bootstrap redone.

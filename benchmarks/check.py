@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -120,6 +121,18 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]  # one line per sentence, each ending in \n
 
 
+_SCORED: dict[tuple[str, str], dict] = {}
+
+
+def _score_once(hyps: list[str], refs: list[str]) -> dict:
+    """`score`, once per distinct pair of hypotheses and references in this process: a run committed in two
+    places (its results folder and a seed archive) is scored once, and so is a file checked again."""
+    key = tuple(hashlib.sha256("\n".join(lines).encode()).hexdigest() for lines in (hyps, refs))
+    if key not in _SCORED:
+        _SCORED[key] = score(hyps, refs)
+    return _SCORED[key]
+
+
 def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems:
     """One translation file re-scored, against its report and, for a comparison run, its compare.json row."""
     report_file = hyp_file.parent / "eval_test.json"
@@ -129,7 +142,7 @@ def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems
         return [f"{hyp_file}: {len(hyps)} lines and {report.get('sentences')} in its report for {len(refs)} "
                 "test references"]
     lowercase = bool(report.get("lowercase", False))
-    fresh = score(hyps, [r.lower() for r in refs] if lowercase else refs)
+    fresh = _score_once(hyps, [r.lower() for r in refs] if lowercase else refs)
     recorded = {key: report["scores"].get(key) for key in ("bleu", "bleu_lc", "chrf", "ter")}
     problems = [f"{report_file}: scores.{key} is {value}, but {hyp_file.name} scores {fresh[key]}"
                 for key, value in recorded.items() if value is not None and value != fresh[key]]

@@ -15,7 +15,8 @@ from nmt.fileio import atomic_output
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE_ENV = "NMT_TEST_DATA_CACHE"  # the data cache of every tiny config, child processes' included
-SHARED = {"name": "shared", "train": {"max_steps": 60, "eval_every": 30}}  # the settings of `trained_run`
+# The settings of `trained_run`: it tunes its length penalty at the end, as a run does by default.
+SHARED = {"name": "shared", "train": {"max_steps": 60, "eval_every": 30}, "decode": {"length_penalty": "auto"}}
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -53,7 +54,9 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
         "train": {"batch_tokens": 512, "max_steps": 30, "max_epochs": 0, "lr": 3e-3, "warmup": 10, "log_every": 5,
                   "eval_every": 10, "eval_bleu": False, "keep_best": 2,
                   "device": os.environ.get("NMT_TEST_DEVICE", "cpu")},
-        "decode": {"beam": 2, "batch_tokens": 2000},
+        # A fixed length penalty: the end of a run tunes none (four validation searches), unless a test asks
+        # for `auto`, as `trained_run` does.
+        "decode": {"beam": 2, "batch_tokens": 2000, "length_penalty": 1.0},
     }
     for section, values in sections.items():
         raw[section] = {**raw.get(section, {}), **values} if isinstance(values, dict) else values
@@ -62,6 +65,43 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
     with atomic_output(path) as handle:  # torchrun ranks write the same config at once: none may read it half-written
         handle.write(yaml.safe_dump(raw))
     return path
+
+
+# Modules whose tests share a costly module fixture (a torchrun launch, trained runs and their exports, a
+# server): under pytest-xdist each runs whole in one worker. The other tests go out in runs of CHUNK, in order, so
+# that the cheap module fixtures are not rebuilt at every switch between modules.
+GROUPED_MODULES = {"test_distributed.py", "test_huggingface.py", "test_serve_compat.py", "test_compare.py",
+                   "test_export.py"}
+CHUNK = 8
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s scheduling (`--dist loadgroup`): pytest-xdist's own groups are the xdist_group marks, which
+    pytest 9.2 no longer passes on to it (pytest-dev/pytest-xdist#1386), so the groups are named here."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        """Work units: a grouped module whole, other modules' tests CHUNK at a time; the largest units first
+        (pytest-xdist's --loadscope-reorder), so that the last ones to run are small."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.units: dict[str, str] = {}
+            self.counts: dict[str, int] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid not in self.units:
+                module = nodeid.split("::", 1)[0]
+                if Path(module).name in GROUPED_MODULES:
+                    self.units[nodeid] = module
+                else:
+                    index = self.counts[module] = self.counts.get(module, -1) + 1
+                    self.units[nodeid] = f"{module}#{index // CHUNK}"
+            return self.units[nodeid]
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -78,14 +118,20 @@ def shared_data_cache(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def cores_shared_by_workers() -> None:
-    """Under pytest-xdist (`make test PYTEST_ARGS="-n 2 --dist loadfile"`) each worker's torch takes its share of
-    the cores, not all of them."""
+def cores_shared_by_workers() -> Iterator[None]:
+    """Under pytest-xdist (`make test` runs TEST_WORKERS processes) each worker's torch, and the commands its tests
+    start, take the worker's share of the cores, not all of them."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:
-        import torch
+    if workers <= 1:
+        yield
+        return
+    import torch
 
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+    share = max(1, len(os.sched_getaffinity(0)) // workers)
+    torch.set_num_threads(share)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", str(share))
+        yield
 
 
 @pytest.fixture(scope="session")

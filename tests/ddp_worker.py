@@ -9,6 +9,8 @@ Every rank writes what its run ended with to FOLDER/rank<R>.json; a hang shows u
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import time
@@ -21,10 +23,12 @@ import torch.nn.functional as F
 import nmt.trainer
 from nmt.cli import train_main
 from nmt.distributed import init_distributed
+from nmt.runlock import run_lock
 from nmt.trainer import Trainer
 from tests.conftest import tiny_config
 
-BUDGET_RUNS = 5
+BUDGET_RUNS = 3  # the slowed rank alternates: 1, 0 (whose clock decides), 1
+STRAIGHT_STEPS = 60  # the uninterrupted run tests/test_distributed.py's killed one must equal (past an epoch: 52)
 SLOW_SECONDS = 0.01  # slept in every update of the slowed rank
 
 
@@ -104,8 +108,17 @@ def main(folder: Path) -> None:
 
     Trainer.fit, Trainer.train_step = original_fit, original_step
     # The uninterrupted reference for the SIGKILL test, and the DDP side of the 1 x B vs 2 x B/2 test.
-    run("straight", _config(folder, "straight", max_steps=80, eval_every=10, batch_tokens=400))
+    run("straight", _config(folder, "straight", max_steps=STRAIGHT_STEPS, eval_every=10, batch_tokens=400))
     run("ddp", _config(folder, "ddp", {"dropout": 0.0}, max_steps=6, eval_every=6, log_every=1, eps=1e-6))
+
+    # A run folder another nmt-train holds (here rank 0's own second handle on its lock file, which flock treats
+    # as another holder): rank 0 is refused and every rank hears it through the process group; what they said
+    # and how long it took go into the results.
+    held = run_lock(folder / "runs" / "locked") if rank == 0 else contextlib.nullcontext()
+    said, start = io.StringIO(), time.monotonic()
+    with held, contextlib.redirect_stderr(said):
+        run("locked", _config(folder, "locked", max_steps=4))
+    results["locked"].update(seconds=time.monotonic() - start, stderr=said.getvalue())
     (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
     dist.barrier()  # no rank tears the group down while the other still uses it
     dist.destroy_process_group()

@@ -1,7 +1,7 @@
 """`make check` (benchmarks/check.py): on a copy of the committed files, a one-character edit of a figure in the
 README, a report, a JSON or of one translation line makes it fail; it reads only what git tracks, so a comparison
-of one's own never fails it; the seed-spread table from fake runs. Whether the committed files themselves hold is
-`make check`'s own run (the last step of `make test`), not repeated here."""
+of one's own never fails it; the seed-spread table from fake runs. And `make check` itself on this checkout, one
+test per kind of check (so that `make test` runs it once, its parts beside the other tests)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ def refs(scripts) -> list[str]:
         return scripts["check"].references()
     except DataError as err:
         pytest.skip(f"no Multi30k test references here ({err})")
+
+
+@pytest.mark.parametrize("kind", ["blocks", "commands", "scores", "bootstrap"])
+def test_the_committed_figures_match_their_evidence(scripts, kind):
+    """`make check` on this checkout; without the Multi30k test references the scores fail, as make check does."""
+    assert kind in scripts["check"].KINDS
+    assert scripts["check"].run_checks(REPO, (kind,)) == []
 
 
 def _copy(root: Path, *paths: str) -> Path:

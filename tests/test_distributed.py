@@ -25,6 +25,7 @@ from nmt.distributed import Control, Dist
 from nmt.trainer import Trainer
 from nmt.utils import rank_seed, set_rng_state
 from tests.conftest import REPO, tiny_config
+from tests.ddp_worker import BUDGET_RUNS, STRAIGHT_STEPS
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -48,7 +49,7 @@ def scenarios(tmp_path_factory) -> tuple[Path, list[dict]]:
 def test_time_budget_with_a_slow_rank_finishes_every_time(scenarios):
     _, ranks = scenarios
     runs = [name for name in ranks[0] if name.startswith("budget_")]
-    assert len(runs) == 5
+    assert len(runs) == BUDGET_RUNS >= 3  # rank 1 slow, rank 0 slow, rank 1 slow again
     for name in runs:
         assert ranks[0][name]["rc"] == ranks[1][name]["rc"] == 0, ranks[0][name]
         assert ranks[0][name]["step"] == ranks[1][name]["step"] > 0
@@ -93,8 +94,8 @@ def test_two_gloo_ranks_follow_one_process(scenarios, tmp_path):
 
 def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios, tmp_path):
     folder, _ = scenarios
-    config = tiny_config(tmp_path, name="killed", train={"device": "cpu", "max_steps": 80, "eval_every": 10,
-                                                                 "batch_tokens": 400})
+    config = tiny_config(tmp_path, name="killed", train={"device": "cpu", "max_steps": STRAIGHT_STEPS,
+                                                         "eval_every": 10, "batch_tokens": 400})
     command = [*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"]
     # A session of its own, so the kill reaches torchrun and both workers at once, as a lost machine would.
     proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -102,16 +103,15 @@ def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios, tmp_path):
     deadline = time.monotonic() + 240
     while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
-    time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)  # at once: tiny DDP updates take milliseconds
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
     saved = load_checkpoint(last)
-    assert 0 < saved["progress"]["step"] < 80 and len(saved["rng_ranks"]) == 2
+    assert 0 < saved["progress"]["step"] < STRAIGHT_STEPS and len(saved["rng_ranks"]) == 2
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     a = load_bundle(folder / "runs" / "straight" / "checkpoints" / "last.pt")
     b = load_bundle(last)
-    assert a.progress["step"] == b.progress["step"] == 80
+    assert a.progress["step"] == b.progress["step"] == STRAIGHT_STEPS
     for key, value in a.model.items():
         assert torch.equal(value, b.model[key]), key
     for mine, theirs in zip(a.training.rng_ranks, b.training.rng_ranks):
@@ -164,15 +164,9 @@ def test_control_vector_sums_and_single_process_is_identity():
     assert agreed == ctl and agreed is not ctl
 
 
-def test_a_locked_run_folder_stops_every_rank_at_once(tmp_path):
+def test_a_locked_run_folder_stops_every_rank_at_once(scenarios):
     """Rank 0 finds the run folder locked; every rank hears it through the process group, none waits."""
-    from nmt.runlock import run_lock
-
-    config = tiny_config(tmp_path, name="locked", train={"device": "cpu", "max_steps": 4})
-    start = time.monotonic()
-    with run_lock(tmp_path / "runs" / "locked"):
-        result = subprocess.run([*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"], env=ENV,
-                                capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0 and time.monotonic() - start < 60
-    err = result.stderr
-    assert "another nmt-train is training" in err and "another process of this torchrun job" in err, err[-2000:]
+    _, ranks = scenarios
+    assert all(rank["locked"]["rc"] == 1 and rank["locked"]["seconds"] < 60 for rank in ranks), ranks
+    said = ranks[0]["locked"]["stderr"] + ranks[1]["locked"]["stderr"]
+    assert "another nmt-train is training" in said and "another process of this torchrun job" in said, said
