@@ -47,7 +47,7 @@ from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig
 from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
-from nmt.evaluation import score
+from nmt.evaluation import Scorer
 
 MODULE = "benchmarks.check"
 KINDS = ("blocks", "commands", "scores", "bootstrap")
@@ -121,15 +121,18 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]  # one line per sentence, each ending in \n
 
 
+_SCORERS: dict[str, Scorer] = {}
 _SCORED: dict[tuple[str, str], dict] = {}
 
 
 def _score_once(hyps: list[str], refs: list[str]) -> dict:
-    """`score`, once per distinct pair of hypotheses and references in this process: a run committed in two
-    places (its results folder and a seed archive) is scored once, and so is a file checked again."""
+    """nmt-evaluate's scores, once per distinct pair of hypotheses and references in this process (a run
+    committed in two places is scored once, and so is a file checked again), the references tokenized once."""
     key = tuple(hashlib.sha256("\n".join(lines).encode()).hexdigest() for lines in (hyps, refs))
     if key not in _SCORED:
-        _SCORED[key] = score(hyps, refs)
+        if key[1] not in _SCORERS:
+            _SCORERS[key[1]] = Scorer(refs)
+        _SCORED[key] = _SCORERS[key[1]](hyps)
     return _SCORED[key]
 
 

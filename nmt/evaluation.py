@@ -30,22 +30,32 @@ from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
 
 
+class Scorer:
+    """BLEU, lowercased BLEU, chrF and TER against one set of references, with their sacrebleu signatures; the
+    references are tokenized once (sacrebleu's cached references) for every hypothesis file scored."""
+
+    def __init__(self, refs: list[str]) -> None:
+        self.metrics = {
+            "bleu": sacrebleu.metrics.BLEU(references=[refs]),
+            "bleu_lc": sacrebleu.metrics.BLEU(lowercase=True, references=[refs]),
+            "chrf": sacrebleu.metrics.CHRF(references=[refs]),
+            "ter": sacrebleu.metrics.TER(references=[refs]),
+        }
+
+    def __call__(self, hyps: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, metric in self.metrics.items():
+            result = metric.corpus_score(hyps, None)
+            out[name] = round(result.score, 2)
+            out[f"{name}_signature"] = str(metric.get_signature())
+            if name == "bleu":
+                out["bleu_detail"] = str(result)  # n-gram precisions, brevity penalty, lengths
+        return out
+
+
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
     """BLEU, lowercased BLEU, chrF and TER with their sacrebleu signatures."""
-    metrics = {
-        "bleu": sacrebleu.metrics.BLEU(),
-        "bleu_lc": sacrebleu.metrics.BLEU(lowercase=True),
-        "chrf": sacrebleu.metrics.CHRF(),
-        "ter": sacrebleu.metrics.TER(),
-    }
-    out: dict[str, Any] = {}
-    for name, metric in metrics.items():
-        result = metric.corpus_score(hyps, [refs])
-        out[name] = round(result.score, 2)
-        out[f"{name}_signature"] = str(metric.get_signature())
-        if name == "bleu":
-            out["bleu_detail"] = str(result)  # n-gram precisions, brevity penalty, lengths
-    return out
+    return Scorer(refs)(hyps)
 
 
 def split_pair(cfg: Config, split: str) -> tuple[list[str], list[str]]:

@@ -66,8 +66,8 @@ def test_a_timed_out_check_leaves_no_process_and_keeps_its_output(gpu_check, tmp
               "print('stage one', flush=True); print('on stderr', file=sys.stderr, flush=True)\n"
               "time.sleep(120)\n")
     runner = _runner(gpu_check, tmp_path)
-    result = runner.run("slow", 4, [sys.executable, "-c", script])
-    assert not result["ok"] and result["error"].startswith("timed out after 4 s") and result["seconds"] < 30
+    result = runner.run("slow", 2, [sys.executable, "-c", script])
+    assert not result["ok"] and result["error"].startswith("timed out after 2 s") and result["seconds"] < 30
     assert "stage one" in result["stdout_tail"] and "on stderr" in result["stderr_tail"]
     children = [int(pid) for pid in pids.read_text().split()]
     deadline = time.monotonic() + 10

@@ -254,10 +254,11 @@ def test_export_translates_but_has_no_attention(trained_run, tmp_path):
 
 
 def test_concurrent_requests_are_decoded_together(translator):
-    app = create_app(translator, wait_ms=400)
     sentences = [f"{LINES[i % 5]} {i}" for i in range(8)]
-    with TestClient(app) as test_client:
+    with TestClient(create_app(translator, wait_ms=0)) as test_client:  # one at a time: no batch window to wait
         alone = [test_client.post("/translate", json={"src": [s]}).json()["translations"][0] for s in sentences]
+    app = create_app(translator, wait_ms=400)
+    with TestClient(app) as test_client:
         before = app.state.batcher.batches
         with ThreadPoolExecutor(len(sentences)) as pool:
             answers = list(pool.map(lambda s: test_client.post("/translate", json={"src": [s]}), sentences))
@@ -386,13 +387,13 @@ def start_server(run: Path, *flags: str) -> tuple[subprocess.Popen, str]:
 def test_sigterm_finishes_requests_in_flight(trained_run):
     import httpx
 
-    process, url = start_server(trained_run, "--batch-wait-ms", "4000")
+    process, url = start_server(trained_run, "--batch-wait-ms", "2500")
     answers = []
     try:
         sender = threading.Thread(target=lambda: answers.append(
             httpx.post(f"{url}/translate", json={"src": LINES}, timeout=30.0)))
         sender.start()
-        time.sleep(1.5)  # the request has arrived (even on a busy machine) and waits in the batch window
+        time.sleep(1.0)  # the request has arrived (even on a busy machine) and waits in the batch window
         process.send_signal(signal.SIGTERM)
         sender.join(30)
         assert process.wait(30) == 0
