@@ -155,10 +155,11 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
     try:
         with graceful_stop():
             progress = trainer.fit()
+            signum = stop_signal()  # the signal that stopped it here; 0 once the block ends
     except FileError as err:
         raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
     if trainer.interrupted:  # every rank agrees, also one that received no signal itself
-        signum = stop_signal() or signal.SIGTERM
+        signum = signum or signal.SIGTERM
         raise TrainingInterrupted(f"stopped by {signal_name(signum)} at step {progress.step}; last.pt is saved in "
                                   f"{run.checkpoints}: train the same config again to resume", signum)
     result = Run(run.path, trainer.cfg, progress.step, round(progress.elapsed / 60, 2))

@@ -84,7 +84,11 @@ def terminate_cleanly() -> contextlib.AbstractContextManager:
 
 @contextlib.contextmanager
 def graceful_stop() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as training wants inside the block; the previous handlers come back afterwards."""
+    """Handle SIGINT and SIGTERM as training wants inside the block; the previous handlers come back afterwards,
+    and `stop_signal` is 0 again (a training outside any block, a Trainer driven by hand, sees no old request)."""
     _received.clear()
-    with _handlers(_handle, HANDLED):
-        yield
+    try:
+        with _handlers(_handle, HANDLED):
+            yield
+    finally:
+        _received.clear()

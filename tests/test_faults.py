@@ -260,6 +260,7 @@ def test_second_signal_stops_at_once():
             os.kill(os.getpid(), signal.SIGINT)
             math.factorial(10)  # the handler runs between bytecodes
     assert signal.getsignal(signal.SIGINT) is previous
+    assert stop_signal() == 0  # a later training in this process, with no block of its own, is not stopped by it
 
 
 def test_under_torchrun_the_launchers_copy_of_a_signal_is_not_a_second_one(monkeypatch):
