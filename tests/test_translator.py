@@ -105,7 +105,7 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
 
     monkeypatch.setattr(pytorch_engine, "decode_batch", recording)
     loaded = load_model(trained_run, CPU)
-    lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
+    lines = read_pair(*resolve_files(loaded.cfg)["test"])[0][:40]  # in batches of 64 tokens: 6 or more
     translator = from_loaded([loaded], CPU)
     translator = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": beam,
                                                                         "batch_tokens": 64}))
