@@ -68,11 +68,19 @@ def tiny_config(folder: Path, name: str = "tiny", arch: str = "transformer", **s
 
 
 # Modules whose tests share a costly module fixture (a torchrun launch, trained runs and their exports, a
-# server): under pytest-xdist each runs whole in one worker. The other tests go out in runs of CHUNK, in order, so
-# that the cheap module fixtures are not rebuilt at every switch between modules.
-GROUPED_MODULES = {"test_distributed.py", "test_huggingface.py", "test_serve_compat.py", "test_compare.py",
-                   "test_export.py"}
+# server): under pytest-xdist each runs whole in one worker, and they go out first, the torchrun launch (which needs
+# no `trained_run`) before the others. The other tests follow in runs of CHUNK, in order, so that the cheap module
+# fixtures are not rebuilt at every switch between modules, and so that the last units to run are small.
+GROUPED_MODULES = ("test_distributed.py", "test_serve_compat.py", "test_huggingface.py", "test_export.py",
+                   "test_compare.py")
 CHUNK = 8
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist, the grouped modules' tests first (every worker collects the same order)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        first = {name: rank for rank, name in enumerate(GROUPED_MODULES)}
+        items.sort(key=lambda item: first.get(item.path.name, len(first)))
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -83,8 +91,7 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
-        """Work units: a grouped module whole, other modules' tests CHUNK at a time; the largest units first
-        (pytest-xdist's --loadscope-reorder), so that the last ones to run are small."""
+        """Work units: a grouped module whole, other modules' tests CHUNK at a time, in the collection's order."""
 
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
@@ -101,6 +108,7 @@ def pytest_xdist_make_scheduler(config, log):
                     self.units[nodeid] = f"{module}#{index // CHUNK}"
             return self.units[nodeid]
 
+    config.option.loadscopereorder = False  # the order is the collection's (pytest_collection_modifyitems)
     return Scheduling(config, log)
 
 
@@ -109,8 +117,7 @@ def shared_data_cache(tmp_path_factory) -> Iterator[Path]:
     """The data cache of the session's tiny configs: sentencepiece trains once per distinct setting, not once per
     test. Under pytest-xdist the workers share it (a cache is published by one rename, so two workers building
     the same one at once leave one complete cache)."""
-    root = tmp_path_factory.getbasetemp()
-    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "data_cache"
+    folder = _session_root(tmp_path_factory) / "data_cache"
     folder.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(folder))
@@ -134,15 +141,28 @@ def cores_shared_by_workers() -> Iterator[None]:
         yield
 
 
+def _session_root(tmp_path_factory) -> Path:
+    """The folder every process of this test session sees: pytest-xdist's workers each have their own below it."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """A tiny Transformer trained briefly on the sample, with its test report (shared: never change it; a test
-    that does takes `trained_copy`)."""
+    that does takes `trained_copy`). Trained once per session: under pytest-xdist by the first worker that needs
+    it, while the others wait for it (the `done` file is written last)."""
+    import fcntl
+
     from nmt.cli import train_main
 
-    folder = tmp_path_factory.mktemp("trained")
-    cfg = tiny_config(folder, **SHARED)
-    assert train_main([str(cfg)]) == 0
+    folder = _session_root(tmp_path_factory) / "trained"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            assert train_main([str(tiny_config(folder, **SHARED))]) == 0
+            (folder / "done").touch()
     return folder / "runs" / "shared"
 
 
