@@ -4,7 +4,8 @@ Usage: torchrun --standalone --nproc_per_node 2 tests/ddp_worker.py FOLDER
 
 Each scenario trains a tiny model on the sample, on the CPU (gloo), through `nmt-train`'s own code path,
 with a fault injected into one rank by patching (a slow rank, a non-finite loss, a worsening validation).
-Every rank writes what its run ended with to FOLDER/rank<R>.json; a hang shows up as the launch timing out.
+Every rank writes what its run ended with to FOLDER/rank<R>.json; a hang shows up as the launch timing out. The
+last run, "killed", is there to be killed: the launch is stopped with SIGKILL once its first checkpoint is written.
 """
 
 from __future__ import annotations
@@ -120,6 +121,11 @@ def main(folder: Path) -> None:
         run("locked", _config(folder, "locked", max_steps=4))
     results["locked"].update(seconds=time.monotonic() - start, stderr=said.getvalue())
     (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
+    dist.barrier()  # both results are written before the run that gets killed starts
+
+    # Last, the run tests/test_distributed.py kills with SIGKILL (the whole launch at once, as a lost machine)
+    # once its first last.pt is there, then resumes in a launch of its own and compares with "straight".
+    run("killed", _config(folder, "killed", max_steps=STRAIGHT_STEPS, eval_every=10, batch_tokens=400))
     dist.barrier()  # no rank tears the group down while the other still uses it
     dist.destroy_process_group()
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.gpu_check import kill_tree
 from nmt.api import load_config
 from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
 from nmt.cli import train_main
@@ -33,17 +34,29 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 @pytest.fixture(scope="module")
 def scenarios(tmp_path_factory) -> tuple[Path, list[dict]]:
-    """The worker's folder and each rank's results."""
+    """The worker's folder and each rank's results. The launch is killed with SIGKILL, torchrun and both workers
+    at once, once the results are written and its last run ("killed") has its first last.pt."""
     folder = tmp_path_factory.mktemp("ddp")
-    try:
-        result = subprocess.run([*TORCHRUN, str(REPO / "tests" / "ddp_worker.py"), str(folder)], env=ENV,
-                                capture_output=True, text=True, timeout=400)
-    except subprocess.TimeoutExpired as err:  # the worker's trail says which rank was in which scenario
-        trail = (err.stderr or b"").decode(errors="replace") if isinstance(err.stderr, bytes) else err.stderr or ""
-        pytest.fail("the torchrun scenarios hung:\n" + "\n".join(
-            line for line in trail.splitlines() if "ddp_worker rank" in line or "error:" in line)[-3000:])
-    assert result.returncode == 0, result.stderr[-3000:]
-    return folder, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(2)]
+    trail = folder / "trail.log"  # the workers' stderr: which rank was in which scenario
+    ranks = [folder / f"rank{r}.json" for r in range(2)]
+    last = folder / "runs" / "killed" / "checkpoints" / "last.pt"
+    with trail.open("w", encoding="utf-8") as log:
+        proc = subprocess.Popen([*TORCHRUN, str(REPO / "tests" / "ddp_worker.py"), str(folder)], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 400
+    while not (last.exists() and all(p.exists() for p in ranks)) and proc.poll() is None:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    if proc.poll() is None:  # torchrun's workers run in sessions of their own: the group alone would miss them
+        kill_tree(proc)
+    code = proc.wait(timeout=60)
+    said = trail.read_text(encoding="utf-8", errors="replace")
+    if not all(p.exists() for p in ranks):
+        pytest.fail("the torchrun scenarios failed or hung:\n" + "\n".join(
+            line for line in said.splitlines() if "ddp_worker rank" in line or "error:" in line)[-3000:])
+    assert code == -signal.SIGKILL, f"the killed run ended before it could be killed:\n{said[-3000:]}"
+    return folder, [json.loads(p.read_text()) for p in ranks]
 
 
 def test_time_budget_with_a_slow_rank_finishes_every_time(scenarios):
@@ -92,21 +105,12 @@ def test_two_gloo_ranks_follow_one_process(scenarios, tmp_path):
     assert losses(folder) == pytest.approx(losses(tmp_path), rel=1e-3)
 
 
-def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios, tmp_path):
+def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios):
     folder, _ = scenarios
-    config = tiny_config(tmp_path, name="killed", train={"device": "cpu", "max_steps": STRAIGHT_STEPS,
-                                                         "eval_every": 10, "batch_tokens": 400})
-    command = [*TORCHRUN, "-m", "nmt", "train", str(config), "--no-evaluate"]
-    # A session of its own, so the kill reaches torchrun and both workers at once, as a lost machine would.
-    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    last = tmp_path / "runs" / "killed" / "checkpoints" / "last.pt"
-    deadline = time.monotonic() + 240
-    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # at once: tiny DDP updates take milliseconds
-    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    last = folder / "runs" / "killed" / "checkpoints" / "last.pt"  # the scenarios' launch was killed here
     saved = load_checkpoint(last)
     assert 0 < saved["progress"]["step"] < STRAIGHT_STEPS and len(saved["rng_ranks"]) == 2
+    command = [*TORCHRUN, "-m", "nmt", "train", str(folder / "killed.yaml"), "--no-evaluate"]
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     a = load_bundle(folder / "runs" / "straight" / "checkpoints" / "last.pt")

@@ -46,14 +46,13 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
     saved = load_checkpoint(last)
     assert 0 < saved["progress"]["step"] < 70 and saved["sampler"]["position"] > 0  # mid-epoch
-    resumed = _run(["train", str(killed), "--no-evaluate"])
     threads = torch.get_num_threads()
-    try:  # the uninterrupted run here, meanwhile, on one thread as the commands have it
+    try:  # the resume and the uninterrupted run here, on one thread as the killed command had it
         torch.set_num_threads(1)
+        assert train_main([str(killed), "--no-evaluate"]) == 0
         assert train_main([str(straight), "--no-evaluate"]) == 0
     finally:
         torch.set_num_threads(threads)
-    assert resumed.wait(timeout=300) == 0
 
     a = load_checkpoint(tmp_path / "runs" / "straight" / "checkpoints" / "last.pt")
     b = load_checkpoint(last)
