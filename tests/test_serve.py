@@ -387,13 +387,13 @@ def start_server(run: Path, *flags: str) -> tuple[subprocess.Popen, str]:
 def test_sigterm_finishes_requests_in_flight(trained_run):
     import httpx
 
-    process, url = start_server(trained_run, "--batch-wait-ms", "2500")
+    process, url = start_server(trained_run, "--batch-wait-ms", "1500")
     answers = []
     try:
         sender = threading.Thread(target=lambda: answers.append(
             httpx.post(f"{url}/translate", json={"src": LINES}, timeout=30.0)))
         sender.start()
-        time.sleep(1.0)  # the request has arrived (even on a busy machine) and waits in the batch window
+        time.sleep(0.6)  # the request has arrived (even on a busy machine) and waits in the batch window
         process.send_signal(signal.SIGTERM)
         sender.join(30)
         assert process.wait(30) == 0
