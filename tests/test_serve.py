@@ -364,7 +364,7 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60.0) -> 
             if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
-            time.sleep(0.2)
+            time.sleep(0.05)
     raise AssertionError("nmt-serve did not answer /health in time")
 
 
