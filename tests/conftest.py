@@ -83,6 +83,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         items.sort(key=lambda item: first.get(item.path.name, len(first)))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: nothing when it is not installed
 def pytest_xdist_make_scheduler(config, log):
     """`make test`'s scheduling (`--dist loadgroup`): pytest-xdist's own groups are the xdist_group marks, which
     pytest 9.2 no longer passes on to it (pytest-dev/pytest-xdist#1386), so the groups are named here."""
