@@ -234,7 +234,9 @@ def test_self_attention_step_matches_causal_forward(name: str) -> None:
 @pytest.mark.parametrize("name", list(SELF_ATTENTION))
 def test_a_reordered_cache_steps_as_the_rows_it_names_would(name: str) -> None:
     """Two reorders in a row (rows gathered lazily by some cores) give the cache of rows[a][b]: the next step
-    equals stepping those rows' own keys from the start."""
+    equals stepping those rows' own keys from the start: exactly where the cache holds the keys and values
+    themselves; to float rounding for the linear core, whose state is a running sum of matmuls that BLAS may round
+    differently for inputs laid out differently in memory (seen on an AMD EPYC: 2e-8)."""
     torch.manual_seed(0)
     core = self_core(name, window=2, stride=3)
     q, k, v = (torch.randn(4, 2, 5, 4) for _ in range(3))
@@ -248,7 +250,8 @@ def test_a_reordered_cache_steps_as_the_rows_it_names_would(name: str) -> None:
     alone = core.init_cache(3, 2, 4, q)
     for t in range(5):
         expected, alone = core.step(q[rows, :, t:t + 1], k[rows, :, t:t + 1], v[rows, :, t:t + 1], alone)
-    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    exact = {"rtol": 0, "atol": 0} if name != "linear" else {}
+    torch.testing.assert_close(out, expected, **exact)
 
 
 # Whole models, every family and variant.
