@@ -7,9 +7,9 @@ Each config in configs/compare/<suite>/ is trained by `nmt-train` in its own sub
 resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run again, and a
 finished run is only evaluated again (--restart trains every run from scratch instead). The files a report is
 made from (test report, translations, metrics log, config) are copied to <out>/runs/<name>/, so they can be
-committed without the checkpoints. Then `nmt-compare` compares all run folders into <out>. BUDGET gives every
-run the same limit: `20m` (or `1.5h`) sets train.max_minutes, a whole number sets train.max_steps. suite.json
-records the budget, each run's exit status and time, and the machine.
+committed without the checkpoints. Then `nmt-compare` (its function, in this process) compares all run folders
+into <out>. BUDGET gives every run the same limit: `20m` (or `1.5h`) sets train.max_minutes, a whole number sets
+train.max_steps. suite.json records the budget, each run's exit status and time, and the machine.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import ROOT, machine_info
+from nmt.cli import compare_main
 from nmt.compare import FAILED_NOTE, RUN_FILES
 from nmt.config import ModelConfig, load_config
 from nmt.errors import ConfigError
@@ -171,9 +172,8 @@ def run_suite(args: argparse.Namespace, configs: list[Path], overrides: list[str
                "machine": machine_info(torch.device("cpu"))}
     with atomic_output(out / "suite.json") as handle:
         handle.write(json.dumps(summary, indent=2) + "\n")
-    command = [sys.executable, "-m", "nmt", "compare", *(r["run_dir"] for r in records), "--suite", args.suite,
-               "--out", str(out)] + [flag for name in args.baseline for flag in ("--baseline", name)]
-    code = subprocess.run(command, check=False).returncode
+    code = compare_main([*(r["run_dir"] for r in records), "--suite", args.suite, "--out", str(out)]
+                        + [flag for name in args.baseline for flag in ("--baseline", name)])
     failed = sum(1 for r in records if r["returncode"])
     print(f"suite {args.suite}: {len(records) - failed} of {len(records)} runs trained, "
           f"{time.monotonic() - start:.0f} s in all; report in {out}")

@@ -166,8 +166,8 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
     checkouts: dict[str, _Checkout] = {}
     results: dict[str, dict] = {}
     try:
-        for side, tree in trees.items():
-            checkouts[side] = _Checkout(tree, spec)
+        for side in ("against", "this"):  # a checkout refused for its modules' origin is refused before this starts
+            checkouts[side] = _Checkout(trees[side], spec)
         for name, beam in searches.items():
             results[name] = {"beam": beam}
             for measurement, (lines, refs, budget) in work.items():
