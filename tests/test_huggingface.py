@@ -155,16 +155,32 @@ def _caps(translator, sources: list[np.ndarray]) -> list[int]:
 
 def _generate(hf, tokenizer, lines: list[str], caps: list[int], **search) -> list[list[int]]:
     """transformers' output ids of each line (after the decoder start, up to its EOS) under nmt's per-sentence
-    length cap: the lines of one cap form one batch, whose max_new_tokens is that cap and its EOS."""
+    length cap: at the cap, EOS (the export's forced_eos_token_id, as nmt forces it)."""
+    if search.get("num_beams", 1) == 1:
+        return _greedy(hf, tokenizer, lines, caps, **search)
     out: list[list[int]] = [[] for _ in lines]
     eos = hf.generation_config.eos_token_id
-    for cap in sorted(set(caps)):
+    for cap in sorted(set(caps)):  # the cap changes a beam search: the lines of one cap form one batch
         rows = [i for i, c in enumerate(caps) if c == cap]
         batch = tokenizer([lines[i] for i in rows], return_tensors="pt", padding=True)
         ids = hf.generate(**batch, max_new_tokens=cap + 1, max_length=None, do_sample=False, **search)
         for row, sequence in zip(rows, ids.tolist(), strict=True):
             tokens = sequence[1:]
             out[row] = tokens[:tokens.index(eos) + 1] if eos in tokens else tokens
+    return out
+
+
+def _greedy(hf, tokenizer, lines: list[str], caps: list[int], **search) -> list[list[int]]:
+    """Greedy search in one batch up to the longest cap: a greedy token never depends on the cap, so each line's
+    output is cut at its own cap and ends in the EOS that transformers forces there."""
+    eos = hf.generation_config.eos_token_id
+    assert hf.generation_config.forced_eos_token_id == eos
+    batch = tokenizer(lines, return_tensors="pt", padding=True)
+    ids = hf.generate(**batch, max_new_tokens=max(caps) + 1, max_length=None, do_sample=False, **search)
+    out = []
+    for cap, sequence in zip(caps, ids.tolist(), strict=True):
+        tokens = sequence[1:cap + 1]  # at most cap tokens before the EOS
+        out.append(tokens[:tokens.index(eos) + 1] if eos in tokens else [*tokens, eos])
     return out
 
 
