@@ -127,7 +127,11 @@ class _Checkout:
         self.process = subprocess.Popen([sys.executable, "-c", WORKER.read_text(encoding="utf-8"), json.dumps(spec)],
                                         cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._answer()
+        try:
+            self._answer()
+        except BaseException:  # refused or failed: the worker ends before the error goes on
+            self.close()
+            raise
 
     def _answer(self) -> dict[str, Any]:
         assert self.process.stdout is not None
