@@ -23,7 +23,7 @@ from nmt.config import ModelConfig
 from nmt.flops import forward_flops, linear_flops, training_flops
 from nmt.models import build_model
 from nmt.tokenizer import VocabInfo
-from tests.conftest import REPO, untrained_run
+from tests.conftest import REPO, running_children, untrained_run
 
 VOCAB = VocabInfo(src_size=50, tgt_size=50, joint=True)
 TINY = {"d_model": 16, "heads": 2, "ffn_dim": 32, "emb_dim": 16, "hidden_size": 16, "dropout": 0.0}
@@ -268,24 +268,13 @@ def test_bench_decode_against_refuses_a_checkout_whose_modules_come_from_elsewhe
     shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__", "translator.py"))
     args = [str(run), "--limit", "1", "--batched-limit", "1", "--beam", "2", "--device", "cpu", "--threads", "1",
             "--against", str(tree), "--out-dir", str(tmp_path)]
-    before = _children()
+    before = running_children(os.getpid())
     assert scripts["decode"].main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and "translator.py" in err and "from outside it" in err
-    assert not list(tmp_path.glob("*.json")) and _children() <= before  # the refused checkout's worker has ended
+    assert not list(tmp_path.glob("*.json"))
+    assert running_children(os.getpid()) <= before  # the refused checkout's worker has ended
 
-
-def _children() -> set[int]:
-    """This process's children that are still running (a zombie, reaped or not, has ended)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            found.add(int(stat.parent.name))
-    return found
 
 
 def test_bench_decode_against_refuses_a_folder_without_nmt_and_exports(scripts, tiny_run, tmp_path, capsys):

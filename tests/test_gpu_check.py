@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, is_running
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +23,6 @@ def gpu_check() -> ModuleType:
 
 def _runner(gpu_check, tmp_path: Path, budget: float = 60.0):
     return gpu_check.Runner(budget, tmp_path / "work", "cpu", tmp_path / "out", "python -m benchmarks.gpu_check")
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie waiting for its parent does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the one-line exit is for machines without CUDA")
@@ -69,9 +61,9 @@ def test_a_timed_out_check_leaves_no_process_and_keeps_its_output(gpu_check, tmp
     assert "stage one" in result["stdout_tail"] and "on stderr" in result["stderr_tail"]
     children = [int(pid) for pid in pids.read_text().split()]
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+    while any(is_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in children)
+    assert not any(is_running(pid) for pid in children)
 
 
 def test_the_report_holds_each_check_as_soon_as_it_ends(gpu_check, tmp_path, monkeypatch):
