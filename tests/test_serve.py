@@ -368,6 +368,14 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60.0) -> 
     raise AssertionError("nmt-serve did not answer /health in time")
 
 
+def client_from(address: str):
+    """An httpx client whose connections come from `address` (any 127.x.y.z is this machine): a client address,
+    and so a rate bucket, of a test's own."""
+    import httpx
+
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30.0)
+
+
 def start_server(run: Path, *flags: str) -> tuple[subprocess.Popen, str]:
     """`nmt-serve -c run` on a free loopback port, once it answers; returns the process and its URL."""
     port = free_port()

@@ -15,18 +15,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+from collections.abc import Callable
 
 import httpx
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
-from nmt.serve.auth import Access, KeyRing, RateLimit
+from nmt.serve.auth import MAX_BUCKETS, WRONG_KEYS_PER_MINUTE, Access, KeyRing, RateLimit
 from nmt.serve.command import main as serve_main
 from nmt.serve.limits import Limits
 from nmt.serve.service import create_service
 from nmt.translator import load_translator
-from tests.test_serve import REPO, TestClient, _nmt_translate, free_port, wait_healthy
+from tests.test_serve import REPO, TestClient, _nmt_translate, client_from, free_port, wait_healthy
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 SENTENCES = ["Ein Mädchen & ihr Hund laufen über die Wiese.", "Zwei Männer spielen 100% Fußball + Tennis.",
@@ -174,34 +175,110 @@ def test_metrics_parse_and_count_exactly_the_requests_sent(server):
     assert _moved(before, after, "nmt_serve_requests_total", endpoint="/metrics", status="200") == 1  # `before`
 
 
+def _usage_status(url: str, key: str) -> int:
+    return httpx.get(f"{url}/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {key}"}).status_code
+
+
+def _after_sighup(server, change: Callable[[], object], expected: str) -> str:
+    """The server's first new line about the key file that holds `expected`, once `change()` is made and SIGHUP
+    sent; the server must stay up."""
+    process, log = server[1], server[3]
+
+    def said() -> list[str]:
+        return [line for line in log.read_text(encoding="utf-8").splitlines() if "SIGHUP:" in line]
+
+    seen = len(said())
+    change()
+    process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"nmt-serve ended on SIGHUP: {log.read_text(encoding='utf-8')[-300:]}"
+        found = [line for line in said()[seen:] if expected in line]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"nmt-serve said nothing with {expected!r} on SIGHUP")
+
+
 def test_sighup_rereads_the_key_file(server):
-    url, process, keys, log = server
+    url, process, keys, _log = server
     original = keys.read_text(encoding="ascii")
 
-    def status(key: str) -> int:
-        return httpx.get(f"{url}/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {key}"}).status_code
-
-    def after_sighup(content: str) -> str:
-        """The server's line about the key file, once it has re-read `content`."""
-        seen = log.read_text(encoding="utf-8").count("SIGHUP:")
-        keys.write_text(content, encoding="ascii")
-        process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            said = [line for line in log.read_text(encoding="utf-8").splitlines() if "SIGHUP:" in line]
-            if len(said) > seen:
-                return said[-1]
-            time.sleep(0.05)
-        raise AssertionError("nmt-serve said nothing on SIGHUP")
+    def write(content: str) -> Callable[[], int]:
+        return lambda: keys.write_text(content, encoding="ascii")
 
     try:
-        assert "1 API keys read" in after_sighup(f"{NEW_KEY}\n")
-        assert (status(NEW_KEY), status(KEY)) == (200, 403)
-        assert "keys in use stay" in after_sighup("short\n")  # a bad file keeps the keys in use
-        assert status(NEW_KEY) == 200
+        assert "1 API keys read" in _after_sighup(server, write(f"{NEW_KEY}\n"), "SIGHUP:")
+        assert (_usage_status(url, NEW_KEY), _usage_status(url, KEY)) == (200, 403)
+        assert "keys in use stay" in _after_sighup(server, write("short\n"), "SIGHUP:")  # a bad file keeps them
+        assert _usage_status(url, NEW_KEY) == 200
     finally:
-        after_sighup(original)
-    assert status(KEY) == 200 and process.poll() is None
+        _after_sighup(server, write(original), "2 API keys read")
+    assert _usage_status(url, KEY) == 200 and process.poll() is None
+
+
+def test_sighup_keeps_the_keys_while_the_key_file_is_gone_or_cannot_be_read(server):
+    """As when an editor or a config manager replaces the file (renamed away and back), or an operator points it
+    somewhere unreadable: each reload says why in one line, and the keys in use stay."""
+    url, process, keys, _log = server
+    original, away = keys.read_text(encoding="ascii"), keys.with_name("keys.moved")
+    stays = "the 2 keys in use stay"
+    try:
+        assert "no such file; " + stays in _after_sighup(server, lambda: keys.rename(away), stays)
+        assert "(File name too long); " + stays in _after_sighup(server, lambda: keys.symlink_to("x" * 300), stays)
+        keys.unlink()
+        assert "is a folder" in _after_sighup(server, keys.mkdir, stays)
+        keys.rmdir()
+        assert _usage_status(url, KEY) == 200
+        for _ in range(10):  # replaced under a burst of reloads
+            away.rename(keys)
+            process.send_signal(signal.SIGHUP)
+            keys.rename(away)
+            process.send_signal(signal.SIGHUP)
+        assert "3 API keys read" in _after_sighup(
+            server, lambda: keys.write_text(f"{original}{NEW_KEY}\n", encoding="ascii"), "3 API keys read")
+        assert (_usage_status(url, KEY), _usage_status(url, NEW_KEY)) == (200, 200)
+    finally:
+        for leftover in (keys, away):
+            if leftover.is_symlink() or leftover.is_file():
+                leftover.unlink()
+            elif leftover.is_dir():
+                leftover.rmdir()
+        _after_sighup(server, lambda: keys.write_text(original, encoding="ascii"), "2 API keys read")
+    assert process.poll() is None
+
+
+def test_wrong_keys_from_one_address_are_slowed_and_no_other_address_is(server):
+    url = server[0]
+    with client_from("127.0.0.10") as guesser:
+        guesses = [guesser.get(f"{url}/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {WRONG_KEY}{i}"})
+                   for i in range(WRONG_KEYS_PER_MINUTE + 2)]
+        assert [guess.status_code for guess in guesses] == [403] * WRONG_KEYS_PER_MINUTE + [429] * 2
+        assert 1 <= int(guesses[-1].headers["retry-after"]) <= 60 // WRONG_KEYS_PER_MINUTE
+        assert "too many wrong API keys" in guesses[-1].json()["message"]
+        assert _usage_status(url, KEY) == 200  # another address (127.0.0.1) with the right key: not slowed
+        right = guesser.get(f"{url}/v2/usage", headers={"Authorization": f"DeepL-Auth-Key {KEY}"})
+        assert right.status_code == 429  # a guesser cannot tell a right key by its answer
+        lt = guesser.post(f"{url}/libretranslate/translate", data={"q": "a", "source": "de", "target": "en",
+                                                                   "api_key": WRONG_KEY})
+        assert lt.status_code == 429 and set(lt.json()) == {"error"} and int(lt.headers["retry-after"]) >= 1
+    with client_from("127.0.0.11") as forgetful:  # no key at all is no guess
+        assert [forgetful.get(f"{url}/v2/usage").status_code for _ in range(WRONG_KEYS_PER_MINUTE + 2)] == \
+            [403] * (WRONG_KEYS_PER_MINUTE + 2)
+
+
+def test_rate_buckets_stay_bounded_and_keep_the_callers_seen_last():
+    """9,000 callers in a row leave MAX_BUCKETS buckets; a throttled caller who keeps calling keeps its bucket
+    (so it stays throttled), while those seen longest ago are forgotten first."""
+    clock = [0.0]
+    limit = RateLimit(1, clock=lambda: clock[0])
+    assert limit.wait("busy") == 0 and limit.wait("busy") == 60
+    for caller in range(9000):
+        assert limit.wait(caller) == 0
+        if caller % 1000 == 0:
+            assert limit.wait("busy") == 60
+    assert len(limit.buckets) == MAX_BUCKETS
+    assert limit.wait(8999) == 60 and limit.wait(0) == 0  # 0 was forgotten: a full bucket again
 
 
 def test_the_access_log_has_each_request_and_never_a_key_or_a_text(server):
@@ -317,7 +394,7 @@ def test_the_rate_limit_answers_429_per_key_in_each_apis_shape(local):
     assert refused.status_code == 429 and "too many requests" in refused.json()["message"]
     assert int(refused.headers["retry-after"]) == 20  # a token every 20 s at 3 a minute
     lt = client.post("/libretranslate/translate", data={**form, "api_key": KEY})
-    assert lt.status_code == 429 and set(lt.json()) == {"error"}
+    assert lt.status_code == 429 and set(lt.json()) == {"error"} and int(lt.headers["retry-after"]) == 20
     assert client.post("/libretranslate/translate", data={**form, "api_key": OTHER_KEY}).status_code == 200
     bearer = {"Authorization": f"Bearer {OTHER_KEY}"}  # an empty api_key, as JS clients send, leaves the header
     assert client.post("/libretranslate/translate", json={**form, "api_key": ""}, headers=bearer).status_code == 200

@@ -40,11 +40,12 @@ INTEGER_SETTINGS = ("beam", "n_best")
 
 
 class ApiError(Exception):
-    """An answer with a status code and a one-line message."""
+    """An answer with a status code and a one-line message (and a Retry-After header when `retry_after`)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: int = 0) -> None:
         super().__init__(message)
         self.status, self.message = status, excerpt(" ".join(message.split()), MESSAGE)
+        self.retry_after = retry_after
 
 
 class QueueFull(ApiError):
@@ -55,8 +56,10 @@ class ClientGone(Exception):
     """The client disconnected before its answer was ready."""
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": excerpt(" ".join(str(message).split()), MESSAGE)}, status_code=status)
+def _error(status: int, message: str, retry_after: int = 0) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after)} if retry_after else None
+    return JSONResponse({"error": excerpt(" ".join(str(message).split()), MESSAGE)}, status_code=status,
+                        headers=headers)
 
 
 async def read_body(request: Request, limits: Limits) -> bytes:
@@ -213,7 +216,7 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, err: ApiError) -> JSONResponse:
-        return _error(err.status, err.message)
+        return _error(err.status, err.message, err.retry_after)
 
     @app.exception_handler(HTTPException)
     async def http_error(_request: Request, err: HTTPException) -> JSONResponse:

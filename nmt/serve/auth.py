@@ -4,6 +4,10 @@ A key file holds one key a line (blank lines and lines starting with `#` are ski
 SHA-256 digests and compared in constant time; no message, log line or metric ever holds a key, and a bad line
 of the file is named by its number alone. `Guard` refuses requests before the application sees them, where the
 key travels in a header; the LibreTranslate endpoints, whose key may be in the body, call `Access.check`.
+
+Wrong keys are rate limited per client address: after WRONG_KEYS_PER_MINUTE of them an address waits (429)
+whatever key it sends, so that guessing is slow; a right key takes nothing from that allowance, and other
+addresses never notice.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ import hmac
 import json
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, FileError
+from nmt.fileio import read_regular
 
 MIN_KEY_CHARS = 16  # shorter keys can be guessed
 MAX_KEY_FILE_BYTES = 1 << 20
 SCHEMES = ("bearer", "deepl-auth-key")  # Authorization: Bearer KEY (any endpoint), DeepL-Auth-Key KEY (DeepL's)
-MAX_BUCKETS = 4096  # rate buckets kept before full (idle) ones are dropped
+MAX_BUCKETS = 4096  # rate buckets kept; a new caller beyond them pushes out the one seen longest ago
+WRONG_KEYS_PER_MINUTE = 10  # wrong keys an address may send in a burst, refilled evenly over the minute
 
 
 class Denied(Exception):
@@ -40,13 +47,15 @@ def _digest(key: str) -> bytes:
 def read_keys(path: Path) -> frozenset[bytes]:
     """The digests of the keys in `path`; ConfigError (naming the file and line, never a key) when it is unusable."""
     where = f"--api-keys {path}"
-    if not path.is_file():
-        raise ConfigError(f"{where}: {'no such file' if not path.exists() else 'not a regular file'}")
-    if path.stat().st_size > MAX_KEY_FILE_BYTES:
-        raise ConfigError(f"{where}: larger than {MAX_KEY_FILE_BYTES:,} bytes; one key a line is expected")
     try:
-        raw = path.read_bytes()
-    except OSError as err:
+        if path.stat().st_size > MAX_KEY_FILE_BYTES:
+            raise ConfigError(f"{where}: larger than {MAX_KEY_FILE_BYTES:,} bytes; one key a line is expected")
+        raw = read_regular(path, "--api-keys")  # replaced since the stat: still no FIFO or device is read
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except FileError as err:
+        raise ConfigError(str(err)) from None
+    except OSError as err:  # no permission, a name too long, a folder that cannot be searched, ...
         raise ConfigError(f"{where}: cannot be read ({err.strerror or type(err).__name__})") from None
     try:
         text = raw[:MAX_KEY_FILE_BYTES].decode("ascii")
@@ -95,36 +104,37 @@ class KeyRing:
 
 
 class RateLimit:
-    """A token bucket per caller: `per_minute` requests in a burst, refilled evenly over the minute."""
+    """A token bucket per caller: `per_minute` requests in a burst, refilled evenly over the minute. At most
+    `size` buckets are kept, the callers seen most recently (an LRU): constant time and memory per request."""
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.capacity, self.rate, self.clock = float(per_minute), per_minute / 60.0, clock
-        self.buckets: dict[Hashable, tuple[float, float]] = {}  # caller -> (tokens, when)
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic, size: int = MAX_BUCKETS) -> None:
+        self.capacity, self.rate, self.clock, self.size = float(per_minute), per_minute / 60.0, clock, size
+        self.buckets: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()  # caller -> (tokens, when)
 
-    def wait(self, caller: Hashable) -> float:
-        """0 and one token taken when `caller` may go on, else the seconds until a token is there."""
+    def wait(self, caller: Hashable, take: bool = True) -> float:
+        """The seconds until `caller` has a token, 0 when it has one now (and then, if `take`, one is taken)."""
         now = self.clock()
-        tokens, then = self.buckets.get(caller, (self.capacity, now))
+        known = self.buckets.get(caller)
+        if known is None and not take:
+            return 0.0  # a full bucket: nothing to remember
+        tokens, then = known or (self.capacity, now)
         tokens = min(self.capacity, tokens + (now - then) * self.rate)
-        if tokens < 1.0:
-            self.buckets[caller] = (tokens, now)
-            return (1.0 - tokens) / self.rate
-        if len(self.buckets) >= MAX_BUCKETS and caller not in self.buckets:
-            self._drop_full(now)
-        self.buckets[caller] = (tokens - 1.0, now)
-        return 0.0
-
-    def _drop_full(self, now: float) -> None:
-        self.buckets = {caller: (tokens, then) for caller, (tokens, then) in self.buckets.items()
-                        if tokens + (now - then) * self.rate < self.capacity}
+        wait = (1.0 - tokens) / self.rate if tokens < 1.0 else 0.0
+        self.buckets[caller] = (tokens - 1.0 if take and not wait else tokens, now)
+        self.buckets.move_to_end(caller)
+        if len(self.buckets) > self.size:
+            self.buckets.popitem(last=False)
+        return wait
 
 
 class Access:
     """Who may call: any caller without a KeyRing, else the holders of its keys; with a RateLimit, per key (or
-    per client address when there are no keys)."""
+    per client address when there are no keys). `wrong_keys` limits the wrong keys of each client address."""
 
-    def __init__(self, keys: KeyRing | None = None, rate: RateLimit | None = None) -> None:
+    def __init__(self, keys: KeyRing | None = None, rate: RateLimit | None = None,
+                 wrong_keys: RateLimit | None = None) -> None:
         self.keys, self.rate = keys, rate
+        self.wrong_keys = wrong_keys or RateLimit(WRONG_KEYS_PER_MINUTE)
 
     def check(self, key: str | None, client: str, limited: bool = True) -> None:
         """Denied unless `key` opens the server (and, when `limited`, the caller is within its rate)."""
@@ -133,8 +143,14 @@ class Access:
             if not key:
                 raise Denied(403, "this server needs an API key: api_key (LibreTranslate), the header "
                                   "Authorization: DeepL-Auth-Key KEY (DeepL) or Authorization: Bearer KEY (any)")
+            wait = self.wrong_keys.wait(client, take=False)
+            if wait > 0:  # checked before the key: else a guesser would still learn which key is right
+                raise Denied(429, f"too many wrong API keys from this address: more than "
+                                  f"{self.wrong_keys.capacity:.0f} a minute; try again in {math.ceil(wait)} s",
+                             retry_after=math.ceil(wait))
             identity = self.keys.identify(key)
             if identity is None:
+                self.wrong_keys.wait(client)
                 raise Denied(403, "invalid API key")
             caller = identity
         if limited and self.rate is not None:

@@ -21,6 +21,8 @@ from nmt.serve.limits import WAIT_MS, HeaderLimits, Limits
 if TYPE_CHECKING:
     import uvicorn
 
+    from nmt.serve.auth import KeyRing
+
 INSTALL = "pip install -e '.[serve]' (make install does it)"
 PORTS = Range(1, 65535)
 MAX_RATE = 1_000_000  # requests a minute
@@ -43,6 +45,15 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _reload(keys: KeyRing) -> None:
+    """Read the key file again, saying in one line what came of it; the keys in use stay when it cannot be used."""
+    try:
+        said = f"{keys.reload()} API keys read from {keys.path}"
+    except ConfigError as err:
+        said = f"{err}; the {len(keys)} keys in use stay"
+    print(f"nmt-serve: SIGHUP: {said}", file=sys.stderr, flush=True)
 
 
 def _parser() -> Parser:
@@ -76,19 +87,25 @@ def _parser() -> Parser:
     return parser
 
 
-async def _serve(server: uvicorn.Server, ready: str) -> None:
-    """Run `server`, saying `ready` once it listens (uvicorn itself says why when it cannot)."""
+async def _serve(server: uvicorn.Server, ready: str, keys: KeyRing | None) -> None:
+    """Run `server`, saying `ready` once it listens (uvicorn itself says why when it cannot), and re-read `keys` on
+    SIGHUP: in the event loop, never inside the signal handler, which may interrupt a line being written."""
 
     async def announce() -> None:
         while not server.started:
             await asyncio.sleep(0.05)
         print(ready, file=sys.stderr, flush=True)
 
+    loop = asyncio.get_running_loop()
+    if keys is not None:
+        loop.add_signal_handler(signal.SIGHUP, _reload, keys)
     announcer = asyncio.create_task(announce())
     try:
         await server.serve()
     finally:
         announcer.cancel()
+        if keys is not None:
+            loop.remove_signal_handler(signal.SIGHUP)
 
 
 @command
@@ -132,14 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     def remember(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)  # uvicorn raises the signal again once it has shut down: that is expected
 
-    def reload(_signum: int, _frame: FrameType | None) -> None:
-        assert keys is not None
-        try:
-            print(f"nmt-serve: SIGHUP: {keys.reload()} API keys read from {keys.path}", file=sys.stderr, flush=True)
-        except ConfigError as err:
-            print(f"nmt-serve: SIGHUP: {err}; the {len(keys)} keys in use stay", file=sys.stderr, flush=True)
-
-    handlers = {signal.SIGINT: remember, signal.SIGTERM: remember} | ({signal.SIGHUP: reload} if keys else {})
+    # SIGHUP is ignored until the event loop takes it (_serve): one sent early cannot end the process
+    handlers = {signal.SIGINT: remember, signal.SIGTERM: remember} | ({signal.SIGHUP: signal.SIG_IGN} if keys else {})
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     log = logging.StreamHandler(sys.stderr)
     log.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
@@ -149,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ACCESS_LOG.propagate = False
     keyed = f"{len(keys)} API keys, " if keys else ""
     try:
-        asyncio.run(_serve(server, f"nmt-serve: {name} on http://{args.host}:{args.port} ({keyed}Ctrl-C to stop)"))
+        asyncio.run(_serve(server, f"nmt-serve: {name} on http://{args.host}:{args.port} ({keyed}Ctrl-C to stop)",
+                           keys))
     finally:
         ACCESS_LOG.removeHandler(log)
         ACCESS_LOG.level, ACCESS_LOG.propagate = kept

@@ -87,7 +87,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
             access.check(key if isinstance(key, str) and key else header_key(request.headers.get("authorization")),
                          client_address(request.scope))
         except Denied as denied:
-            raise ApiError(denied.status, denied.message) from None
+            raise ApiError(denied.status, denied.message, denied.retry_after) from None
         try:
             if params is None:
                 raise unreadable
