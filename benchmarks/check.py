@@ -7,16 +7,17 @@ results of a user's own, beside the committed ones, are never checked. A root th
 the committed files) is read whole.
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
-  and seed tables and the speed summary (README.md), the comparison table (docs/comparing.md), the speed
-  tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the configuration reference
-  (docs/config.md), reports/multi30k/compare.md (from its compare.json) and seeds.json (from the archived
-  seed reports).
+  and seed tables and the speed summary (README.md), every archived model (docs/training.md), the comparison
+  table (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the
+  configuration reference (docs/config.md), reports/multi30k/compare.md (from its compare.json) and seeds.json
+  (from the archived seed reports).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`benchmarks.commands`; a script that moved into this package is read as its module).
-- scores: every committed translation file (results/**/test.hyp.en, reports/*/runs/*/test.hyp.en) is
-  re-scored with sacreBLEU against the Multi30k test references; its BLEU, BLEU-lc, chrF and TER must equal
-  its eval_test.json, and a comparison run's BLEU, chrF and TER its compare.json row.
+- scores: every committed translation file (results/**/<split>.hyp.en, reports/*/runs/*/test.hyp.en) is
+  re-scored with sacreBLEU against the references of its Multi30k test set (test2016, test2017, mscoco2017,
+  test2018); its BLEU, BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU,
+  chrF and TER its compare.json row.
 - bootstrap: one comparison's paired bootstrap is recomputed from the seed its signature records; scores,
   means, confidence intervals and p-values must equal compare.json.
 
@@ -46,7 +47,8 @@ from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig
-from nmt.data import MIRROR_ENV, fetch_multi30k, normalize, read_pair
+from nmt.data import MIRROR_ENV, MULTI30K_SPLITS, MULTI30K_TEST_SETS, fetch_multi30k, normalize, read_pair
+from nmt.errors import DataError
 from nmt.evaluation import Scorer
 
 MODULE = "benchmarks.check"
@@ -74,6 +76,8 @@ def blocks(root: Path) -> Problems:
     report = root / "reports" / "multi30k"
     problems = _block(readme, results_table.START, results_table.END,
                       results_table.tables(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
+    problems += _block(docs / "training.md", results_table.DETAILS_START, results_table.DETAILS_END,
+                       results_table.details(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
     problems += _block(readme, seed_spread.START, seed_spread.END, seed_spread.table(seeds),
                        f"python -m {seed_spread.MODULE} report")
     if (seeds / "seeds.json").is_file():
@@ -106,15 +110,20 @@ def commands(root: Path) -> Problems:
             if (why := command_problem(recorded, root)) is not None]
 
 
-def references(root: Path = ROOT) -> list[str]:
-    """The Multi30k test references, normalized as nmt-evaluate scores them (checksums verified)."""
+def references(root: Path = ROOT, split: str = "test") -> list[str]:
+    """The references of a Multi30k test set (test: test2016, test2017, mscoco2017, test2018), normalized as
+    nmt-evaluate scores them (checksums verified)."""
     mirror = os.environ.get(MIRROR_ENV, "")
     beside = root.resolve().parent / "shared" / "data" / "multi30k"
     if not mirror and beside.is_dir():
         mirror = str(beside)
+    stems = MULTI30K_SPLITS | MULTI30K_TEST_SETS
+    if split not in stems or split in ("train", "val"):
+        raise DataError(f"{split}: not a Multi30k test set (test, {', '.join(MULTI30K_TEST_SETS)})")
     files = fetch_multi30k(DataConfig(dataset="multi30k", mirror=mirror,
-                                      download_dir=str(root / "data" / "downloads")), log=lambda _msg: None)
-    return [normalize(line, False) for line in read_pair(*files["test"])[1]]
+                                      download_dir=str(root / "data" / "downloads")), log=lambda _msg: None,
+                           splits={split: stems[split]})
+    return [normalize(line, False) for line in read_pair(*files[split])[1]]
 
 
 def _lines(path: Path) -> list[str]:
@@ -137,13 +146,14 @@ def _score_once(hyps: list[str], refs: list[str]) -> dict:
 
 
 def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems:
-    """One translation file re-scored, against its report and, for a comparison run, its compare.json row."""
-    report_file = hyp_file.parent / "eval_test.json"
+    """One translation file (<split>.hyp.en) re-scored, against its report (eval_<split>.json) and, for a
+    comparison run, its compare.json row."""
+    report_file = hyp_file.parent / f"eval_{_split(hyp_file)}.json"
     report = read_json(report_file)
     hyps = _lines(hyp_file)
     if len(hyps) != len(refs) or report.get("sentences") != len(refs):
         return [f"{hyp_file}: {len(hyps)} lines and {report.get('sentences')} in its report for {len(refs)} "
-                "test references"]
+                f"{_split(hyp_file)} references"]
     lowercase = bool(report.get("lowercase", False))
     fresh = _score_once(hyps, [r.lower() for r in refs] if lowercase else refs)
     recorded = {key: report["scores"].get(key) for key in ("bleu", "bleu_lc", "chrf", "ter")}
@@ -166,15 +176,26 @@ def _comparison_rows(root: Path) -> dict[str, dict]:
     return rows
 
 
-def scores(root: Path, refs: list[str]) -> Problems:
-    """Every committed translation file re-scored."""
-    files = sorted(root.glob("results/**/test.hyp.en")) + sorted(root.glob("reports/*/runs/*/test.hyp.en"))
+def _split(hyp_file: Path) -> str:
+    return hyp_file.name.removesuffix(".hyp.en")
+
+
+def scores(root: Path, refs: Callable[[str], list[str]]) -> Problems:
+    """Every committed translation file re-scored against the references of its test set."""
+    files = sorted(root.glob("results/**/*.hyp.en")) + sorted(root.glob("reports/*/runs/*/test.hyp.en"))
     if not files:
-        return [f"{root}: no committed translation files (results/**/test.hyp.en)"]
+        return [f"{root}: no committed translation files (results/**/<split>.hyp.en)"]
     rows = _comparison_rows(root)
     listed = [f"{row['file']}: run {Path(name).name} has no committed test.hyp.en" for name, row in rows.items()
               if not (Path(name) / "test.hyp.en").is_file()]
-    return listed + [problem for path in files for problem in _rescore(path, refs, rows)]
+    texts: dict[str, list[str]] = {}
+    problems = []
+    for path in files:
+        split = _split(path)
+        if split not in texts:
+            texts[split] = refs(split)
+        problems += _rescore(path, texts[split], rows)
+    return listed + problems
 
 
 @contextlib.contextmanager
@@ -239,18 +260,18 @@ def committed(root: Path) -> Iterator[Path]:
 
 
 def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = BOOTSTRAP_RUN,
-               refs: Callable[[], list[str]] | None = None) -> Problems:
+               refs: Callable[[str], list[str]] | None = None) -> Problems:
     """Every problem the chosen checks find in the committed files of `root` (an empty list when everything
-    holds); each names the file under `root`."""
+    holds); each names the file under `root`. `refs` gives a test set's references (default: `references`)."""
     with committed(root) as tree:
         problems = blocks(tree) if "blocks" in only else []
         problems += commands(tree) if "commands" in only else []
         if "scores" in only or "bootstrap" in only:
-            texts = (refs or (lambda: references(root)))()
+            texts = refs or (lambda split: references(root, split))
             if "scores" in only:
                 problems += scores(tree, texts)
             if "bootstrap" in only:
-                problems += bootstrap(tree, texts, bootstrap_run)
+                problems += bootstrap(tree, texts("test"), bootstrap_run)
         return [problem.replace(str(tree), str(root)) for problem in problems]
 
 

@@ -38,7 +38,7 @@ MOVED = {  # a script of scripts/ before #26 -> the module that runs it today
     "scripts/results_table.py": "benchmarks.results_table",
     "scripts/seed_spread.py": "benchmarks.seed_spread",
 }
-RECORD_KEYS = ("command", "training_command")  # the keys under which results record a command
+RECORD_KEYS = ("command", "training_command", "archived_by")  # the keys under which results record a command
 OWN_MODULES = ("benchmarks.", "nmt.")
 
 

@@ -1,24 +1,31 @@
-"""Regenerate the Multi30k results tables in README.md from the committed reports in results/multi30k/.
+"""Rebuild the Multi30k results tables from the models archived in results/multi30k/.
 
-Usage: python -m benchmarks.results_table [--results results/multi30k] [--readme README.md] [--check]
+Usage: python -m benchmarks.results_table [--results results/multi30k] [--readme README.md]
+                                         [--details docs/training.md] [--check]
 
-Each results/multi30k/<config>/ folder holds the test report (eval_test.json), the run's log (metrics.jsonl,
-which gives the epochs, updates and training time), the translations (test.hyp.en) and run.json: the exact
-command and the hardware it was trained on. The config of the same name in configs/ says whether the row
-belongs to the full-length table or to a fixed-budget one (train.max_minutes set: one table per budget).
-Each row also gives the `nmt-evaluate` command that reproduces its scores from the run folder: every decoding
-setting the report records as used is spelled out as a flag, whatever the checkpoint holds. The README block
-between <!-- results:start --> and <!-- results:end --> is rewritten; --check only reports whether it is
-current.
+Each results/multi30k/<name>/ folder is one model as `python -m benchmarks.archive` wrote it: a report and the
+translations for each of the four official test sets (eval_<split>.json, <split>.hyp.en), and run.json (the
+training command, the commit of the code that trained it, the checkpoint's sha256, updates, time, hardware and what
+ran beside it; an ensemble's members). Runs of one recipe differing only in their seed (`<group>_seed<N>`) share a
+row: the mean ± sample standard deviation over the seeds, on each test set. A folder written before the archive
+existed (run.json without a commit: test2016 only) is shown as older code.
+
+README.md gets one table per family (Transformer, GRU) and the published anchors, between <!-- results:start -->
+and <!-- results:end -->; the details file (docs/training.md) gets every model with its commit, checkpoint and
+hardware between <!-- models:start --> and <!-- models:end -->. --check writes nothing and exits 1 if either block
+is not current.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.archive import SPLITS, group_of
 from benchmarks.common import (
     ROOT,
     arguments,
@@ -31,124 +38,223 @@ from benchmarks.common import (
     write_or_check,
 )
 from nmt.cli import command
-from nmt.config import load_config
+from nmt.config import Config, load_config
 from nmt.errors import FileError
 from nmt.fileio import describe_os_error
 from nmt.rundir import RunDir, read_metrics
 
 MODULE = "benchmarks.results_table"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-HEADER = table_header(["config", "params", "epochs / steps", "training time", "hardware", "beam / lp", "BLEU",
-                       "BLEU-lc", "chrF", "TER", "training command", "scores reproduced by"], "lrrrlrrrrrll")
-SOURCE_LIMIT = 250  # the source truncation of reports that do not record it
-OLD_STOP = "bound"  # the beam stopping rule of reports that do not record it
-NEWER_FIELDS = ("command", "engine", "members", "train")  # what an older report does not record
-OLDER_NOTE = ("Older report: written before reports recorded the command, the engine, the ensemble members and the "
-              "training summary (it has the checkpoint's sha256 and the decoding settings); its translations are "
-              "re-scored by `make check` like the others.")
+DETAILS_START, DETAILS_END = "<!-- models:start -->", "<!-- models:end -->"
+TITLES = {"test": "test2016", "test2017": "test2017", "mscoco2017": "mscoco2017", "test2018": "test2018"}
+ATTENTION = {"additive": "Bahdanau (additive) attention", "dot": "dot attention", "general": "general attention"}
+FAMILIES = {"transformer": "Transformer", "rnn": "GRU"}
+ANCHORS = [  # (who, BLEU by test set, what kind of BLEU): published figures, not measured here
+    ("OPUS-MT's best general German→English models",
+     {"test": 40.5, "test2017": 41.5, "mscoco2017": 33.9, "test2018": 37.2},
+     "cased sacreBLEU, trained on far more than Multi30k: compare with BLEU"),
+    ("Lample et al. 2018, a supervised baseline trained on Multi30k only", {"test": 38.38},
+     "lowercased tokenized BLEU: compare with BLEU-lc"),
+]
 
 
-def evaluate_command(name: str, report: dict) -> str:
-    """The nmt-evaluate command that decodes the report's split with exactly the report's settings."""
-    d = report["decode"]
-    flags = ["--split", report["split"], "--beam", str(d["beam"]), "--length-penalty", str(d["length_penalty"]),
-             "--max-len-a", str(d["max_len_a"]), "--max-len-b", str(d["max_len_b"])]
-    if d.get("stop", OLD_STOP) != "finished":
-        flags += ["--stop", d.get("stop", OLD_STOP)]
-    if d.get("max_source_tokens", SOURCE_LIMIT) != SOURCE_LIMIT:
-        flags += ["--max-source-tokens", str(d["max_source_tokens"])]
-    if report.get("precision", "fp32") != "fp32":
-        flags += ["--precision", report["precision"]]
-    return " ".join(["nmt-evaluate", f"runs/{name}", *flags])
+@dataclass
+class Model:
+    """One archived model (a run or an ensemble) and its scores on the test sets it was decoded on."""
+
+    name: str
+    group: str
+    kind: str  # "run", "ensemble", or "older" (archived before run.json named the code's commit)
+    cfg: Config
+    run: dict[str, Any]
+    scores: dict[str, dict[str, float]]  # test set -> bleu, bleu_lc, chrf, ter
+    decode: dict[str, Any]
+    updates: int
+    sha256: str
+
+    @property
+    def commit(self) -> str:
+        return self.run["commit"][:10] if self.kind != "older" else "older code"
 
 
-def _records(metrics: Path) -> list[dict[str, Any]]:
-    """The records of a metrics log, each an object with an integer step; any other line is an error naming it."""
-    try:
-        metrics.stat()  # read_metrics takes a missing log for an empty one; a results folder needs its log
-        records = read_metrics(metrics)
-    except OSError as err:
-        raise FileError(describe_os_error(err)) from None
-    if records.skipped:
-        raise FileError(f"{metrics}: line {records.skipped[0]} is not a JSON record with an integer step (cut off?)")
-    if not records:
-        raise FileError(f"{metrics}: no records")
-    return records
+def _scores(folder: Path) -> dict[str, dict[str, float]]:
+    scores = {}
+    for split in SPLITS:
+        path = RunDir(folder).report(split)
+        if path.is_file():
+            with blamed(path):
+                s = read_json(path)["scores"]
+                scores[split] = {key: finite(s[key], f"scores.{key}") for key in ("bleu", "bleu_lc", "chrf", "ter")}
+    return scores
 
 
-def _progress(metrics: Path) -> tuple[str, int, float]:
-    """(epochs, updates, minutes) of the whole run, from its log; the validation closing epoch 1 gives the
-    updates per epoch."""
-    records = _records(metrics)
-    last = records[-1]
-    per_epoch = next((r["step"] for r in records if r.get("type") == "valid" and r.get("epoch") == 1), 0)
-    epochs = f"{last['step'] / per_epoch:.1f}" if per_epoch else "–"
-    with blamed(metrics):
-        return epochs, last["step"], finite(last.get("elapsed"), "the last record's elapsed") / 60
-
-
-def _row(folder: Path) -> tuple[float, float, str]:
-    """(the run's train.max_minutes (0: no time budget), its BLEU, its Markdown row) for one results folder."""
-    results = RunDir(folder)
-    report_file, run_file = results.report("test"), folder / "run.json"
-    report, run = read_json(report_file), read_json(run_file)
-    minutes_budget = load_config(ROOT / "configs" / f"{folder.name}.yaml").train.max_minutes
-    epochs, steps, minutes = _progress(results.metrics)
-    with blamed(report_file):
-        s, d = report["scores"], report["decode"]
-        params = report["parameters"] if "parameters" in report else report["train"]["parameters"]  # older reports
-        bleu, bleu_lc, chrf, ter = (finite(s[key], f"scores.{key}") for key in ("bleu", "bleu_lc", "chrf", "ter"))
-        beam, penalty = (finite(d[key], f"decode.{key}") for key in ("beam", "length_penalty"))
-        reproduce = evaluate_command(folder.name, report)
-        size = finite(params, "parameters") / 1e6
+def read_model(folder: Path) -> Model:
+    """The archived model in `folder`; a FileError naming the file at fault."""
+    run_file, report_file = folder / "run.json", RunDir(folder).report("test")
+    run, report = read_json(run_file), read_json(report_file)
     with blamed(run_file):
-        hardware, trained_by = run["hardware"], run["command"]
-    older = not all(key in report for key in NEWER_FIELDS)
-    name = f"`{folder.name}`" + (" (older report)" if older else "")
-    cells = [name, f"{size:.2f} M", f"{epochs} / {steps:,}", f"{minutes:.0f} min", hardware,
-             f"{beam} / {penalty}", f"{bleu:.2f}", f"{bleu_lc:.2f}", f"{chrf:.2f}", f"{ter:.2f}", f"`{trained_by}`",
-             f"`{reproduce}`"]
-    return minutes_budget, bleu, markdown_row(cells)
+        kind = run.get("kind", "older") if "commit" in run else "older"
+    config = folder / RunDir.CONFIG  # an older folder has none: its config is the one of its name in configs/
+    cfg = load_config(config if config.is_file() else ROOT / "configs" / f"{folder.name}.yaml")
+    with blamed(report_file):
+        updates, sha256 = checkpoint(report)
+        decode = {key: report["decode"][key] for key in ("beam", "length_penalty")}
+    group = run.get("group", group_of(folder.name))
+    return Model(folder.name, group, kind, cfg, run, _scores(folder), decode, updates, sha256)
 
 
-def _title(minutes: float) -> str:
-    """The line above the table of the runs with this train.max_minutes (0: the full-length runs)."""
-    if not minutes:
-        return "**Full-length runs** (the final model averages the best epoch checkpoints):"
-    return (f"**Fixed budget: {minutes:g} minute{'' if minutes == 1 else 's'} of training on 2 CPU cores** "
-            "(wall clock of the trainer, validations included):")
+def checkpoint(report: dict[str, Any]) -> tuple[int, str]:
+    """(updates, sha256) of a report's (first) model; an older report keeps them in other fields."""
+    if "members" in report:
+        return int(report["members"][0]["steps"]), report["members"][0]["sha256"]
+    progress = report.get("checkpoint_progress") or report["train"]
+    return int(progress["steps"]), report["checkpoint_sha256"]
 
 
-def tables(results: Path) -> str:
-    """The generated Markdown: full-length runs first, then one table per time budget, each by BLEU."""
+def read_models(results: Path) -> list[Model]:
     try:
-        folders = sorted(p for p in results.iterdir() if RunDir(p).report("test").exists())
+        folders = sorted(p for p in results.iterdir() if RunDir(p).report("test").is_file())
     except OSError as err:
         raise FileError(f"--results {describe_os_error(err)}") from None
     if not folders:
-        raise FileError(f"--results {results}: no <config>/eval_test.json report in the folder")
-    groups: dict[float, list[tuple[float, str]]] = {}
-    for folder in folders:
-        minutes, bleu, row = _row(folder)
-        groups.setdefault(minutes, []).append((bleu, row))
-    parts = []
-    for minutes in sorted(groups):
-        ranked = [row for _, row in sorted(groups[minutes], key=lambda r: -r[0])]
-        parts += [_title(minutes), "", *HEADER, *ranked, ""]
-    if any("(older report)" in row for rows in groups.values() for _, row in rows):
-        parts += [OLDER_NOTE, ""]
+        raise FileError(f"--results {results}: no <name>/eval_test.json report in the folder")
+    return [read_model(folder) for folder in folders]
+
+
+def recipe(cfg: Config) -> tuple[int, str]:
+    """(sort key, words) for a model's architecture and training budget."""
+    m, t = cfg.model, cfg.train
+    if m.arch == "transformer":
+        name = "Transformer" + ("" if m.self_attention == "full" else f", {m.self_attention} self-attention")
+    else:
+        name = "GRU, no attention" if m.attention == "none" else f"GRU + {ATTENTION.get(m.attention, m.attention)}"
+    if t.max_minutes:
+        return 2, f"{name}, {t.max_minutes:g} minutes on 2 CPU cores"
+    if t.max_steps:
+        return 1, f"{name}, {t.max_steps:,} updates"
+    return 0, f"{name}, full length ({t.max_epochs} epochs)"
+
+
+def _mean(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _cells(models: list[Model]) -> list[str]:
+    """BLEU on each test set, then BLEU-lc and chrF on test2016: a model's scores, or the seeds' mean ± std."""
+    cells = []
+    for split, key in [*((split, "bleu") for split in SPLITS), ("test", "bleu_lc"), ("test", "chrf")]:
+        values = [m.scores[split][key] for m in models if split in m.scores]
+        cells.append(_mean(values) if len(values) == len(models) else "–")
+    return cells
+
+
+def _updates(models: list[Model]) -> str:
+    low, high = min(m.updates for m in models), max(m.updates for m in models)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def _group_rows(models: list[Model]) -> list[tuple[tuple[int, float], list[str]]]:
+    """(sort key, rows) per group: its runs (one row, the mean over seeds), then its ensembles."""
+    groups: dict[str, list[Model]] = {}
+    for model in models:
+        groups.setdefault(model.group, []).append(model)
+    ranked = []
+    for group, members in groups.items():
+        runs = [m for m in members if m.kind != "ensemble"]
+        first = (runs or members)[0]
+        order, words = recipe(first.cfg)
+        rows = []
+        if runs:
+            seeds = sorted({m.run.get("seed", m.cfg.train.seed) for m in runs})
+            who = (f"{len(runs)} seeds ({', '.join(map(str, seeds))})" if len(runs) > 1
+                   else f"seed {seeds[0]}")
+            rows.append(markdown_row([f"{words}: `{group}`", who, _updates(runs), *_cells(runs),
+                                      ", ".join(sorted({m.commit for m in runs}))]))
+        for ensemble in (m for m in members if m.kind == "ensemble"):
+            rows.append(markdown_row([f"{words}: ensemble `{ensemble.name}`",
+                                      f"{len(ensemble.run['members'])} models", _updates([ensemble]),
+                                      *_cells([ensemble]), ensemble.commit]))
+        mean_bleu = statistics.mean(m.scores["test"]["bleu"] for m in (runs or members))
+        ranked.append(((order, -mean_bleu), rows))
+    return ranked
+
+
+COLUMNS = ["model", "runs", "updates", *(f"BLEU {TITLES[s]}" for s in SPLITS), "BLEU-lc test2016",
+           "chrF test2016", "code"]
+
+
+def tables(results: Path) -> str:
+    """The README block: one table per family, then the published anchors."""
+    models = read_models(results)
+    older = (" *Older code*: trained before the archive recorded the code's commit, scored on test2016 only."
+             if any(m.kind == "older" for m in models) else "")
+    parts = ["Each row is a model archived in `results/multi30k/<name>/` (beam 5, the length penalty chosen on the "
+             "validation split); the seeds of one recipe share a row, as mean ± sample standard deviation. Every "
+             "model's commit, checkpoint, hardware and training command: "
+             f"[docs/training.md](docs/training.md#every-archived-model).{older}", ""]
+    for arch, family in FAMILIES.items():
+        members = [m for m in models if m.cfg.model.arch == arch]
+        if not members:
+            continue
+        rows = [row for _, rows in sorted(_group_rows(members), key=lambda item: item[0]) for row in rows]
+        parts += [f"**{family}**", "", *table_header(COLUMNS, "lrr" + "r" * 6 + "l"), *rows, ""]
+    anchors = "; ".join(f"{who}, {' / '.join(f'{scores[s]:g}' if s in scores else '–' for s in SPLITS)} ({kind})"
+                        for who, scores, kind in ANCHORS)
+    parts.append(f"Published anchors on test2016 / test2017 / mscoco2017 / test2018, not measured here: {anchors}.")
     return "\n".join(parts) + "\n"
+
+
+def _minutes(folder: Path) -> float | None:
+    """The training minutes an older folder's metrics log gives (its last record's elapsed time)."""
+    records = read_metrics(RunDir(folder).metrics)
+    return records[-1].get("elapsed", 0) / 60 if records else None
+
+
+def details(results: Path) -> str:
+    """The details block: every archived model with its provenance and its scores on each test set."""
+    lines = [*table_header(["model", "code", "checkpoint sha256", "updates", "training", "hardware", "ran beside it",
+                            "beam / lp", *(f"BLEU {TITLES[s]}" for s in SPLITS), "training command"],
+                           "lllrrll" + "r" * 5 + "l")]
+    for m in read_models(results):
+        with blamed(results / m.name / "run.json"):
+            lines.append(_detail_row(m, results))
+    return "\n".join(lines) + "\n"
+
+
+def _detail_row(m: Model, results: Path) -> str:
+    """One model's row of the details table: provenance, decoding settings and BLEU on each test set."""
+    run = m.run
+    if m.kind == "ensemble":
+        sha = ", ".join(f"`{member['sha256'][:12]}`" for member in run["members"])
+        trained, hardware = "–", run["hardware"]
+        command_text = "ensemble of " + ", ".join(f"`{member['run']}`" for member in run["members"])
+    else:
+        sha = f"`{m.sha256[:12]}`"
+        minutes = run.get("training_minutes", _minutes(results / m.name))
+        trained = f"{minutes:.0f} min" if minutes is not None else "–"
+        threads = run.get("threads")
+        hardware = run["hardware"] + (f", {threads} thread{'s' * (threads != 1)}" if threads else "")
+        command_text = f"`{run.get('training_command', run.get('command'))}`"
+    bleu = [f"{m.scores[s]['bleu']:.2f}" if s in m.scores else "–" for s in SPLITS]
+    return markdown_row([f"`{m.name}`", m.commit, sha, f"{m.updates:,}", trained, hardware, run.get("beside", "–"),
+                         f"{m.decode['beam']} / {m.decode['length_penalty']}", *bleu, command_text])
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="reports folder")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="README whose block is rewritten")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README block is not current")
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="archive folder")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="file holding the results block")
+    parser.add_argument("--details", type=Path, default=ROOT / "docs" / "training.md",
+                        help="file holding the every-model block")
+    parser.add_argument("--check", action="store_true", help="exit 1 if either block is not current")
     args = parser.parse_args(arguments(argv))
-    return write_or_check(args.readme, START, END, tables(args.results), args.check, "results tables",
-                          f"python -m {MODULE}")
+    fix = f"python -m {MODULE}"
+    status = write_or_check(args.readme, START, END, tables(args.results), args.check, "results tables", fix)
+    return status | write_or_check(args.details, DETAILS_START, DETAILS_END, details(args.results), args.check,
+                                   "every-model table", fix)
 
 
 if __name__ == "__main__":

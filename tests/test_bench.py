@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -321,44 +320,18 @@ def test_bench_attention_and_readme_tables(scripts, tmp_path):
     assert "### Attention" in text and "| 24 | would exceed" in text and "benchmarks.attention" in text
 
 
-def test_results_rows_spell_out_the_decoding_settings_of_their_reports(scripts):
-    """Each results row's nmt-evaluate command, parsed, decodes with exactly the settings its report records,
-    whatever the checkpoint holds. (That the scores themselves reproduce is `make check`'s re-scoring of the
-    committed translations; decoding again needs the checkpoints, which are not committed.)"""
-    from nmt.cli import DECODE_FLAGS, evaluate_parser, flag
-    from nmt.config import DecodeConfig, decode_with
-
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    reports = sorted((REPO / "results" / "multi30k").glob("*/eval_test.json"))
-    assert reports
-    for path in reports:
-        report = json.loads(path.read_text(encoding="utf-8"))
-        command = scripts["results_table"].evaluate_command(path.parent.name, report)
-        assert f"`{command}`" in readme
-        prog, *argv = shlex.split(command)
-        args = evaluate_parser().parse_args(argv)
-        assert prog == "nmt-evaluate" and args.models == [f"runs/{path.parent.name}"] and args.split == "test"
-        # Whatever the checkpoint holds, the flags alone fix every setting that changes the output.
-        stored = DecodeConfig(beam=7, length_penalty=0.3, max_len_a=9.0, max_len_b=99)
-        used = decode_with(stored, {key: getattr(args, key) for key in DECODE_FLAGS}, flag)
-        expected = {k: v for k, v in report["decode"].items() if k not in ("batch_tokens", "n_best")}
-        assert {k: getattr(used, k) for k in expected} == expected
-        assert used.stop == report["decode"].get("stop", "bound")  # reports before decode.stop used the bound rule
-        assert args.precision == report.get("precision", "fp32")
-
-
 def test_results_table_check_mode_finds_a_stale_table_and_a_report_without_scores(scripts, tmp_path, capsys):
     tables = scripts["results_table"]
-    results, readme = _committed_results(tmp_path / "results"), _readme(tmp_path, "results")
-    assert tables.main(["--results", str(results), "--readme", str(readme)]) == 0
-    assert tables.main(["--check", "--results", str(results), "--readme", str(readme)]) == 0
+    results, files = _committed_results(tmp_path / "results"), _results_files(tmp_path)
+    assert tables.main(["--results", str(results), *files]) == 0
+    assert tables.main(["--check", "--results", str(results), *files]) == 0
     _edit(results / BUDGET_RUN / "eval_test.json", lambda d: d["scores"].update(bleu=d["scores"]["bleu"] + 1))
-    assert tables.main(["--check", "--results", str(results), "--readme", str(readme)]) == 1
+    assert tables.main(["--check", "--results", str(results), *files]) == 1
     assert "stale" in capsys.readouterr().err
     broken = tmp_path / "multi30k_transformer_20min"
     broken.mkdir()
     (broken / "eval_test.json").write_text(json.dumps({"scores": {}}))
-    assert tables.main(["--results", str(tmp_path)]) == 1
+    assert tables.main(["--results", str(tmp_path), *files]) == 1
     assert "multi30k_transformer_20min" in capsys.readouterr().err
 
 
@@ -392,6 +365,13 @@ def _readme(folder: Path, name: str) -> Path:
     readme = folder / "README.md"
     readme.write_text(f"# x\n<!-- {name}:start -->\nold\n<!-- {name}:end -->\n", encoding="utf-8")
     return readme
+
+
+def _results_files(folder: Path) -> list[str]:
+    """The results tables' --readme and --details flags, naming files in `folder` (never the repository's)."""
+    details = folder / "details.md"
+    details.write_text("<!-- models:start -->\nold\n<!-- models:end -->\n", encoding="utf-8")
+    return ["--readme", str(_readme(folder, "results")), "--details", str(details)]
 
 
 def _fail_every_run(data: dict) -> None:
@@ -470,16 +450,6 @@ def _committed_results(folder: Path, names: tuple[str, ...] = (BUDGET_RUN,)) -> 
     return folder
 
 
-def _append(path: Path, text: str) -> None:
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _cut_metrics(run: Path) -> None:
-    metrics = run / "metrics.jsonl"
-    metrics.write_text(metrics.read_text()[:300])
-
-
 @pytest.mark.parametrize(("damage", "named", "says"), [
     (lambda run: _edit(run / "eval_test.json", lambda d: d["scores"].update(bleu=None)), "eval_test.json",
      "scores.bleu is null"),
@@ -487,29 +457,29 @@ def _cut_metrics(run: Path) -> None:
         '"chrf": 57.71', '"chrf": NaN')), "eval_test.json", "scores.chrf is NaN"),
     (lambda run: (run / "eval_test.json").write_text("[1]"), "eval_test.json", "not an object"),
     (lambda run: _edit(run / "run.json", lambda d: d.pop("hardware")), "run.json", "no field 'hardware'"),
-    (_cut_metrics, "metrics.jsonl", "line 2"),
-    (lambda run: _append(run / "metrics.jsonl", '{"type": "train", "elapsed": 3.0}\n'), "metrics.jsonl", "step"),
-], ids=["null", "nan", "list", "no-hardware", "cut-metrics", "no-step"])
+    (lambda run: _edit(run / "eval_test.json", lambda d: d.pop("decode")), "eval_test.json", "no field 'decode'"),
+], ids=["null", "nan", "list", "no-hardware", "no-decode"])
 def test_results_table_names_the_file_at_fault(scripts, tmp_path, capsys, damage, named, says):
     results = _committed_results(tmp_path / "results")
     damage(results / BUDGET_RUN)
-    readme = _readme(tmp_path, "results")
-    assert scripts["results_table"].main(["--results", str(results), "--readme", str(readme)]) == 1
+    files = _results_files(tmp_path)
+    assert scripts["results_table"].main(["--results", str(results), *files]) == 1
     err = capsys.readouterr().err
     assert f"{results / BUDGET_RUN / named}:" in err and says in err and len(err.strip().splitlines()) == 1
-    assert "old" in readme.read_text()
+    assert "old" in (tmp_path / "README.md").read_text() and "old" in (tmp_path / "details.md").read_text()
 
 
 def test_results_table_refuses_a_folder_without_reports(scripts, tmp_path, capsys):
-    readme = _readme(tmp_path, "results")
+    files = _results_files(tmp_path)
     for results in (tmp_path / "empty", tmp_path / "missing"):
         (tmp_path / "empty").mkdir(exist_ok=True)
-        assert scripts["results_table"].main(["--results", str(results), "--readme", str(readme)]) == 1
-        assert str(results) in capsys.readouterr().err and "old" in readme.read_text()
+        assert scripts["results_table"].main(["--results", str(results), *files]) == 1
+        assert str(results) in capsys.readouterr().err and "old" in (tmp_path / "README.md").read_text()
 
 
-def test_results_table_titles_each_budget_from_the_configs(scripts, tmp_path, monkeypatch):
-    """The fixed-budget title gives the train.max_minutes of the configs, one table per budget."""
+def test_results_table_orders_each_family_by_budget_from_the_configs(scripts, tmp_path, monkeypatch):
+    """An older folder's recipe comes from configs/<name>.yaml: full length first, then update budgets, then
+    time budgets, one table per family."""
     tables = scripts["results_table"]
     results = _committed_results(tmp_path / "results", (BUDGET_RUN, "multi30k_gru_none_20min", "multi30k_transformer"))
     (tmp_path / "configs").mkdir()
@@ -519,9 +489,10 @@ def test_results_table_titles_each_budget_from_the_configs(scripts, tmp_path, mo
                                                            if name == BUDGET_RUN else text)
     monkeypatch.setattr(tables, "ROOT", tmp_path)
     text = tables.tables(results)
-    full, twenty, forty_five = (text.index(title) for title in ("**Full-length runs**", "**Fixed budget: 20 minutes",
-                                                                 "**Fixed budget: 45 minutes"))
-    assert full < twenty < text.index("`multi30k_gru_none_20min`") < forty_five < text.index(f"`{BUDGET_RUN}`")
+    transformer, gru = text.index("**Transformer**"), text.index("**GRU**")
+    assert transformer < text.index("full length (20 epochs): `multi30k_transformer`") < text.index(
+        f"45 minutes on 2 CPU cores: `{BUDGET_RUN}`") < gru < text.index("GRU, no attention, 20 minutes")
+    assert text.count("| older code |") == 3
 
 
 def _committed_bench(folder: Path) -> Path:

@@ -112,7 +112,7 @@ def scored(tmp_path) -> Path:
 
 
 def test_a_committed_translation_file_rescores_to_its_report(scripts, scored, refs):
-    assert scripts["check"].scores(scored, refs) == []
+    assert scripts["check"].scores(scored, lambda _split: refs) == []
 
 
 @pytest.mark.parametrize("edit", ["report", "hypothesis"])
@@ -123,7 +123,7 @@ def test_an_edited_score_or_translation_line_fails_the_rescoring(scripts, scored
     else:  # one character of the first translation
         hyps = (folder / "test.hyp.en").read_text(encoding="utf-8")
         (folder / "test.hyp.en").write_text("x" + hyps[1:], encoding="utf-8")
-    problems = scripts["check"].scores(scored, refs)
+    problems = scripts["check"].scores(scored, lambda _split: refs)
     assert problems and all(str(folder / "eval_test.json") in p for p in problems)
 
 
@@ -222,12 +222,12 @@ def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, t
     args = Namespace(suite="sample", budget=None, restart=False, baseline=[])
     assert suite.run_suite(args, [config], [], out) == 0
     assert (out / "compare.json").is_file() and (out / "runs" / "shared" / "test.hyp.en").is_file()
-    assert check.run_checks(repo, ("commands", "scores"), refs=lambda: refs) == []
+    assert check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs) == []
     beside = repo / "reports" / "sample"  # where the committed comparisons are re-scored from
     shutil.copytree(out, beside)
-    assert check.run_checks(repo, ("commands", "scores"), refs=lambda: refs) == []
+    assert check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs) == []
     _git(repo, "add", "reports/sample")
-    problems = check.run_checks(repo, ("commands", "scores"), refs=lambda: refs)
+    problems = check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs)
     assert problems and all(str(beside) in p for p in problems), problems
     assert any("80 lines" in p for p in problems)
 

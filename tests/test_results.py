@@ -1,0 +1,131 @@
+"""The results archive (benchmarks.archive) and the tables built from it (benchmarks.results_table): a finished run
+and an ensemble archived on every test set of their dataset with what reproduces them, the seeds of one recipe as
+mean ± sample standard deviation, and `make check` re-scoring each test set's translations against that set's
+own references."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from benchmarks import archive, check, results_table
+from nmt.cli import evaluate_parser
+from nmt.data import sample_dir
+from nmt.errors import DataError
+from nmt.evaluation import Scorer
+from tests.conftest import REPO, fails_cleanly
+
+ARGV = ["run", "runs/x", "--beside", "nothing"]
+COMMIT = "0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def archived(trained_run, tmp_path_factory) -> Path:
+    """Two copies of the shared run archived as two seeds of one recipe, and their ensemble."""
+    results, runs = tmp_path_factory.mktemp("results"), tmp_path_factory.mktemp("runs")
+    for seed in (1, 2):
+        shutil.copytree(trained_run, runs / f"tiny_seed{seed}")
+        archive.archive_run(runs / f"tiny_seed{seed}", f"tiny_seed{seed}", COMMIT, "nothing", ARGV, results)
+    archive.archive_ensemble([runs / "tiny_seed1", runs / "tiny_seed2"], "tiny_ensemble", COMMIT, "a test", ARGV,
+                             results)
+    return results
+
+
+def test_an_archived_run_holds_what_reproduces_and_rescores_it(archived, trained_run):
+    folder = archived / "tiny_seed1"
+    run, report = (json.loads((folder / name).read_text()) for name in ("run.json", "eval_test.json"))
+    own = json.loads((trained_run / "eval_test.json").read_text())
+    checkpoint = Path(report["members"][0]["path"])
+    assert run["sha256"] == hashlib.sha256(checkpoint.read_bytes()).hexdigest() == report["members"][0]["sha256"]
+    assert checkpoint.parent.parent.name == "tiny_seed1" and run["updates"] == own["members"][0]["steps"]
+    assert run["commit"] == COMMIT and run["beside"] == "nothing" and run["group"] == "tiny"
+    assert run["training_command"] == own["command"] and run["hardware"] and run["date"]
+    for name in ("metrics.jsonl", "config.yaml"):
+        assert (folder / name).read_bytes() == (trained_run / name).read_bytes()
+    # The recorded command decodes the same split with the run's own validation-chosen settings.
+    prog, *argv = shlex.split(report["command"])
+    args = evaluate_parser().parse_args(argv)
+    assert prog == "nmt-evaluate" and args.models == [str(checkpoint.parent.parent)] and args.split == "test"
+    assert (args.beam, args.length_penalty) == (own["decode"]["beam"], own["decode"]["length_penalty"])
+    assert report["decode"] == own["decode"]
+    # sacrebleu itself gives the report's scores from the committed translations.
+    hyps = (folder / "test.hyp.en").read_text(encoding="utf-8").splitlines()
+    refs = (sample_dir() / "test.en").read_text(encoding="utf-8").splitlines()
+    assert len(hyps) == len(refs) == report["sentences"]
+    assert round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2) == report["scores"]["bleu"]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.yaml", "eval_test.json", "metrics.jsonl",
+                                                         "run.json", "test.hyp.en"]  # the sample's one test set
+
+
+def test_an_archived_ensemble_names_its_members_and_decodes_them_together(archived):
+    run, report = (json.loads((archived / "tiny_ensemble" / name).read_text()) for name in ("run.json",
+                                                                                             "eval_test.json"))
+    assert run["kind"] == "ensemble" and [m["run"] for m in run["members"]] == ["tiny_seed1", "tiny_seed2"]
+    assert [m["sha256"] for m in run["members"]] == [m["sha256"] for m in report["members"]]
+    assert " -c " in report["command"] and run["group"] == "tiny" and run["commit"] == COMMIT
+
+
+def test_seeds_of_one_recipe_share_a_row_as_mean_and_sample_standard_deviation(archived, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(archived, results)
+    for seed, bleu in ((1, 30.0), (2, 32.0)):
+        report = results / f"tiny_seed{seed}" / "eval_test.json"
+        data = json.loads(report.read_text())
+        data["scores"]["bleu"] = bleu
+        report.write_text(json.dumps(data))
+    text = results_table.tables(results)
+    row = next(line for line in text.splitlines() if "`tiny`" in line)
+    assert "| 2 seeds (1) |" in row and "| 31.00 ± 1.41 |" in row and "| 0123456789 |" in row
+    assert row.split(" | ").count("–") == 3  # no test2017, mscoco2017 or test2018 in the sample
+    assert "ensemble `tiny_ensemble` | 2 models |" in text and "Published anchors" in text and "40.5 / 41.5" in text
+    details = results_table.details(results)
+    assert details.count("0123456789") == 3 and "ensemble of `tiny_seed1`, `tiny_seed2`" in details
+
+
+def test_archive_refuses_an_unfinished_run_and_a_name_leading_outside(trained_run, tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(trained_run, unfinished)
+    (unfinished / "eval_test.json").unlink()
+    fails_cleanly(archive.main, ["run", str(unfinished), "--beside", "x", "--results", str(results)], capsys,
+                  tmp_path, "has the run finished")
+    fails_cleanly(archive.main, ["run", str(trained_run), "--as", "../out", "--beside", "x", "--results",
+                                 str(results)], capsys, tmp_path, "a plain folder name")
+
+
+def test_check_rescores_each_test_sets_translations_against_its_own_references(tmp_path):
+    """A test2017.hyp.en is scored against test2017's references, not test2016's: here the two sets' references
+    differ, and the file holds test2017's, so only the right pairing gives the report's scores."""
+    refs = {"test": ["A dog runs .", "Two kids play ."], "test2017": ["A man rides a bike .", "A cat sleeps ."]}
+    folder = tmp_path / "results" / "m"
+    folder.mkdir(parents=True)
+    for split in refs:
+        (folder / f"{split}.hyp.en").write_text("".join(line + "\n" for line in refs["test2017"]))
+        scores = Scorer(refs[split])(refs["test2017"])
+        (folder / f"eval_{split}.json").write_text(json.dumps({"sentences": 2, "scores": scores}))
+    assert check.scores(tmp_path, refs.__getitem__) == []
+    report = folder / "eval_test2017.json"
+    report.write_text(report.read_text().replace('"bleu": 100.0', '"bleu": 99.0'))
+    problems = check.scores(tmp_path, refs.__getitem__)
+    assert len(problems) == 1 and "eval_test2017.json: scores.bleu is 99.0" in problems[0]
+
+
+@pytest.mark.parametrize("split, lines", [("test", 1000), ("test2017", 1000), ("mscoco2017", 461),
+                                          ("test2018", 1071)])
+def test_check_reads_the_references_of_each_multi30k_test_set(split, lines):
+    try:
+        assert len(check.references(REPO, split)) == lines
+    except DataError as err:
+        pytest.skip(f"no Multi30k test references here ({err})")
+
+
+def test_check_refuses_a_split_that_is_no_test_set():
+    with pytest.raises(DataError, match="val: not a Multi30k test set"):
+        check.references(REPO, "val")
