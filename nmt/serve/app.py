@@ -177,12 +177,16 @@ async def unless_gone(request: Request, work: Awaitable[T]) -> T:
 
 
 def _health(translator: Translator, limits: Limits) -> dict[str, Any]:
+    """What GET /health tells anyone: the model by name and sha256, its settings and the limits; no file path,
+    since /health is open to callers without a key."""
     members = translator.members
     name = translator.cfg.name if translator.cfg is not None else Path(members[0].path).name
+    settings = translator.settings()
+    settings["members"] = [{key: value for key, value in member.items() if key != "path"}
+                           for member in settings["members"]]
     return {"status": "ok", "name": name, "sha256": [m.sha256 for m in members] if len(members) > 1
             else members[0].sha256, "arch": translator.cfg.model.arch if translator.cfg else None,
-            "attention": translator.engine.abilities.attention, "settings": translator.settings(),
-            "limits": asdict(limits)}
+            "attention": translator.engine.abilities.attention, "settings": settings, "limits": asdict(limits)}
 
 
 def create_app(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,

@@ -8,6 +8,7 @@ import ipaddress
 import logging
 import re
 import signal
+import socket
 import sys
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ INSTALL = "pip install -e '.[serve]' (make install does it)"
 PORTS = Range(1, 65535)
 MAX_RATE = 1_000_000  # requests a minute
 H11_HEADER_BLOCK = 4 * HeaderLimits().size  # bytes of a request line and headers that uvicorn buffers at most
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def rate(text: str) -> int:
@@ -45,6 +47,30 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def proxies(text: str) -> list[str]:
+    """An argparse type: comma-separated addresses or networks of trusted proxies (uvicorn's
+    --forwarded-allow-ips without its `*`)."""
+    entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {entry[:60]!r}, allowed: IP addresses or networks "
+                                             "(10.0.0.5, 172.16.0.0/12, ::1), comma-separated") from None
+    if not entries:
+        raise argparse.ArgumentTypeError("got no address, allowed: IP addresses or networks, comma-separated")
+    return entries
+
+
+def own_hosts(host: str, port: int) -> list[str]:
+    """The Host headers of requests for a server on `host`:`port`: its loopback names and, beyond the loopback, the
+    address it binds to and the machine's host name."""
+    names = list(LOOPBACK_NAMES)
+    if not loopback(host):
+        names += [f"[{host}]" if ":" in host else host, socket.gethostname()]
+    return [f"{name}:{port}" for name in names]
 
 
 def _reload(keys: KeyRing) -> None:
@@ -79,6 +105,14 @@ def _parser() -> Parser:
                         help="one key a line; every endpoint but /health then needs one (re-read on SIGHUP)")
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="listen beyond the loopback without --api-keys: anyone who reaches the port may call")
+    parser.add_argument("--allowed-hosts", type=lambda text: text.split(","), action="extend", default=[],
+                        metavar="NAMES",
+                        help="comma-separated Host names (name or name:port) answered besides the server's own: "
+                             "a proxy's public name, a LAN address. Without --api-keys any other Host is refused "
+                             "(DNS rebinding); with keys, only when this is given")
+    parser.add_argument("--forwarded-allow-ips", type=proxies, action="extend", metavar="IPS",
+                        help="comma-separated addresses or networks of reverse proxies whose X-Forwarded-For and "
+                             "X-Forwarded-Proto are believed (default: none, the socket's address is the client)")
     parser.add_argument("--rate-limit", type=rate, metavar="N/min",
                         help="requests a minute per key (per client address without keys); more: 429")
     parser.add_argument("--no-access-log", action="store_true", help="no access-log line per request on stderr")
@@ -122,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from nmt.serve.auth import Access, KeyRing, RateLimit
-        from nmt.serve.guard import origin_of
+        from nmt.serve.guard import allowed_host, origin_of
         from nmt.serve.metrics import ACCESS_LOG
         from nmt.serve.service import create_service
     except ImportError as err:
@@ -132,17 +166,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nmt-serve: warning: listening on {args.host} without API keys (--insecure-no-auth): anyone who "
               "reaches the port can translate and read /metrics", file=sys.stderr)
     origins = tuple(origin_of(origin) for origin in args.allow_origin)  # checked before the model loads
+    listed = [allowed_host(name) for name in args.allowed_hosts]
+    hosts = None if keys is not None and not listed else own_hosts(args.host, args.port) + listed
     translator = translator_from_args(args.checkpoint, args)
     limits = Limits(args.max_sentences, args.max_chars, args.max_beam)
     thresholds = Thresholds(focused=args.focus_threshold, uniform=args.uniform_threshold)
     access = Access(keys, RateLimit(args.rate_limit) if args.rate_limit else None)
     app = create_service(translator, limits, thresholds, args.batch_wait_ms, access,
-                         None if args.no_access_log else ACCESS_LOG, origins)
+                         None if args.no_access_log else ACCESS_LOG, origins, hosts)
     # h11 whatever else is installed (httptools bounds no header block); a block that arrives whole is answered by
     # the application's HeaderLimit (431), one larger than H11_HEADER_BLOCK that arrives in pieces by uvicorn (400)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                            access_log=False, timeout_graceful_shutdown=60, http="h11",
-                                           h11_max_incomplete_event_size=H11_HEADER_BLOCK))
+                                           h11_max_incomplete_event_size=H11_HEADER_BLOCK,
+                                           proxy_headers=args.forwarded_allow_ips is not None,
+                                           forwarded_allow_ips=args.forwarded_allow_ips))
     name = translator.cfg.name if translator.cfg is not None else args.checkpoint[0]
     received: list[int] = []
 

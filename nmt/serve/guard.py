@@ -1,14 +1,16 @@
-"""What a request must pass before its body is read: the size of its headers, where it comes from (its Origin) and,
-on the JSON endpoints, its Content-Type.
+"""What a request must pass before its body is read: the size of its headers, the name it was sent to (its Host),
+where it comes from (its Origin) and, on the JSON endpoints, its Content-Type.
 
 The pieces stand apart so that each endpoint takes the ones that fit it: the native API takes all three, while the
 LibreTranslate-compatible endpoints, whose clients post form data, take the origin check without the JSON rule. A
-refusal raises starlette's HTTPException (the application answers it as one line of JSON); the header limit is an
-ASGI middleware that answers 431 itself.
+refusal raises starlette's HTTPException (the application answers it as one line of JSON); the header limit and
+the Host check are ASGI middleware that answer themselves.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -22,6 +24,9 @@ from nmt.serve.limits import HeaderLimits
 from nmt.yamlsafe import short_repr
 
 JSON = "application/json"
+HOST = re.compile(r"(?P<name>[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?|\[(?P<ipv6>[0-9a-f:.]+)\])(:(?P<port>[0-9]{1,5}))?",
+                  re.IGNORECASE)
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class HeaderLimit:
@@ -40,6 +45,60 @@ class HeaderLimit:
                 await JSONResponse({"error": message}, status_code=431)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _host(text: str) -> tuple[str, int | None] | None:
+    """`text` as (lower-case name, port or None) if it is a host as a Host header writes it: a name, an IPv4
+    address or a bracketed IPv6 address, with an optional port."""
+    found = HOST.fullmatch(text)
+    if found is None:
+        return None
+    name, port = found["name"].lower(), int(found["port"]) if found["port"] else None
+    if found["ipv6"] is not None:
+        try:
+            name = f"[{ipaddress.IPv6Address(found['ipv6']).compressed}]"
+        except ValueError:
+            return None
+    return name, port
+
+
+def allowed_host(text: str) -> str:
+    """`text` as an entry of --allowed-hosts (a name, or name:port for that port only), or ConfigError."""
+    if _host(text.strip()) is None:
+        raise ConfigError(f"--allowed-hosts {short_repr(text)}: expected a host name or address as a browser sends "
+                          "it in the Host header, with or without a port (translate.example.org, 192.168.1.5:8000, "
+                          "[fe80::1])")
+    return text.strip().lower()
+
+
+class HostCheck:
+    """ASGI middleware: answer 400 to a request whose Host header is not one of `allowed`, before any other check.
+    A page whose own name an attacker has pointed at this machine (DNS rebinding) sends that name as its Host and
+    as its Origin, so neither the Origin check nor the browser's same-origin rule stops it; this does. An entry
+    without a port matches any port; a Host without one means its scheme's default port."""
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self.app, self.shown = app, tuple(allowed_host(entry) for entry in allowed)
+        self.allowed = frozenset(_host(entry) for entry in self.shown)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            text = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"host"), "")
+            if not self.answers(text, scope["scheme"]):
+                message = (f"the Host header {short_repr(text) if text else '(none)'} is not a name of this server "
+                           f"({', '.join(self.shown)}); serving another name (a proxy's, a LAN address) needs "
+                           "nmt-serve --allowed-hosts")
+                await JSONResponse({"error": message}, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def answers(self, text: str, scheme: str) -> bool:
+        """Whether a request with the Host header `text` is for this server."""
+        host = _host(text)
+        if host is None:
+            return False
+        name, port = host
+        return (name, None) in self.allowed or (name, port or DEFAULT_PORTS.get(scheme)) in self.allowed
 
 
 def origin_of(text: str) -> str:

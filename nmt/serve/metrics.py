@@ -5,11 +5,12 @@ Per endpoint: requests by status, sentences and source characters translated (co
 and a latency histogram; for the decoder: the requests waiting and the sentences of each search. An endpoint is
 a route's path; any other path counts as "other", so scanning for URLs cannot grow the label set. A log line
 holds the client address, method, path (no query string: a key may travel there), status, latency and sentence
-count; never a text or a key.
+count; never a text or a key, and no field with a space or a control character in it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 import urllib.parse
@@ -84,6 +85,17 @@ def logged_path(path: str) -> str:
     return quoted if len(quoted) <= MAX_LOGGED_PATH else f"{quoted[:MAX_LOGGED_PATH]}..."
 
 
+def logged_client(client: tuple[str, int] | None) -> str:
+    """The client's address as one field of a log line: the socket's address, or the one a trusted proxy forwarded
+    (uvicorn passes a malformed one on as text: that is percent-encoded and cut short)."""
+    if not client:
+        return "-"
+    try:
+        return str(ipaddress.ip_address(client[0]))
+    except ValueError:
+        return logged_path(client[0])[:60]
+
+
 class Observe:
     """ASGI middleware: times each HTTP request, notes its status, counts it in `metrics` under its endpoint and
     writes its access-log line to `log` (None: no access log)."""
@@ -111,6 +123,5 @@ class Observe:
             path = scope.get("path", "")
             self.metrics.observe(path if path in self.endpoints else OTHER, status, seconds, stats)
             if self.log is not None:
-                client = scope.get("client")
-                self.log.info("%s %s %s %d %.1fms %d sentences", client[0] if client else "-", scope["method"],
-                              logged_path(path), status, 1000 * seconds, stats.sentences)
+                self.log.info("%s %s %s %d %.1fms %d sentences", logged_client(scope.get("client")),
+                              scope["method"], logged_path(path), status, 1000 * seconds, stats.sentences)

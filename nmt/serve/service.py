@@ -1,11 +1,12 @@
 """Everything nmt-serve answers: the native API and page (`app.create_app`), LibreTranslate's API under
 /libretranslate/, DeepL's under /v2/, GET /metrics, API keys and the rate limit (auth), metrics and the access
-log (metrics). GET /health alone is open to callers without a key.
+log (metrics), and the Host check (guard). GET /health alone is open to callers without a key.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from fastapi import FastAPI, Request, Response
 
@@ -13,6 +14,7 @@ from nmt.diagnostics import Thresholds
 from nmt.serve import deepl, libretranslate
 from nmt.serve.app import create_app
 from nmt.serve.auth import Access, Guard
+from nmt.serve.guard import HostCheck
 from nmt.serve.limits import Limits
 from nmt.serve.metrics import ACCESS_LOG, Metrics, Observe
 from nmt.translator import Translator
@@ -27,10 +29,12 @@ def _error_body(path: str, message: str) -> dict[str, str]:
 
 def create_service(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,
                    wait_ms: float = 5.0, access: Access | None = None,
-                   access_log: logging.Logger | None = ACCESS_LOG, allow_origins: tuple[str, ...] = ()) -> FastAPI:
+                   access_log: logging.Logger | None = ACCESS_LOG, allow_origins: tuple[str, ...] = (),
+                   allowed_hosts: Iterable[str] | None = None) -> FastAPI:
     """The whole service around `translator`; `access` says who may call (default: anyone, no rate limit);
     `access_log` receives one INFO line per request (None: no access log); `allow_origins` are the web pages of
-    other sites that may call it from a browser (create_app)."""
+    other sites that may call it from a browser (create_app); `allowed_hosts` the Host headers it answers
+    (guard.HostCheck, before the keys and the rate limit; None: any)."""
     limits, access, metrics = limits or Limits(), access or Access(), Metrics()
     app = create_app(translator, limits, thresholds, wait_ms, on_batch=metrics.batch.observe,
                      allow_origins=allow_origins)
@@ -46,5 +50,7 @@ def create_service(translator: Translator, limits: Limits | None = None, thresho
     metrics.watch_queue(lambda: app.state.batcher.queue.qsize() if hasattr(app.state, "batcher") else 0)
     app.add_middleware(Guard, access=access, error_body=_error_body, open_paths=OPEN,
                        own_prefix=libretranslate.PREFIX + "/", unlimited=UNLIMITED)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(Observe, metrics=metrics, endpoints=[route.path for route in app.routes], log=access_log)
     return app
