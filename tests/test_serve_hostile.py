@@ -5,9 +5,12 @@ machine), so that each has its own rate bucket."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from nmt.serve.command import main as serve_main
@@ -70,6 +73,14 @@ def test_a_page_on_a_rebound_name_is_refused_and_the_servers_own_names_answer(de
         answer = client.post(f"{url}/translate", json=BODY, headers={"host": own, "origin": f"http://{own}"})
         assert answer.status_code == 200 and len(answer.json()["translations"]) == 1
         assert str(trained_run.parent) not in client.get(f"{url}/health").text  # /health names no file
+
+
+def test_beyond_the_loopback_without_keys_the_bound_address_and_host_name_answer(trained_run, tmp_path):
+    with contextlib.contextmanager(_serve)(trained_run, tmp_path, "--host", "0.0.0.0", "--insecure-no-auth") as (
+            url, port, _log):
+        for name, status in (("0.0.0.0", 200), (socket.gethostname(), 200), ("127.0.0.1", 200),
+                             ("rebind.attacker.test", 400)):
+            assert httpx.get(f"{url}/health", headers={"host": f"{name}:{port}"}).status_code == status, name
 
 
 def test_x_forwarded_for_is_no_client_address_and_never_reaches_the_log(default_server):

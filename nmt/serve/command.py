@@ -69,7 +69,8 @@ def own_hosts(host: str, port: int) -> list[str]:
     address it binds to and the machine's host name."""
     names = list(LOOPBACK_NAMES)
     if not loopback(host):
-        names += [f"[{host}]" if ":" in host else host, socket.gethostname()]
+        address = host.partition("%")[0]  # a browser sends no IPv6 zone (fe80::1%eth0)
+        names += [f"[{address}]" if ":" in address else address, socket.gethostname()]
     return [f"{name}:{port}" for name in names]
 
 
