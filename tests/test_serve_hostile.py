@@ -65,10 +65,11 @@ def test_a_page_on_a_rebound_name_is_refused_and_the_servers_own_names_answer(de
             answer = client.request(method, f"{url}{path}", json=BODY if method == "POST" else None, headers=page)
             assert answer.status_code == 400, (path, answer.status_code)
             assert "is not a name of this server" in answer.json()["error"] and "\n" not in answer.text
-        for host in (f"localhost:{port}.attacker.test", "localhost:1", "", "a@localhost"):
+        for host in (f"localhost:{port}.attacker.test", f"127.0.0.1.nip.io:{port}", "", "a@localhost"):
             assert client.get(f"{url}/health", headers={"host": host}).status_code == 400, host
-        for name in ("127.0.0.1", "localhost", "LOCALHOST", "[::1]", "[0:0::1]"):
-            assert client.get(f"{url}/health", headers={"host": f"{name}:{port}"}).status_code == 200, name
+        for host in ("127.0.0.1", "localhost", "LOCALHOST", "[::1]", "[0:0::1]"):
+            assert client.get(f"{url}/health", headers={"host": f"{host}:{port}"}).status_code == 200, host
+        assert client.get(f"{url}/health", headers={"host": "localhost:9000"}).status_code == 200  # ssh -L 9000:..
         own = f"localhost:{port}"
         answer = client.post(f"{url}/translate", json=BODY, headers={"host": own, "origin": f"http://{own}"})
         assert answer.status_code == 200 and len(answer.json()["translations"]) == 1

@@ -64,14 +64,15 @@ def proxies(text: str) -> list[str]:
     return entries
 
 
-def own_hosts(host: str, port: int) -> list[str]:
-    """The Host headers of requests for a server on `host`:`port`: its loopback names and, beyond the loopback, the
-    address it binds to and the machine's host name."""
+def own_hosts(host: str) -> list[str]:
+    """The names in the Host header of requests for a server bound to `host`: the loopback's and, beyond it, the
+    address it binds to and the machine's host name. Any port: an SSH tunnel or a container's port mapping
+    changes the port, and a page on a rebound name never sends one of these names."""
     names = list(LOOPBACK_NAMES)
     if not loopback(host):
         address = host.partition("%")[0]  # a browser sends no IPv6 zone (fe80::1%eth0)
         names += [f"[{address}]" if ":" in address else address, socket.gethostname()]
-    return [f"{name}:{port}" for name in names]
+    return names
 
 
 def _reload(keys: KeyRing) -> None:
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
               "reaches the port can translate and read /metrics", file=sys.stderr)
     origins = tuple(origin_of(origin) for origin in args.allow_origin)  # checked before the model loads
     listed = [allowed_host(name) for name in args.allowed_hosts]
-    hosts = None if keys is not None and not listed else own_hosts(args.host, args.port) + listed
+    hosts = None if keys is not None and not listed else own_hosts(args.host) + listed
     translator = translator_from_args(args.checkpoint, args)
     limits = Limits(args.max_sentences, args.max_chars, args.max_beam)
     thresholds = Thresholds(focused=args.focus_threshold, uniform=args.uniform_threshold)
