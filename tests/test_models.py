@@ -199,8 +199,12 @@ def test_sparse_attends_exactly_to_its_pattern(causal: bool) -> None:
     assert torch.equal((weights > 0)[:, 1] & real, expected & real)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_linear_attention_matches_reference(causal: bool) -> None:
+@pytest.mark.parametrize("causal, chunk", [(False, 64), (True, 64), (True, 4), (True, 1)])
+def test_linear_attention_matches_reference(causal: bool, chunk: int, monkeypatch) -> None:
+    """The causal form's chunks (one, a split with a shorter last chunk, one position each) all give the sums."""
+    from nmt.models.attention import linear
+
+    monkeypatch.setattr(linear, "CHUNK", chunk)
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, 6, 4) for _ in range(3))
     keys = key_mask([6, 4], 6)
