@@ -28,7 +28,7 @@ import torch
 from nmt.config import Config, config_from_dict, to_dict
 from nmt.errors import CheckpointError, ConfigError, FileError, TokenizerError
 from nmt.fileio import atomic_output, cause, read_regular
-from nmt.models import Seq2Seq, build_model
+from nmt.models import Seq2Seq, build_model, check_weights
 from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer
 
@@ -222,8 +222,11 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
     try:
         cfg = config_from_dict(bundle.config)
         tokenizer = Tokenizer.from_bytes(bundle.tokenizer)
+        check_weights(cfg.model, tokenizer.vocab, bundle.model)  # before a model of an untrusted size is built
         model = build_model(cfg.model, tokenizer.vocab)
         model.load_state_dict(bundle.model)
+    except CheckpointError as err:
+        raise CheckpointError(f"{ckpt}: checkpoint does not match its config: {err}") from None
     except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError, TypeError) as err:
         detail = " ".join(str(err).split())  # load_state_dict lists each mismatch on a line of its own
         raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({detail})") from None
