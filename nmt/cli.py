@@ -366,7 +366,8 @@ def export_main(argv: list[str] | None = None) -> int:
 @command
 def import_main(argv: list[str] | None = None) -> int:
     """nmt-import HF_FOLDER: convert a local Marian/OPUS-MT model folder into an nmt checkpoint."""
-    from nmt.interop.huggingface import TOKENIZER_FILES, WEIGHT_FILES, import_huggingface
+    from nmt.interop.hf_folder import TOKENIZER_FILES, WEIGHT_FILES
+    from nmt.interop.huggingface import import_huggingface
 
     parser = Parser(prog="nmt-import", description=import_main.__doc__)
     parser.add_argument("folder", help=f"Hugging Face model folder: config.json, {' or '.join(WEIGHT_FILES)}, "
@@ -411,7 +412,7 @@ def average_main(argv: list[str] | None = None) -> int:
 @command
 def compare_main(argv: list[str] | None = None) -> int:
     """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
-    from nmt.compare import RUN_FILES, compare, markdown
+    from nmt.compare import DIAG_SENTENCES, HEATMAPS, RUN_FILES, compare, markdown
 
     parser = Parser(prog="nmt-compare", description=compare_main.__doc__)
     parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
@@ -421,9 +422,9 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="compare", help="suite name, used in the title and the default --out")
     parser.add_argument("--out", help="report folder (default: reports/<suite>)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--diag-sentences", type=number(Range(1, 1_000_000), integer=True), default=200,
+    parser.add_argument("--diag-sentences", type=number(Range(1, 1_000_000), integer=True), default=DIAG_SENTENCES,
                         help="test sentences for attention diagnostics")
-    parser.add_argument("--heatmaps", type=number(Range(0, 1000), integer=True), default=3,
+    parser.add_argument("--heatmaps", type=number(Range(0, 1000), integer=True), default=HEATMAPS,
                         help="test sentences drawn as attention heatmaps")
     parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")

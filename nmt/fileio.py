@@ -183,15 +183,18 @@ def check_regular(path: str | Path, flag: str = "") -> None:
         raise _not_regular(Path(path), mode, flag)
 
 
-def read_regular(path: str | Path, flag: str = "") -> bytes:
-    """The bytes of a regular file, at most as many as it held when opened: a FileError for anything else, found
-    before a byte is read (the file is opened without waiting, then checked). OSErrors of opening and reading
-    (a missing file, no permission) pass unchanged."""
+def read_regular(path: str | Path, flag: str = "", limit: int | None = None) -> bytes:
+    """The bytes of a regular file, at most as many as it held when opened: a FileError for anything else, or for
+    a file of more than `limit` bytes, found before a byte is read (the file is opened without waiting, then
+    checked). OSErrors of opening and reading (a missing file, no permission) pass unchanged."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _not_regular(Path(path), info.st_mode, flag)
+        if limit is not None and info.st_size > limit:
+            raise FileError(f"{flag + ' ' if flag else ''}{path}: {info.st_size:,} bytes, more than the "
+                            f"{limit:,} this file may hold")
         os.set_blocking(fd, True)
         chunks, left = [], info.st_size
         while left > 0:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import re
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -35,14 +37,16 @@ import sentencepiece as spm
 import torch
 
 from nmt.checkpoint import Loaded, load_model, save_checkpoint
-from nmt.config import ModelConfig, config_from_dict, to_dict
+from nmt.config import Config, ModelConfig, config_from_dict, to_dict
 from nmt.data import sha256_file
-from nmt.errors import ExportError
+from nmt.errors import CheckpointError, ExportError
 from nmt.export import publish_export
-from nmt.models import build_model
+from nmt.interop.hf_folder import ModelFolder, pick_tensors
+from nmt.models import build_model, check_weights
 from nmt.models.transformer import Transformer
 from nmt.rundir import RunDir
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from nmt.yamlsafe import short_repr
 
 MANIFEST = "nmt_huggingface.json"
 FORMAT_VERSION = 1
@@ -53,8 +57,6 @@ CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneratio
            "blenderbot": "BlenderbotForConditionalGeneration"}
 # transformers' ACT2FN names -> model.activation ("silu" and "swish" are both x * sigmoid(x))
 HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 
 
 def import_transformers() -> Any:
@@ -68,18 +70,22 @@ def import_transformers() -> Any:
 
 @contextlib.contextmanager
 def _quiet(transformers: Any) -> Iterator[None]:
-    """transformers' progress bars off, and MarianTokenizer's advice to install sacremoses unsaid (nmt does not
-    normalize punctuation, so an export must not either), for the time of the block; the settings are then as
-    they were."""
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
+    """transformers' progress bars off, its own logger's warnings unsaid (nmt says in one line what is wrong with
+    a folder), and MarianTokenizer's advice to install sacremoses unsaid (nmt does not normalize punctuation, so
+    an export must not either), for the time of the block; the settings are then as they were. Only the
+    transformers logger is touched, never the root logger."""
+    logs = transformers.utils.logging
+    bars, verbosity = logs.is_progress_bar_enabled(), logs.get_verbosity()
+    logs.disable_progress_bar()
+    logs.set_verbosity_error()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
             yield
     finally:
+        logs.set_verbosity(verbosity)
         if bars:
-            transformers.utils.logging.enable_progress_bar()
+            logs.enable_progress_bar()
 
 
 def channel_order(d: int) -> torch.Tensor:
@@ -405,41 +411,34 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
 # ---------------------------------------------------------------------------------------------- import
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ExportError(f"{path}: missing; a Marian folder holds config.json, model.safetensors (or "
-                          f"pytorch_model.bin), {', '.join(TOKENIZER_FILES)}") from None
-    except (OSError, ValueError) as err:
-        raise ExportError(f"{path}: not readable JSON ({err})") from None
+# config.json's sizes, each a whole number of at least 1 (anything else is refused before transformers reads them)
+SIZE_KEYS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim",
+             "encoder_attention_heads", "decoder_attention_heads", "max_position_embeddings")
 
 
-def _check_folder(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """config.json and tokenizer_config.json (empty if absent) of a folder that holds every file an import reads."""
-    if not folder.is_dir():
-        raise ExportError(f"{folder}: not a folder (give a local Marian/OPUS-MT model folder)")
-    config = _read_json(folder / "config.json")
-    if not isinstance(config, dict) or config.get("model_type") not in CLASSES:
-        kind = config.get("model_type") if isinstance(config, dict) else None
-        raise ExportError(f"{folder}/config.json: model_type {kind!r} is not one nmt imports "
+def _hf_settings(transformers: Any, raw: dict[str, Any], folder: Path) -> tuple[str, Any]:
+    """The model type and transformers' config of a folder's config.json, whose sizes are whole numbers."""
+    kind = raw.get("model_type")
+    if kind not in CLASSES:
+        raise ExportError(f"{folder}/config.json: model_type {short_repr(kind)} is not one nmt imports "
                           f"({', '.join(CLASSES)})")
-    if not any((folder / name).is_file() for name in WEIGHT_FILES):
-        raise ExportError(f"{folder}: no weights ({' or '.join(WEIGHT_FILES)})")
-    for name in TOKENIZER_FILES:
-        if not (folder / name).is_file():
-            raise ExportError(f"{folder}/{name}: missing; nmt reads MarianTokenizer's files "
-                              f"({', '.join(TOKENIZER_FILES)})")
-    extra = folder / "tokenizer_config.json"
-    tokenizer_config = _read_json(extra) if extra.is_file() else {}
-    if not isinstance(tokenizer_config, dict):
-        raise ExportError(f"{extra}: not a JSON object")
-    return config, tokenizer_config
+    for key in (*SIZE_KEYS, "decoder_vocab_size"):
+        value = raw.get(key)
+        if key in raw and not (key == "decoder_vocab_size" and value is None) and (  # null: vocab_size
+                not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ExportError(f"{folder}/config.json: {key} {short_repr(value)} is not a whole number of at least 1")
+    try:
+        with _quiet(transformers):
+            return kind, getattr(transformers, CLASSES[kind]).config_class.from_dict(raw)
+    except Exception as err:  # noqa: BLE001 - transformers refuses a config in many ways
+        detail = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        raise ExportError(f"{folder}/config.json: transformers cannot read it ({detail})") from None
 
 
-def _table(path: Path) -> list[str]:
+def _table(folder: ModelFolder, name: str) -> list[str]:
     """The pieces of a vocab.json by id; its ids must be 0 to n - 1, once each."""
-    vocab = _read_json(path)
+    vocab = folder.json(name)
+    path = folder.path / name
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise ExportError(f"{path}: not a mapping of subwords to ids")
     table = [""] * len(vocab)
@@ -464,15 +463,35 @@ def _reorder(table: list[str], pad: int, unk: int, start: int, eos: int) -> list
     return picks + [i for i in range(len(table)) if i not in {pad, unk, start, eos}]
 
 
-def _load_weights(transformers: Any, folder: Path, kind: str) -> tuple[Any, dict[str, torch.Tensor]]:
-    """The folder's config and tensors, loaded by transformers' own class (weights-only for pytorch_model.bin)."""
+def _vocabularies(files: ModelFolder, config: Any,
+                  generation: dict[str, Any]) -> tuple[list[list[str]], list[list[int | None]]]:
+    """The folder's vocabularies (vocab.json, and target_vocab.json where tokenizer_config.json says they are
+    separate), checked against config.json's sizes, and for each the folder's id of each of our ids (`_reorder`)."""
+    folder = files.path
+    tokenizer_config = files.json_object("tokenizer_config.json", optional=True)
+    separate = bool(tokenizer_config.get("separate_vocabs", False))
+    names = ["vocab.json", "target_vocab.json" if separate else "vocab.json"]
+    tables = [_table(files, name) for name in dict.fromkeys(names)]  # one table for a joint vocabulary
+    sizes = {"vocab_size": config.vocab_size,
+             "decoder_vocab_size": getattr(config, "decoder_vocab_size", None) or config.vocab_size}
+    for table, (key, size), name in zip(tables * (3 - len(tables)), sizes.items(), names, strict=True):
+        if len(table) != size:
+            raise ExportError(f"{folder}/{name}: {len(table):,} entries, but config.json's {key} {size:,}")
+    unk_piece = str(tokenizer_config.get("unk_token", "<unk>"))
+    if unk_piece not in tables[0]:
+        raise ExportError(f"{folder}/vocab.json: has no unknown-word piece {short_repr(unk_piece)}")
+    pad = _setting(generation, "pad_token_id", config.pad_token_id, (int,), folder)
+    eos = generation.get("eos_token_id")
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    eos = config.eos_token_id if eos is None else eos
+    start = _setting(generation, "decoder_start_token_id", config.decoder_start_token_id, (int,), folder)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in (pad, eos, start)):
+        raise ExportError(f"{folder}: the pad ({pad}), EOS ({eos}) and decoder start ({start}) ids must be numbers")
     try:
-        with _quiet(transformers):
-            model = getattr(transformers, CLASSES[kind]).from_pretrained(str(folder), local_files_only=True)
-    except Exception as err:  # noqa: BLE001 - a broken folder fails inside transformers or safetensors in many ways
-        detail = " ".join(str(err).split())[:300]
-        raise ExportError(f"{folder}: transformers cannot load the model ({type(err).__name__}: {detail})") from None
-    return model.config, {key: value.detach() for key, value in model.state_dict().items()}
+        return tables, [_reorder(table, pad, table.index(unk_piece) if unk_piece in table else -1, start, eos)
+                        for table in tables]
+    except ExportError as err:
+        raise ExportError(f"{folder}: {err}") from None
 
 
 def _model_settings(config: Any, folder: Path, kind: str) -> dict[str, Any]:
@@ -485,7 +504,8 @@ def _model_settings(config: Any, folder: Path, kind: str) -> dict[str, Any]:
     if config.encoder_ffn_dim != config.decoder_ffn_dim:
         raise refuse(f"feed-forward sizes {config.encoder_ffn_dim} and {config.decoder_ffn_dim} differ")
     if config.activation_function not in HF_ACTIVATIONS:
-        raise refuse(f"activation_function {config.activation_function!r} (nmt has {', '.join(HF_ACTIVATIONS)})")
+        raise refuse(f"activation_function {short_repr(config.activation_function)} (nmt has "
+                     f"{', '.join(HF_ACTIVATIONS)})")
     if not config.scale_embedding:
         raise refuse("scale_embedding is false (nmt always scales embeddings by sqrt(d_model))")
     if config.d_model % config.encoder_attention_heads:
@@ -501,69 +521,94 @@ def _model_settings(config: Any, folder: Path, kind: str) -> dict[str, Any]:
             "attention_dropout": float(config.attention_dropout), "tie_embeddings": bool(shared)}
 
 
-def _generation(folder: Path) -> dict[str, Any]:
-    path = folder / "generation_config.json"
-    found = _read_json(path) if path.is_file() else {}
-    if not isinstance(found, dict):
-        raise ExportError(f"{path}: not a JSON object")
-    return found
+def _setting(generation: dict[str, Any], key: str, default: Any, kinds: tuple[type, ...], folder: Path) -> Any:
+    """generation_config.json's `key`, or `default` where it is absent or null (transformers 5 writes null for a
+    setting left at its default); ExportError when it is not one of `kinds`."""
+    value = generation.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        raise ExportError(f"{folder}/generation_config.json: {key} {short_repr(value)} is not a number")
+    return value
+
+
+def _run_name(folder: Path) -> str:
+    """A valid run name from the folder's own name (that of the current folder for `.`), each run of characters
+    other than letters, digits, '_', '-' and '.' turned into one '_'."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(os.path.abspath(folder)).name).strip("_.-")
+    return name[:200] or "imported"
+
+
+def _nmt_config(raw: dict[str, Any], folder: Path) -> Config:
+    try:
+        return config_from_dict(raw)
+    except ValueError as err:
+        raise ExportError(f"{folder}: its settings do not make a valid nmt config ({err})") from None
+
+
+def _needed(cfg: ModelConfig) -> list[str]:
+    """transformers' names of the tensors `from_hf_weights` reads."""
+    return [t.hf for t in _tensors(cfg)] + ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                                            "lm_head.weight", "final_logits_bias"]
+
+
+def _shapes_model(transformers: Any, kind: str, config: Any, folder: Path) -> torch.nn.Module:
+    """transformers' class for `config` on the meta device: every tensor's name and shape, no memory."""
+    try:
+        with _quiet(transformers), torch.device("meta"):
+            return getattr(transformers, CLASSES[kind])(config)
+    except Exception as err:  # noqa: BLE001 - transformers refuses settings in many ways
+        detail = " ".join(str(err).split())[:300]
+        raise ExportError(f"{folder}/config.json: transformers cannot build its model ({type(err).__name__}: "
+                          f"{detail})") from None
 
 
 def import_huggingface(folder: str | Path, output: str | Path) -> dict[str, Any]:
     """Convert a local MarianMT folder (OPUS-MT's layout; or a Pegasus or Blenderbot one as nmt exports them) into
-    an nmt checkpoint at `output`; returns what the checkpoint records of its source."""
+    an nmt checkpoint at `output`; returns what the checkpoint records of its source.
+
+    The folder is untrusted input (`nmt.interop.hf_folder`): what it holds is checked before a model of its size is
+    allocated, and a missing, misshapen or non-finite tensor is refused."""
     folder, output = Path(folder), Path(output)
     if output.exists():
         raise ExportError(f"{output}: already exists; choose a new checkpoint path")
-    raw_config, tokenizer_config = _check_folder(folder)
-    kind = raw_config["model_type"]
+    files = ModelFolder(folder)
+    raw_config = files.json_object("config.json")
     transformers = import_transformers()
-    config, hf = _load_weights(transformers, folder, kind)
+    kind, config = _hf_settings(transformers, raw_config, folder)
     model = _model_settings(config, folder, kind)
-    generation = _generation(folder)
-    separate = bool(tokenizer_config.get("separate_vocabs", False))
-    tables = [_table(folder / "vocab.json")]
-    if separate:
-        tables.append(_table(folder / "target_vocab.json"))
-    unk_piece = str(tokenizer_config.get("unk_token", "<unk>"))
-    if unk_piece not in tables[0]:
-        raise ExportError(f"{folder}/vocab.json: has no unknown-word piece {unk_piece!r}")
-    pad = generation.get("pad_token_id", config.pad_token_id)
-    eos = generation.get("eos_token_id", config.eos_token_id)
-    start = generation.get("decoder_start_token_id", config.decoder_start_token_id)
-    eos = eos[0] if isinstance(eos, list) and eos else eos
-    if not all(isinstance(i, int) for i in (pad, eos, start)):
-        raise ExportError(f"{folder}: the pad ({pad}), EOS ({eos}) and decoder start ({start}) ids must be numbers")
-    sizes = [hf["model.encoder.embed_tokens.weight"].size(0), hf["lm_head.weight"].size(0)]
-    for table, size, name in zip(tables * (3 - len(tables)), sizes, ("source", "target"), strict=True):
-        if len(table) != size:
-            raise ExportError(f"{folder}: the {name} vocabulary has {len(table)} entries, the weights {size} rows")
-    try:
-        orders = [_reorder(table, pad, table.index(unk_piece) if unk_piece in table else -1, start, eos)
-                  for table in tables]
-    except ExportError as err:
-        raise ExportError(f"{folder}: {err}") from None
+    generation = files.json_object("generation_config.json", optional=True)
+    tables, orders = _vocabularies(files, config, generation)
     ours = [[ADDED_PAD if i is None else table[i] for i in order] for table, order in zip(tables, orders, strict=True)]
     if ADDED_PAD in tables[0]:
         raise ExportError(f"{folder}/vocab.json: already holds the piece {ADDED_PAD!r} nmt adds for padding")
     added = orders[-1][PAD_ID] is None
-    model["output_bias"] = bool(added or hf["final_logits_bias"].abs().max() > 0)
-    spm_src, spm_tgt = (folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes()
-    tokenizer = Tokenizer(spm_src, None if spm_src == spm_tgt else spm_tgt, ours)
-    decode = {"beam": int(generation.get("num_beams", 1)),
-              "length_penalty": float(generation.get("length_penalty", 1.0))}
-    raw = {"name": folder.name, "data": {"max_tokens": min(128, model["max_positions"] - 2)},
-           "tokenizer": {"joint": len(tables) == 1, "vocab_size": len(ours[-1])}, "model": model, "decode": decode}
+    spm_src, spm_tgt = files.read("source.spm"), files.read("target.spm")
     try:
-        cfg = config_from_dict(raw)
+        tokenizer = Tokenizer(spm_src, None if spm_src == spm_tgt else spm_tgt, ours)
     except ValueError as err:
-        raise ExportError(f"{folder}: its settings do not make a valid nmt config ({err})") from None
-    net = build_model(cfg.model, tokenizer.vocab)
+        raise ExportError(f"{folder}: source.spm, target.spm and vocab.json do not make a tokenizer ({err})") from None
+    decode = {"beam": _setting(generation, "num_beams", 1, (int,), folder),
+              "length_penalty": float(_setting(generation, "length_penalty", 1.0, (int, float), folder))}
+    raw = {"name": _run_name(folder), "data": {"max_tokens": min(128, model["max_positions"] - 2)},
+           "tokenizer": {"joint": len(tables) == 1, "vocab_size": len(ours[-1])},
+           "model": {**model, "output_bias": added}, "decode": decode}
+    cfg = _nmt_config(raw, folder)  # sizes within nmt's bounds before transformers builds anything of them
+    found = files.tensors(files.weight_files(raw_config))
+    hf = pick_tensors(found, _shapes_model(transformers, kind, config, folder), _needed(cfg.model), folder)
+    if not added and hf["final_logits_bias"].abs().max() > 0:
+        raw["model"]["output_bias"] = True
+        cfg = _nmt_config(raw, folder)
     weights = from_hf_weights(hf, cfg.model, kind, orders[0], orders[-1])
+    del found, hf  # the folder's own tensors, freed before the model is built
+    try:
+        check_weights(cfg.model, tokenizer.vocab, weights)
+    except CheckpointError as err:
+        raise ExportError(f"{folder}: {err}") from None
+    net = build_model(cfg.model, tokenizer.vocab)
     net.load_state_dict(weights)
     source = {"folder": str(folder), "model_type": kind, "transformers_version": transformers.__version__,
-              "files": {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()},
-              "config": raw_config, "added_padding_row": added}
+              "files": files.digests, "config": raw_config, "added_padding_row": added}
     save_checkpoint({"config": to_dict(cfg), "model_config": to_dict(cfg.model), "vocab": vars(tokenizer.vocab),
                      "tokenizer": tokenizer.to_bytes(), "tokenizer_id": tokenizer.identity,
                      "model": net.state_dict(), "progress": {"imported": source}}, output)

@@ -1,0 +1,172 @@
+"""Reading a downloaded Hugging Face model folder, which nmt treats as untrusted input.
+
+Every file is read through `ModelFolder.read`: a plain file name inside the folder (a shard index cannot point
+elsewhere), a regular file (a named pipe or a device is refused before a byte is read; a symbolic link to a
+regular file is followed, as in the Hub's cache), of bounded size. The sha256 of each file read is kept for the
+checkpoint's provenance. Weights are read as data (safetensors, or a `.bin` weights-only), never by
+transformers' loader, and checked tensor by tensor against the shapes the folder's config implies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.errors import ExportError, FileError
+from nmt.fileio import cause, read_regular
+from nmt.yamlsafe import short_repr
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # each may also be sharded: <name>.index.json
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
+INDEX = ".index.json"
+MAX_FILE_BYTES = 64 << 20  # a JSON or sentencepiece file: a vocab.json of 250,000 pieces is about 6 MB
+MAX_WEIGHT_BYTES = 16 << 30  # one weights file or shard: OPUS-MT's largest models hold about 1 GB
+
+
+def _plain(name: Any) -> bool:
+    """True for a file name with no folder part: it names a file inside the folder, and nothing else."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
+class ModelFolder:
+    """A model folder whose files are read once each, checked, and recorded (name -> sha256) in `digests`."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.is_dir():
+            raise ExportError(f"{path}: not a folder (give a local Marian/OPUS-MT model folder)")
+        self.path = path
+        self.digests: dict[str, str] = {}
+
+    def has(self, name: str) -> bool:
+        """True when the folder holds an entry `name` of any kind (reading it says what is wrong with it)."""
+        return (self.path / name).is_symlink() or (self.path / name).exists()
+
+    def read(self, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of the file `name`, a regular file of at most `limit` bytes inside the folder."""
+        if not _plain(name):
+            raise ExportError(f"{self.path}: {short_repr(name)} is not the name of a file inside the folder")
+        path = self.path / name
+        try:
+            data = read_regular(path, limit=limit)
+        except FileNotFoundError:
+            raise ExportError(f"{path}: missing; a Marian folder holds config.json, {' or '.join(WEIGHT_FILES)} "
+                              f"(or a shard index), {', '.join(TOKENIZER_FILES)}") from None
+        except OSError as err:
+            raise ExportError(f"{path}: cannot read ({cause(err)})") from None
+        except FileError as err:
+            raise ExportError(str(err)) from None
+        self.digests[name] = hashlib.sha256(data).hexdigest()
+        return data
+
+    def json(self, name: str) -> Any:
+        """The JSON value of the file `name`."""
+        data = self.read(name)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except RecursionError:
+            raise ExportError(f"{self.path / name}: nested too deeply to be a model's JSON") from None
+        except ValueError as err:
+            raise ExportError(f"{self.path / name}: not readable JSON ({err})") from None
+
+    def json_object(self, name: str, optional: bool = False) -> dict[str, Any]:
+        """The JSON object of the file `name` ({} when `optional` and absent)."""
+        if optional and not self.has(name):
+            return {}
+        found = self.json(name)
+        if not isinstance(found, dict):
+            raise ExportError(f"{self.path / name}: not a JSON object")
+        return found
+
+    def weight_files(self, config: dict[str, Any]) -> list[str]:
+        """The files that hold the weights, as transformers would choose them: the file config.json's
+        `transformers_weights` names, else the first of WEIGHT_FILES (or its shard index) present; an index's
+        shards must be plain file names inside the folder."""
+        explicit = config.get("transformers_weights")
+        if explicit is not None and not _plain(explicit):
+            raise ExportError(f"{self.path / 'config.json'}: transformers_weights {short_repr(explicit)} is not the "
+                              "name of a file inside the folder")
+        candidates = [explicit] if explicit else [name for single in WEIGHT_FILES for name in (single, single + INDEX)]
+        found = next((name for name in candidates if self.has(name)), None)
+        if found is None:
+            raise ExportError(f"{self.path}: no weights ({' or '.join(candidates)})")
+        if not found.endswith(INDEX):
+            return [found]
+        index = self.json(found)
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ExportError(f"{self.path / found}: not a shard index (no weight_map of tensor names to files)")
+        shards = list(dict.fromkeys(weight_map.values()))
+        for shard in shards:
+            if not _plain(shard):
+                raise ExportError(f"{self.path / found}: the shard {short_repr(shard)} is not a file name inside "
+                                  f"{self.path}; an index may only name files beside it")
+        return shards
+
+    def tensors(self, names: list[str]) -> dict[str, torch.Tensor]:
+        """Every tensor of the weights files `names` (.safetensors, or a .bin read weights-only)."""
+        out: dict[str, torch.Tensor] = {}
+        where: dict[str, str] = {}
+        for name in names:
+            if not name.endswith((".safetensors", ".bin")):
+                raise ExportError(f"{self.path / name}: not a weights file (.safetensors or .bin)")
+            for key, value in self._load(name).items():
+                if key in out:
+                    raise ExportError(f"{self.path}: tensor {short_repr(key)} is in both {where[key]} and {name}")
+                out[key], where[key] = value, name
+        return out
+
+    def _load(self, name: str) -> dict[str, torch.Tensor]:
+        data = self.read(name, MAX_WEIGHT_BYTES)
+        try:
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load
+
+                found = load(data)
+            else:
+                with warnings.catch_warnings():  # torch's warnings about a foreign file would add lines to the error
+                    warnings.simplefilter("ignore")
+                    found = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - a broken file fails inside safetensors or torch in many ways
+            detail = " ".join(str(err).split())[:300]
+            raise ExportError(f"{self.path / name}: not readable as weights ({type(err).__name__}: {detail})") \
+                from None
+        if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                  for k, v in found.items()):
+            raise ExportError(f"{self.path / name}: does not hold a mapping of tensor names to tensors")
+        return found
+
+
+def pick_tensors(found: dict[str, torch.Tensor], model: torch.nn.Module, needed: list[str],
+                 folder: Path) -> dict[str, torch.Tensor]:
+    """The `needed` tensors of `found` (a folder's weights), checked against `model` (transformers' class built
+    from the folder's config on the meta device: every shape, no memory): each tensor of the folder that the
+    model has must have the model's shape; each needed one must be there, or a tensor tied to it in the model
+    (saved once for all its names); none may hold NaN or an infinity."""
+    state = model.state_dict(keep_vars=True)
+    tied: dict[int, list[str]] = {}
+    for key, value in state.items():
+        tied.setdefault(id(value), []).append(key)
+    for key, value in found.items():
+        if key in state and value.shape != state[key].shape:
+            raise ExportError(f"{folder}: tensor {key} has shape {list(value.shape)}, config.json implies "
+                              f"{list(state[key].shape)}")
+    out = {}
+    for key in needed:
+        if key not in state:
+            raise ExportError(f"{folder}: transformers' {type(model).__name__} has no tensor {key}; use the "
+                              "transformers version in pyproject.toml")
+        names = tied[id(state[key])]
+        name = key if key in found else next((n for n in names if n in found), None)
+        if name is None:
+            raise ExportError(f"{folder}: the weights have no tensor {key}" + (
+                f" (nor {', '.join(n for n in names if n != key)}, tied to it)" if len(names) > 1 else ""))
+        if not torch.isfinite(found[name]).all():
+            raise ExportError(f"{folder}: tensor {name} holds NaN or infinite values")
+        out[key] = found[name]
+    return out
