@@ -14,7 +14,7 @@ the committed files) is read whole.
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`benchmarks.commands`; a script that moved into this package is read as its module).
-- scores: every committed translation file (results/**/<split>.hyp.en, reports/*/runs/*/test.hyp.en) is
+- scores: every committed translation file (results/**/<split>.hyp.en, reports/*/runs/*/<split>.hyp.en) is
   re-scored with sacreBLEU against the references of its Multi30k test set (test2016, test2017, mscoco2017,
   test2018); its BLEU, BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU,
   chrF and TER its compare.json row.
@@ -159,7 +159,7 @@ def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems
     recorded = {key: report["scores"].get(key) for key in ("bleu", "bleu_lc", "chrf", "ter")}
     problems = [f"{report_file}: scores.{key} is {value}, but {hyp_file.name} scores {fresh[key]}"
                 for key, value in recorded.items() if value is not None and value != fresh[key]]
-    row = rows.get(str(hyp_file.parent))
+    row = rows.get(str(hyp_file.parent)) if _split(hyp_file) == "test" else None
     if row is not None:
         problems += [f"{row['file']}: {hyp_file.parent.name} {key} is {row[key]}, but {hyp_file.name} scores "
                      f"{fresh[key]}" for key in ("bleu", "chrf", "ter") if row.get(key) != fresh[key]]
@@ -182,7 +182,7 @@ def _split(hyp_file: Path) -> str:
 
 def scores(root: Path, refs: Callable[[str], list[str]]) -> Problems:
     """Every committed translation file re-scored against the references of its test set."""
-    files = sorted(root.glob("results/**/*.hyp.en")) + sorted(root.glob("reports/*/runs/*/test.hyp.en"))
+    files = sorted(root.glob("results/**/*.hyp.en")) + sorted(root.glob("reports/*/runs/*/*.hyp.en"))
     if not files:
         return [f"{root}: no committed translation files (results/**/<split>.hyp.en)"]
     rows = _comparison_rows(root)

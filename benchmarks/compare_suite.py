@@ -2,14 +2,18 @@
 
 The report goes to --out, by default reports/local/<suite> (git ignores it): the committed comparison,
 reports/multi30k, is rewritten only when --out names it (`make compare SUITE=multi30k OUT=reports/multi30k`).
-Each config in configs/compare/<suite>/ is trained by `nmt-train` in its own subprocess (its output goes to
-<out>/logs/<name>.log); a run that fails is recorded and the suite goes on. A run folder that exists is
-resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run again, and a
-finished run is only evaluated again (--restart trains every run from scratch instead). The files a report is
-made from (test report, translations, metrics log, config) are copied to <out>/runs/<name>/, so they can be
-committed without the checkpoints. Then `nmt-compare` (its function, in this process) compares all run folders
-into <out>. BUDGET gives every run the same limit: `20m` (or `1.5h`) sets train.max_minutes, a whole number sets
-train.max_steps. suite.json records the budget, each run's exit status and time, and the machine.
+Each config in configs/compare/<suite>/ (or only those named by --only) is trained by `nmt-train` in its own
+subprocess (its output goes to <out>/logs/<name>.log); a run that fails is recorded and the suite goes on. A run
+folder that exists is resumed, never deleted: a suite stopped by Ctrl-C goes on where it stopped when it is run
+again, and a finished run is only evaluated again (--restart trains every run from scratch instead). A finished
+run is then decoded on the dataset's further test sets (Multi30k: test2017, mscoco2017, test2018) and its attention
+diagnosed (attention.json), and the files a report is made from (test reports, translations, metrics log,
+config, attention.json) are copied to <out>/runs/<name>/, so they can be committed without the checkpoints.
+`nmt-compare` (its function, in this process) then compares those copies, of the runs trained now and of the
+suite's runs copied there before: the variants of a suite may be trained in different sessions (--only), and
+--only with no name trains nothing and rebuilds the report. BUDGET gives every run the same limit: `20m` (or
+`1.5h`) sets train.max_minutes, a whole number sets train.max_steps (the committed Multi30k configs set
+max_steps). suite.json records the budget, each run's exit status and time, and the machine of each.
 """
 
 from __future__ import annotations
@@ -24,13 +28,27 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import ROOT, machine_info
+from benchmarks.common import ROOT, code_commit, machine_info
+from nmt.api import evaluate
 from nmt.cli import compare_main
-from nmt.compare import FAILED_NOTE, RUN_FILES
+from nmt.compare import (
+    ATTENTION_RECORD,
+    DIAG_SENTENCES,
+    FAILED_NOTE,
+    HEATMAPS,
+    RUN_FILES,
+    attention_record,
+    load_run,
+    test_sources,
+)
 from nmt.config import ModelConfig, load_config
+from nmt.data import evaluation_splits
+from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError
+from nmt.evaluation import write_report
 from nmt.fileio import atomic_output
 from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+from nmt.rundir import RunDir
 
 
 def variant_order() -> tuple[str, ...]:
@@ -70,10 +88,12 @@ def suite_configs(suite: str) -> list[Path]:
     if not configs:
         raise ValueError(f"{suite!r}: not a suite with configs under configs/compare/; suites: {', '.join(known)}")
 
-    def rank(path: Path) -> tuple[int, str]:
-        return next((i for i, tail in enumerate(ORDER) if path.stem.endswith(tail)), len(ORDER)), path.stem
+    return sorted(configs, key=_rank)
 
-    return sorted(configs, key=rank)
+
+def _rank(path: Path) -> tuple[int, str]:
+    """A config's place in a suite: by the ORDER of its variant, then by name."""
+    return next((i for i, tail in enumerate(ORDER) if path.stem.endswith(tail)), len(ORDER)), path.stem
 
 
 def last_error(log: Path) -> str:
@@ -113,12 +133,34 @@ def train(config: Path, overrides: list[str], logs: Path, restart: bool = False)
     return record
 
 
+def further_test_sets(run_dir: Path) -> list[str]:
+    """The test sets of the run's dataset besides `test` (Multi30k: test2017, mscoco2017, test2018)."""
+    cfg = load_config(RunDir(run_dir).config)
+    return [split for split in evaluation_splits(cfg) if split not in ("train", "val", "test")]
+
+
+def complete(run_dir: Path) -> None:
+    """What a comparison reads of a finished run besides nmt-train's test report: its reports and translations of
+    the further test sets (with the settings stored in its final model), and its attention record."""
+    for split in further_test_sets(run_dir):
+        report = evaluate(run_dir, split=split)
+        write_report(report, report.pop("hypotheses"), RunDir(run_dir).report(split), RunDir(run_dir).hypotheses(split))
+    run = load_run(run_dir)
+    record = attention_record(run, test_sources(run.cfg), torch.device("cpu"), DIAG_SENTENCES, HEATMAPS,
+                              Thresholds())
+    with atomic_output(run_dir / ATTENTION_RECORD) as handle:
+        json.dump(record, handle)
+
+
 def archive(run_dir: Path, out: Path) -> None:
     """Copy the files a comparison reads (all but the checkpoints) to out/runs/<run name>/, removing those the
     run no longer has (a failed rerun leaves no earlier report beside its failure note)."""
     target = out / "runs" / run_dir.name
     target.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
+    tests = [name for split in further_test_sets(run_dir) if (run_dir / RunDir.report_name(split)).exists()
+             for name in (RunDir.report_name(split), RunDir.hypotheses_name(split))] if run_dir.is_dir() else []
+    for name in {*RUN_FILES, *tests, *(p.name for p in target.glob("eval_*.json")), *(p.name for p in
+                                                                                       target.glob("*.hyp.en"))}:
         if (run_dir / name).exists():
             with atomic_output(target / name, "wb") as handle:
                 handle.write((run_dir / name).read_bytes())
@@ -137,10 +179,16 @@ def main(argv: list[str] | None = None) -> int:
                                                  "reports/multi30k is written only when named here)")
     parser.add_argument("--restart", action="store_true", help="train every run from scratch, deleting its "
                                                                "checkpoints (default: resume existing runs)")
+    parser.add_argument("--only", nargs="*", help="train only these configs (names without .yaml; none: train "
+                                                  "nothing and rebuild the report from the runs copied before)")
     args = parser.parse_args(argv)
     try:
         overrides = budget_overrides(args.budget)
         configs = suite_configs(args.suite)
+        names = [config.stem for config in configs]
+        unknown = [name for name in args.only or [] if name not in names]
+        if unknown:
+            raise ValueError(f"--only {unknown[0]}: not a config of suite {args.suite} ({', '.join(names)})")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -156,28 +204,50 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_suite(args: argparse.Namespace, configs: list[Path], overrides: list[str], out: Path) -> int:
-    """Train every config, archive what each run gives, write suite.json and run nmt-compare."""
+    """Train the chosen configs, complete and copy what each run gives, write suite.json, and run nmt-compare on
+    the copies of every run of the suite that has one."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    only = getattr(args, "only", None)
+    chosen = [c for c in configs if only is None or c.stem in only]
+    machine = {**machine_info(torch.device("cpu")), "commit": code_commit()}
     records = []
-    for number, config in enumerate(configs, 1):
-        print(f"[{number}/{len(configs)}] training {config.stem} ...", end=" ", flush=True)
+    for number, config in enumerate(chosen, 1):
+        print(f"[{number}/{len(chosen)}] training {config.stem} ...", end=" ", flush=True)
         records.append(train(config, overrides, logs, args.restart))
         rec = records[-1]
+        if not rec["returncode"]:
+            complete(Path(rec["run_dir"]))
         archive(Path(rec["run_dir"]), out)
+        rec["machine"] = machine
         print(f"ok ({rec['seconds']:.0f} s)" if not rec["returncode"] else f"FAILED: {rec['error']}", flush=True)
+    earlier = _earlier_records(out / "suite.json", {Path(r["config"]).stem for r in records})
     summary = {"suite": args.suite, "budget": args.budget, "overrides": overrides[1::2],
-               "restart": args.restart, "runs": records, "train_seconds": round(time.monotonic() - start, 1),
+               "restart": args.restart, "runs": sorted(earlier + records, key=lambda r: _rank(Path(r["config"]))),
+               "train_seconds": round(sum(r["seconds"] for r in earlier + records), 1),
                "machine": machine_info(torch.device("cpu"))}
     with atomic_output(out / "suite.json") as handle:
         handle.write(json.dumps(summary, indent=2) + "\n")
-    code = compare_main([*(r["run_dir"] for r in records), "--suite", args.suite, "--out", str(out)]
+    copies = [out / "runs" / Path(r["run_dir"]).name for r in summary["runs"]]
+    code = compare_main([*map(str, copies), "--suite", args.suite, "--out", str(out)]
                         + [flag for name in args.baseline for flag in ("--baseline", name)])
     failed = sum(1 for r in records if r["returncode"])
-    print(f"suite {args.suite}: {len(records) - failed} of {len(records)} runs trained, "
+    print(f"suite {args.suite}: {len(records) - failed} of {len(records)} runs trained now, {len(copies)} compared, "
           f"{time.monotonic() - start:.0f} s in all; report in {out}")
     return code
+
+
+def _earlier_records(path: Path, trained: set[str]) -> list[dict]:
+    """The records of suite.json for the runs not trained this time whose copies are still there."""
+    if not path.is_file():
+        return []
+    try:
+        runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+    except ValueError:
+        return []
+    return [r for r in runs if Path(r["config"]).stem not in trained
+            and (path.parent / "runs" / Path(r["run_dir"]).name).is_dir()]
 
 
 if __name__ == "__main__":

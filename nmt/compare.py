@@ -1,8 +1,11 @@
 """Compare finished runs: scores and speed, paired bootstrap significance, learning curves, attention.
 
 `nmt-compare RUN_DIR...` reads each run's `eval_test.json`, `test.hyp.en`, `metrics.jsonl` and `config.yaml`,
-and writes `compare.md`, `compare.json` and PNG plots into `--out`. A run without a report is kept in the
-report as failed, with the reason (`train_failed.txt`, written by benchmarks/compare_suite.py, when present).
+and the reports and translations of any further test sets (`eval_<split>.json`, `<split>.hyp.en`), and writes
+`compare.md`, `compare.json` and PNG plots into `--out`. A run without a report is kept in the report as failed,
+with the reason (`train_failed.txt`, written by benchmarks/compare_suite.py, when present). The attention
+diagnostics decode the run's checkpoint; a copy of a run without checkpoints brings them in `attention.json`
+(`attention_record`), so that a comparison can be assembled from copied run files alone.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import json
 import math
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
@@ -33,8 +37,11 @@ from nmt.translator import Translator, from_loaded
 from nmt.utils import resolve_device
 
 FAILED_NOTE = RunDir.FAILED
+ATTENTION_RECORD = "attention.json"  # a run's attention diagnostics and heatmap panels (`attention_record`)
 RUN_FILES = (RunDir.report_name("test"), RunDir.hypotheses_name("test"), RunDir.CONFIG, RunDir.METRICS,
-             FAILED_NOTE)  # what is read of a run
+             FAILED_NOTE, ATTENTION_RECORD)  # what is read of a run, besides further test sets' reports
+NOT_TEST_SETS = ("train", "val", "test")  # eval_<split>.json reports that are no further test set
+DIAG_SENTENCES, HEATMAPS = 200, 3  # the defaults: test sentences diagnosed, and drawn as heatmaps
 
 
 @dataclass
@@ -49,6 +56,8 @@ class Run:
     cfg: Config | None = None
     hyps: list[str] = field(default_factory=list)
     metrics: list[dict[str, Any]] = field(default_factory=list)
+    tests: dict[str, tuple[dict[str, Any], list[str]]] = field(default_factory=dict)  # further test sets: split ->
+    # (report, translations)
 
     def fail(self, reason: str, status: str = "failed") -> None:
         self.status, self.reason = status, reason
@@ -95,6 +104,7 @@ def load_run(path: Path) -> Run:
         _check_report(run.report)
         run.cfg = load_config(folder.config)
         run.hyps = folder.hypotheses("test").read_text(encoding="utf-8").split("\n")[:-1]
+        run.tests = further_test_sets(path)
     except (OSError, ValueError) as err:
         run.fail(f"unreadable run files ({err})")
         run.report = {}
@@ -102,6 +112,30 @@ def load_run(path: Path) -> Run:
     if len(run.hyps) != run.report.get("sentences"):
         run.fail(f"test.hyp.en has {len(run.hyps)} lines but the report scored {run.report.get('sentences')}")
     return run
+
+
+def further_test_sets(path: Path) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """The reports and translations of the test sets other than `test` that a run folder holds."""
+    found = {}
+    for report_file in sorted(path.glob("eval_*.json")):
+        split = report_file.stem.removeprefix("eval_")
+        if split in NOT_TEST_SETS:
+            continue
+        try:
+            report = json.loads(report_file.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"{report_file.name}: {err}") from None
+        _check_report(report)
+        hyps = RunDir(path).hypotheses(split).read_text(encoding="utf-8").split("\n")[:-1]
+        if len(hyps) != report["sentences"]:
+            raise ValueError(f"{split}.hyp.en has {len(hyps)} lines but its report scored {report['sentences']}")
+        found[split] = report, hyps
+    return found
+
+
+def test_sources(cfg: Config) -> list[str]:
+    """The test sources of a run's dataset, normalized as the trainer read them."""
+    return [normalize(s, cfg.data.lowercase) for s in split_pair(cfg, "test")[0]]
 
 
 def check_references(runs: list[Run]) -> tuple[list[str], list[str]]:
@@ -191,18 +225,36 @@ def pick_baselines(ok: list[Run], requested: list[str]) -> tuple[dict[str, Run],
     return chosen, notes
 
 
-def significance(ok: list[Run], baselines: dict[str, Run], refs: list[str], resamples: int) -> dict[str, Any]:
-    """Paired bootstrap of every usable run against its family's baseline (the baseline's p-value is None)."""
+def significance(ok: list[Run], baselines: dict[str, Run], refs: list[str], resamples: int,
+                 split: str = "test") -> dict[str, Any]:
+    """Paired bootstrap of every usable run against its family's baseline (the baseline's p-value is None), on
+    the test set `split`."""
+    def hyps(run: Run) -> list[str]:
+        return run.hyps if split == "test" else run.tests[split][1]
+
     runs: dict[str, dict[str, Any]] = {}
     signatures: dict[str, str] = {}
     for name, baseline in baselines.items():
         members = [r for r in ok if family(r) == name and r is not baseline]
-        scores, signatures = paired_bootstrap([(baseline.name, baseline.hyps)] + [(r.name, r.hyps) for r in members],
+        scores, signatures = paired_bootstrap([(baseline.name, hyps(baseline))] + [(r.name, hyps(r)) for r in members],
                                               refs, resamples)
         for run_name, result in scores.items():
             runs[run_name] = {"baseline": baseline.name, **result}
     return {"test": "paired bootstrap resampling (sacrebleu)", "resamples": resamples, "signatures": signatures,
             "runs": {r.name: runs[r.name] for r in ok}}
+
+
+def further_significance(ok: list[Run], baselines: dict[str, Run], resamples: int) -> dict[str, Any]:
+    """The paired bootstrap on each further test set that every usable run was decoded on (a set whose
+    references do not match a run's translations line for line is left out)."""
+    shared = set.intersection(*(set(r.tests) for r in ok)) if ok else set()
+    out = {}
+    for split in sorted(shared):
+        lowercase = ok[0].cfg.data.lowercase
+        refs = [normalize(r, lowercase) for r in split_pair(ok[0].cfg, split)[1]]
+        if all(len(r.tests[split][1]) == len(refs) for r in ok):
+            out[split] = significance(ok, baselines, refs, resamples, split)
+    return out
 
 
 def attention_label(cfg: Config) -> str:
@@ -222,6 +274,9 @@ def summary_row(run: Run) -> dict[str, Any]:
         row.update(bleu=scores["bleu"], chrf=scores["chrf"], ter=scores["ter"],
                    parameters=train.get("parameters"), train_steps=train.get("steps"),
                    train_minutes=train.get("minutes"), decode_sentences_per_s=run.report.get("sentences_per_s"))
+        if run.tests:
+            row["test_sets"] = {split: {key: report["scores"][key] for key in ("bleu", "chrf", "ter")}
+                                for split, (report, _) in run.tests.items()}
     return row
 
 
@@ -249,9 +304,37 @@ def best_with_attention(run: Run, sources: list[str], device: torch.device) -> t
     return translator, [n[0] for n in translator.search(sources, return_attention=True)]
 
 
+def attention_record(run: Run, sources: list[str], device: torch.device, limit: int, heatmaps: int,
+                     thresholds: Thresholds) -> dict[str, Any]:
+    """A run's attention diagnostics over the first `limit` sources and the panels of the few drawn as heatmaps,
+    decoded from its checkpoint: what `ATTENTION_RECORD` keeps for a copy of the run without checkpoints."""
+    sample = sources[:limit]
+    translator, best = best_with_attention(run, sample, device)
+    weights = [h.attention.float() for h in best]  # each (T, S)
+    panels = []
+    for i in pick_sentences(sample, heatmaps):
+        src, tgt = translator.attention_labels(sample[i], best[i])
+        panels.append({"sentence": i, "weights": weights[i].tolist(), "source": src, "target": tgt,
+                       "translation": translator.detokenize(best[i])})
+    return {"sentences": len(sample), "thresholds": asdict(thresholds), "panels": panels,
+            "summary": summarize([attention_stats(w, thresholds) for w in weights], thresholds)}
+
+
+def _stored_record(run: Run, sentences: int, chosen: list[int], thresholds: Thresholds) -> dict[str, Any] | None:
+    """The run folder's ATTENTION_RECORD when it was made with these settings, else None."""
+    try:
+        record = json.loads((run.path / ATTENTION_RECORD).read_text(encoding="utf-8"))
+        same = (record["sentences"] == sentences and record["thresholds"] == asdict(thresholds)
+                and [p["sentence"] for p in record["panels"]] == chosen)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return record if same else None
+
+
 def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.device, limit: int, heatmaps: int,
              thresholds: Thresholds) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Attention diagnostics of each run over the first `limit` test sentences, and heatmap PNGs of a few."""
+    """Attention diagnostics of each run over the first `limit` test sentences, and heatmap PNGs of a few: from
+    its checkpoint, else from the ATTENTION_RECORD of a copy made with the same settings."""
     sample = sources[:limit]
     chosen = pick_sentences(sample, heatmaps)
     panels: dict[int, list[AttentionPanel]] = {i: [] for i in chosen}
@@ -259,16 +342,16 @@ def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.devic
     for run in runs:
         print(f"nmt-compare: attention of {run.name} on {len(sample)} test sentences", file=sys.stderr)
         try:
-            translator, best = best_with_attention(run, sample, device)
+            record = attention_record(run, sample, device, limit, heatmaps, thresholds)
         except CheckpointError as err:
-            diagnostics[run.name] = {"error": str(err)}
-            continue
-        weights = [h.attention.float() for h in best]  # each (T, S)
-        diagnostics[run.name] = summarize([attention_stats(w, thresholds) for w in weights], thresholds)
-        for i in chosen:
-            src, tgt = translator.attention_labels(sample[i], best[i])
-            title = f"{run.name}\n{translator.detokenize(best[i])[:60]}"
-            panels[i].append(AttentionPanel(weights[i].numpy(), src, tgt, title))
+            record = _stored_record(run, len(sample), chosen, thresholds)
+            if record is None:
+                diagnostics[run.name] = {"error": str(err)}
+                continue
+        diagnostics[run.name] = record["summary"]
+        for p in record["panels"]:
+            title = f"{run.name}\n{p['translation'][:60]}"
+            panels[p["sentence"]].append(AttentionPanel(np.array(p["weights"]), p["source"], p["target"], title))
     files = []
     for i in chosen:
         if panels[i]:
@@ -313,6 +396,19 @@ def markdown(data: dict[str, Any]) -> str:
                           p_text(m["p_value"], sig["resamples"])]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines += [""] + [f"- {key}: `{value}`" for key, value in sig["signatures"].items()]
+    further = data.get("further_test_sets") or {}
+    if further and sig:
+        splits = list(further)
+        lines += ["", "## The other test sets", "",
+                  "BLEU of each run, with the paired bootstrap's p-value against its baseline as above.", "",
+                  "| run | baseline | " + " | ".join(f"{s} BLEU | p" for s in splits) + " |",
+                  "|---|---|" + "---:|---:|" * len(splits)]
+        for name in sig["runs"]:
+            cells = [further[splits[0]]["runs"][name]["baseline"]]
+            for split in splits:
+                m = further[split]["runs"][name]["bleu"]
+                cells += [f"{m['score']:.2f}", p_text(m["p_value"], further[split]["resamples"])]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if data.get("diagnostics"):
         lines += ["", "## Attention diagnostics", "",
                   f"Cross-attention of each run's own translations of the first {data['diagnostics_sentences']} "
@@ -337,7 +433,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def compare(paths: list[Path], out: Path, suite: str, baselines: list[str] | None = None, device: str = "auto",
-            diag_sentences: int = 200, heatmaps: int = 3, resamples: int = 1000,
+            diag_sentences: int = DIAG_SENTENCES, heatmaps: int = HEATMAPS, resamples: int = 1000,
             thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Build the whole comparison, write compare.md / compare.json / PNGs into `out`, return the JSON data."""
     runs = [load_run(p) for p in paths]
@@ -357,6 +453,7 @@ def compare(paths: list[Path], out: Path, suite: str, baselines: list[str] | Non
     heatmap_files: list[str] = []
     if ok:
         data["significance"] = significance(ok, chosen, refs, resamples)
+        data["further_test_sets"] = further_significance(ok, chosen, resamples)
         resolved = resolve_device(device)
         data["diagnostics"], heatmap_files = diagnose(ok, sources, out, resolved, diag_sentences, heatmaps,
                                                       thresholds or Thresholds())

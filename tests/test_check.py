@@ -222,6 +222,13 @@ def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, t
     args = Namespace(suite="sample", budget=None, restart=False, baseline=[])
     assert suite.run_suite(args, [config], [], out) == 0
     assert (out / "compare.json").is_file() and (out / "runs" / "shared" / "test.hyp.en").is_file()
+    trained = json.loads((out / "compare.json").read_text())
+    # --only with no name trains nothing: the report is assembled again from the copies alone
+    args.only = []
+    assert suite.run_suite(args, [config], [], out) == 0
+    again = json.loads((out / "compare.json").read_text())
+    assert again["diagnostics"] == trained["diagnostics"] and again["significance"] == trained["significance"]
+    assert [r["config"] for r in json.loads((out / "suite.json").read_text())["runs"]] == [str(config)]
     assert check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs) == []
     beside = repo / "reports" / "sample"  # where the committed comparisons are re-scored from
     shutil.copytree(out, beside)

@@ -124,6 +124,64 @@ def test_compare_writes_report_from_real_runs(trained_run, gru_run, tmp_path, ca
     assert "Baselines for significance: shared for transformer, gru_dot for rnn." in capsys.readouterr().out
 
 
+def test_copies_without_checkpoints_compare_as_their_runs_do(trained_run, gru_run, tmp_path):
+    """A comparison assembled from copied run files (no checkpoints, the attention record beside them) gives the
+    scores, significance, diagnostics and heatmaps of the comparison of the runs themselves; a copy whose record
+    was made with other settings says it has no checkpoint instead."""
+    from nmt.compare import ATTENTION_RECORD, RUN_FILES, attention_record, load_run, test_sources
+
+    settings = ["--diag-sentences", "20", "--heatmaps", "1", "--suite", "tiny"]
+    assert compare_main([str(trained_run), str(gru_run), "--out", str(tmp_path / "runs_report"), *settings]) == 0
+    copies = []
+    for run in (trained_run, gru_run):
+        copy = tmp_path / "copies" / run.name
+        copy.mkdir(parents=True)
+        for name in RUN_FILES:
+            if (run / name).exists():
+                shutil.copyfile(run / name, copy / name)
+        loaded = load_run(run)
+        record = attention_record(loaded, test_sources(loaded.cfg), torch.device("cpu"), 20, 1, Thresholds())
+        (copy / ATTENTION_RECORD).write_text(json.dumps(record), encoding="utf-8")
+        copies.append(copy)
+    assert compare_main([*map(str, copies), "--out", str(tmp_path / "copies_report"), *settings]) == 0
+    first, second = (json.loads((tmp_path / f"{kind}_report" / "compare.json").read_text()) for kind in ("runs",
+                                                                                                          "copies"))
+    for key in ("significance", "diagnostics", "plots", "baselines"):
+        assert first[key] == second[key], key
+    assert [{k: v for k, v in r.items() if k != "path"} for r in first["runs"]] == \
+           [{k: v for k, v in r.items() if k != "path"} for r in second["runs"]]
+    for name in first["plots"]["attention"]:
+        assert (imread(tmp_path / "runs_report" / name) == imread(tmp_path / "copies_report" / name)).all()
+    assert compare_main([*map(str, copies), "--out", str(tmp_path / "other"), "--diag-sentences", "10"]) == 0
+    diagnostics = json.loads((tmp_path / "other" / "compare.json").read_text())["diagnostics"]
+    assert all("no checkpoint" in d["error"] for d in diagnostics.values())
+
+
+def test_further_test_sets_are_bootstrapped_against_the_same_baselines(monkeypatch):
+    """Each test set every run was decoded on gets its own paired bootstrap, against each family's baseline;
+    a set one run lacks is left out."""
+    import nmt.compare as comparison
+
+    runs = [Run(p.stem, p, cfg=load_config(p)) for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml"))
+            if "gru" in p.stem]
+    refs = {"test2017": [f"a dog runs on the grass number {i} ." for i in range(30)],
+            "test2018": [f"two men sit on a bench number {i} ." for i in range(30)]}
+    for number, run in enumerate(runs):
+        run.tests = {split: ({}, [ref if (i + number) % 3 else "a cat ." for i, ref in enumerate(lines)])
+                     for split, lines in refs.items()}
+    del runs[0].tests["test2018"]
+    monkeypatch.setattr(comparison, "split_pair", lambda cfg, split: (refs[split], refs[split]))
+    baselines, _ = pick_baselines(runs, [])
+    further = comparison.further_significance(runs, baselines, resamples=50)
+    assert list(further) == ["test2017"]
+    result = further["test2017"]["runs"]
+    assert {name: r["baseline"] for name, r in result.items()} == {r.name: "cmp_multi30k_gru_additive" for r in runs}
+    for run in runs:
+        expected = paired_bootstrap([("base", baselines["rnn"].tests["test2017"][1]),
+                                     ("run", run.tests["test2017"][1])], refs["test2017"], 50)[0]["run"]["bleu"]
+        assert result[run.name]["bleu"]["score"] == expected["score"]
+
+
 def test_failed_and_missing_runs_are_listed(trained_run, tmp_path):
     same = tmp_path / "same"
     shutil.copytree(trained_run, same)
