@@ -183,8 +183,11 @@ def _shard(folder: Path, state: dict[str, torch.Tensor], bin_format: bool) -> li
     return [index, *names]
 
 
-@pytest.mark.parametrize("layout", ["safetensors", "bin", "sharded safetensors", "sharded bin"])
+@pytest.mark.parametrize("layout", ["safetensors", "bin", "sharded safetensors", "sharded bin", "hub cache",
+                                    "no final_logits_bias"])
 def test_every_opus_mt_layout_imports_and_records_the_files_it_read(marian, reference, tmp_path, layout):
+    from safetensors.torch import load_file, save_file
+
     folder = _copy(marian, tmp_path)
     weights = ["model.safetensors"]
     if layout == "bin":  # OPUS-MT's older uploads: every tensor, the tied ones under each of their names
@@ -193,6 +196,17 @@ def test_every_opus_mt_layout_imports_and_records_the_files_it_read(marian, refe
         weights = ["pytorch_model.bin"]
     elif layout.startswith("sharded"):
         weights = _shard(folder, marian[1], layout.endswith("bin"))
+    elif layout == "hub cache":  # huggingface_hub's cache: each file a link into ../../blobs/
+        blobs = tmp_path / "blobs"
+        blobs.mkdir()
+        for path in list(folder.iterdir()):
+            blob = blobs / sha256_file(path)
+            path.rename(blob)
+            path.symlink_to(os.path.relpath(blob, folder))
+    elif layout == "no final_logits_bias":  # transformers reads it as zeros, as the fixture's are
+        tensors = load_file(str(folder / "model.safetensors"))
+        del tensors["final_logits_bias"]
+        save_file(tensors, str(folder / "model.safetensors"))
     (folder / "README.md").write_text("# a model card, which the import does not read\n", encoding="utf-8")
     assert import_main([str(folder), "--output", str(tmp_path / "out.pt")]) == 0
     checkpoint = load_checkpoint(tmp_path / "out.pt")

@@ -595,6 +595,8 @@ def import_huggingface(folder: str | Path, output: str | Path) -> dict[str, Any]
            "model": {**model, "output_bias": added}, "decode": decode}
     cfg = _nmt_config(raw, folder)  # sizes within nmt's bounds before transformers builds anything of them
     found = files.tensors(files.weight_files(raw_config))
+    if "final_logits_bias" not in found:  # transformers too reads a Marian file without it as all zeros, by design
+        found["final_logits_bias"] = torch.zeros(1, len(tables[-1]))
     hf = pick_tensors(found, _shapes_model(transformers, kind, config, folder), _needed(cfg.model), folder)
     if not added and hf["final_logits_bias"].abs().max() > 0:
         raw["model"]["output_bias"] = True
