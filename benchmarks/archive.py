@@ -39,7 +39,6 @@ from benchmarks.common import (
     now,
     prog,
     read_json,
-    write_json,
 )
 from nmt.api import evaluate
 from nmt.cli import command
@@ -47,6 +46,7 @@ from nmt.config import load_config
 from nmt.data import evaluation_splits
 from nmt.errors import FileError
 from nmt.evaluation import write_report
+from nmt.fileio import write_json
 from nmt.rundir import RunDir, read_metrics
 
 MODULE = "benchmarks.archive"

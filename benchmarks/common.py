@@ -28,7 +28,7 @@ import torch
 from nmt.cli import number
 from nmt.config import Range
 from nmt.errors import FileError
-from nmt.fileio import atomic_output, describe_os_error
+from nmt.fileio import atomic_output, describe_os_error, write_json
 from nmt.rundir import RunDir
 from nmt.utils import resolve_device
 
@@ -194,13 +194,6 @@ def code_commit() -> str:
 def now() -> str:
     """The UTC time to the second, as results record it."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """`data` as indented JSON, written atomically (a reader sees the old file or the whole new one)."""
-    with atomic_output(path) as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
 
 
 def write_result(path: Path, device: torch.device, command: str, result: dict[str, Any]) -> dict[str, Any]:

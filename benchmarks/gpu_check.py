@@ -52,9 +52,8 @@ from benchmarks.common import (
     now,
     prog,
     table_header,
-    write_json,
 )
-from nmt.fileio import atomic_output
+from nmt.fileio import atomic_output, write_json
 from nmt.rundir import RunDir
 
 MODULE = "benchmarks.gpu_check"

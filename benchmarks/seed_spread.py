@@ -42,12 +42,12 @@ from benchmarks.common import (
     prog,
     read_json,
     table_header,
-    write_json,
     write_or_check,
 )
 from nmt.cli import command
 from nmt.config import load_config
 from nmt.errors import FileError
+from nmt.fileio import write_json
 from nmt.rundir import RunDir
 
 MODULE = "benchmarks.seed_spread"

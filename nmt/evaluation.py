@@ -24,7 +24,7 @@ from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, Config, config_from_dic
 from nmt.data import evaluation_files, evaluation_splits, read_pair, sha256_file
 from nmt.engines.ctranslate2 import is_export, store_decode
 from nmt.errors import ConfigError, DataError
-from nmt.fileio import atomic_output, check_output
+from nmt.fileio import atomic_output, check_output, write_json
 from nmt.rundir import RunDir
 from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
@@ -141,13 +141,6 @@ def summary(report: dict[str, Any]) -> str:
 TUNING_SUMMARY = ("split", "sentences", "beam", "stop", "searches", "seconds", "bleu_signature", "table", "best")
 
 
-def write_json(data: dict[str, Any], path: Path) -> None:
-    """Write a JSON report atomically."""
-    with atomic_output(path) as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
-
-
 def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUNED_PENALTIES) -> dict[str, Any]:
     """Validation BLEU at each length penalty, and the best one (ties: the one nearest UNTUNED_PENALTY).
 
@@ -233,5 +226,5 @@ def tune_command(translator: Translator, model: str, output: str | None, inputs:
     out = Path(output) if output else RunDir.of(model).length_penalty
     check_output("report", out, inputs)
     tuning = tune_and_store(translator, model)
-    write_json(tuning | {"command": command}, out)
+    write_json(out, tuning | {"command": command})
     return f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} stored in {tuning['stored_in']}; report: {out}"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sentencepiece as spm
 import torch
 
 from nmt.checkpoint import Loaded, load_model
@@ -39,6 +38,7 @@ from nmt.engines.ctranslate2 import (
 from nmt.errors import ExportError
 from nmt.fileio import new_mode
 from nmt.models.transformer import Transformer, sinusoidal_table
+from nmt.tokenizer import model_pieces
 
 # the names of an export folder's format, for the callers that know them from here
 __all__ = ["FORMATS", "MANIFEST", "QUANTIZATIONS", "ExportError", "export_ctranslate2", "read_manifest",
@@ -130,11 +130,6 @@ def _spec(loaded: Loaded) -> Any:
     return spec
 
 
-def _pieces(proto: bytes) -> list[str]:
-    sp = spm.SentencePieceProcessor(model_proto=proto)
-    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-
-
 def export_ctranslate2(source: str | Path, output: str | Path, quantization: str = "float32") -> dict[str, Any]:
     """Convert a Transformer checkpoint (or a run folder's best) into a CTranslate2 folder; returns the manifest.
 
@@ -150,8 +145,8 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
     def fill(tmp: Path) -> None:
         loaded.tokenizer.save(tmp)
         protos = [(tmp / name).read_bytes() for name in spm_files(tmp)]
-        spec.register_source_vocabulary(_pieces(protos[0]))
-        spec.register_target_vocabulary(_pieces(protos[-1]))
+        spec.register_source_vocabulary(model_pieces(protos[0]))
+        spec.register_target_vocabulary(model_pieces(protos[-1]))
         try:
             spec.validate()
             spec.optimize(quantization=quantization)

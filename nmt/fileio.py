@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import tempfile
@@ -122,6 +123,13 @@ def _writable_ancestor(path: Path) -> Path:
 
 
 Named = Iterable[tuple[str, "str | Path | None"]]  # (flag or key, path) pairs; a None path is skipped
+
+
+def write_json(path: str | Path, data: dict) -> None:
+    """`data` as indented JSON, written atomically (a reader sees the old file or the whole new one)."""
+    with atomic_output(path) as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
 
 
 def check_output(flag: str, path: str | Path, inputs: Named = (), folder: bool = False) -> Path:

@@ -31,6 +31,12 @@ BLOB_FORMAT = 1
 TABLE_BLOB_FORMAT = 2  # a blob with id tables: older readers refuse it instead of using sentencepiece's ids
 
 
+def model_pieces(proto: bytes) -> list[str]:
+    """Every piece of a serialized sentencepiece model, in id order."""
+    model = spm.SentencePieceProcessor(model_proto=proto)
+    return [model.id_to_piece(i) for i in range(model.get_piece_size())]
+
+
 @dataclass(frozen=True)
 class VocabInfo:
     """What a model needs to know about the vocabularies."""

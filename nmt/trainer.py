@@ -24,7 +24,8 @@ from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
 from nmt.distributed import Control, current, gather_objects
 from nmt.errors import CheckpointError, TrainingError
-from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_json, write_report
+from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_report
+from nmt.fileio import write_json
 from nmt.loss import label_smoothed_loss
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
@@ -311,7 +312,7 @@ class Trainer:
         end, tuning = End(final, choice), None
         if tune:
             tuning = tune_and_store(from_loaded([loaded], self.device, cfg.train.precision), final)
-            write_json(tuning, run.length_penalty)
+            write_json(run.length_penalty, tuning)
             loaded.cfg = replace(cfg, decode=replace(cfg.decode, length_penalty=tuning["best"]))
             log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
         if not test:

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sentencepiece as spm
 import torch
 
 from nmt.checkpoint import Loaded, load_model, save_checkpoint
@@ -45,7 +44,7 @@ from nmt.interop.hf_folder import ModelFolder, pick_tensors
 from nmt.models import build_model, check_weights
 from nmt.models.transformer import Transformer
 from nmt.rundir import RunDir
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_pieces
 from nmt.yamlsafe import short_repr
 
 MANIFEST = "nmt_huggingface.json"
@@ -270,11 +269,6 @@ def _generation_config(transformers: Any, loaded: Loaded) -> Any:
         max_length=longest + 2)  # the decoder start, at most `longest` tokens, then EOS
 
 
-def _pieces(proto: bytes) -> list[str]:
-    model = spm.SentencePieceProcessor(model_proto=proto)
-    return [model.id_to_piece(i) for i in range(model.get_piece_size())]
-
-
 def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_length: int) -> None:
     """MarianTokenizer's files for our tokenizer, written by MarianTokenizer itself."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -282,7 +276,7 @@ def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_
         tokenizer.save(raw)
         names = ["spm.model"] if (raw / "spm.model").is_file() else ["src.model", "tgt.model"]
         protos = [(raw / name).read_bytes() for name in names]
-        tables = tokenizer.tables or [_pieces(proto) for proto in protos]
+        tables = tokenizer.tables or [model_pieces(proto) for proto in protos]
         (raw / "source.spm").write_bytes(protos[0])
         (raw / "target.spm").write_bytes(protos[-1])
         vocab_files = [raw / "vocab.json", raw / "target_vocab.json"][:len(tables)]
