@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import itertools
 import re
 import shlex
 from collections.abc import Iterator
@@ -90,10 +91,13 @@ def _module_problem(name: str, args: list[str]) -> str | None:
 def problem(command: str, root: Path = ROOT) -> str | None:
     """Why `command` (as a result records it) would not run today from `root`, or None when it would.
 
-    Only the part before a `;` is a command; a record may add how a run went on after it (resumed with ...).
+    Only the part before a `;` outside quotes is a command; a record may add how a run went on after it (resumed
+    with ...).
     """
+    lexer = shlex.shlex(current(command), posix=True, punctuation_chars=";")
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(current(command).split(";")[0])
+        words = list(itertools.takewhile(lambda word: word != ";", lexer))
     except ValueError as err:
         return f"cannot be split into words ({err})"
     if not words:

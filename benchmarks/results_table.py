@@ -74,7 +74,7 @@ class Model:
 
     @property
     def commit(self) -> str:
-        return self.run["commit"][:10] if self.kind != "older" else "older code"
+        return self.run["commit"][:7] if self.kind != "older" else "older code"
 
 
 def _scores(folder: Path) -> dict[str, dict[str, float]]:

@@ -185,6 +185,7 @@ def test_a_recorded_command_that_would_not_run_today_is_a_problem(command, why):
     "nmt-evaluate runs/multi30k_transformer --split test --beam 5",
     "/somewhere/.venv/bin/nmt-train configs/sample_transformer.yaml --restart",
     "python scripts/demo.py",
+    "python -m benchmarks.archive run runs/x --beside 'one thread; the other core trained y'",  # a ; inside quotes
 ])
 def test_commands_that_run_today_are_accepted(command):
     from benchmarks.commands import problem
