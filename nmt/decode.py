@@ -72,13 +72,15 @@ def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch
 
 
 @torch.inference_mode()
-def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
-                  return_attention: bool = False, length_penalty: float = 0.0) -> list[Hypothesis]:
-    """Most probable next token at each step; one hypothesis per sentence, scored as in beam search."""
+def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
+                  return_attention: bool = False) -> list[Hypothesis]:
+    """Most probable next token at each step; one hypothesis per sentence, scored as in beam search. Reads
+    `cfg`'s length limits and penalty (`cfg.alpha`); its beam, n_best and stop do not apply."""
+    length_penalty = cfg.alpha
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
     active = torch.arange(batch, device=device)  # (n,) sentence of each active row
-    limit = max_lengths(src_mask, max_len_a, max_len_b, model.max_positions)  # (n,)
+    limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
     log_prob = torch.zeros(batch, device=device)  # (n,)
     prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n,)
     history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n, t)
@@ -110,14 +112,14 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, max
 
 
 @torch.inference_mode()
-def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam: int, length_penalty: float,
-                max_len_a: float, max_len_b: float, n_best: int = 1,
-                return_attention: bool = False, stop: str = DecodeConfig.stop) -> list[list[Hypothesis]]:
-    """Batched beam search (B * beam rows) with the stopping rule `stop` ("finished" or "bound"); returns `n_best`
-    hypotheses per sentence, best first.
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
+                return_attention: bool = False) -> list[list[Hypothesis]]:
+    """Batched beam search (B * cfg.beam rows) at penalty `cfg.alpha` with the stopping rule `cfg.stop` ("finished"
+    or "bound"); returns `cfg.n_best` hypotheses per sentence, best first.
 
     Fewer come back only when the model gives fewer than `n_best` finite-probability candidates.
     """
+    beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best ({n_best}) must be between 1 and beam ({beam})")
     if stop not in STOP_RULES:
@@ -127,7 +129,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
     state = model.init_state(model.encode(src, src_mask), src_mask)
     width = 1  # rows per active sentence: one (BOS) at the first step, `beam` from then on
     active = torch.arange(batch, device=device)  # (n,) sentence of each active group of rows
-    limit = max_lengths(src_mask, max_len_a, max_len_b, model.max_positions)  # (n,)
+    limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
     worst = torch.full((batch,), NEG_INF, device=device)  # (n,) score of the k-th finished, -inf until k exist
     scores = torch.zeros(batch, 1, device=device)  # (n, width) summed log-probs of the active beams
     prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n*width,)
@@ -194,15 +196,13 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, beam:
     return [kept[:n_best] for kept in finished]
 
 
-def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
+def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
                  return_attention: bool = False) -> list[list[Hypothesis]]:
     """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise; `auto` length penalties
     decode at `cfg.alpha`."""
     if cfg.beam == 1:
-        hyps = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, return_attention, cfg.alpha)
-        return [[h] for h in hyps]
-    return beam_search(model, src, src_mask, cfg.beam, cfg.alpha, cfg.max_len_a, cfg.max_len_b, cfg.n_best,
-                       return_attention, cfg.stop)
+        return [[h] for h in greedy_search(model, src, src_mask, cfg, return_attention=return_attention)]
+    return beam_search(model, src, src_mask, cfg, return_attention=return_attention)
 
 
 @dataclass

@@ -22,6 +22,11 @@ VOCAB = 8
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
+def settings(max_len_a: float, max_len_b: int, beam: int = 1, length_penalty: float = 0.0, **more) -> DecodeConfig:
+    """A search's settings: its length limits, beam 1 and no length penalty unless given."""
+    return DecodeConfig(beam=beam, length_penalty=length_penalty, max_len_a=max_len_a, max_len_b=max_len_b, **more)
+
+
 @dataclass
 class ScriptedState(State):
     prefix: torch.Tensor  # (rows, t) tokens read so far, BOS first
@@ -142,7 +147,7 @@ def as_tuples(hyps: list[Hypothesis]) -> list[tuple[tuple[int, ...], float]]:
 
 def test_greedy_is_misled_by_the_script() -> None:
     src, mask = one_source([3])
-    (hyp,) = greedy_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2.0, 5)
+    (hyp,) = greedy_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, settings(2.0, 5))
     assert hyp.tokens == [A, C]
     assert hyp.log_prob == pytest.approx(math.log(0.24), abs=1e-5)
     assert hyp.score == hyp.log_prob
@@ -152,7 +157,7 @@ def test_beam_two_finds_the_better_hypothesis_without_penalty() -> None:
     # Step 1 best four: B EOS .26 (finished), A C .24, A A .21, A EOS .15 (outside the top 2: not taken).
     # Step 2: A C EOS .24 and A A EOS .126 finish; kept: B, A C. Best active A A B .084 < .24: stop.
     src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 0.0, 2.0, 5, n_best=2)
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, settings(2.0, 5, beam=2, n_best=2))
     assert [h.tokens for h in nbest] == [[B], [A, C]]
     assert [h.log_prob for h in nbest] == pytest.approx([math.log(0.26), math.log(0.24)], abs=1e-5)
     assert [h.score for h in nbest] == pytest.approx([h.log_prob for h in nbest])
@@ -160,7 +165,8 @@ def test_beam_two_finds_the_better_hypothesis_without_penalty() -> None:
 
 def test_length_penalty_reorders_the_n_best() -> None:
     src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 1.0, 2.0, 5, n_best=2)
+    model = ScriptedModel(SCRIPT, ONLY_EOS)
+    (nbest,) = beam_search(model, src, mask, settings(2.0, 5, beam=2, length_penalty=1.0, n_best=2))
     assert [h.tokens for h in nbest] == [[A, C], [B]]
     # A C EOS has three scored tokens: lp = 8/6; B EOS has two: lp = 7/6.
     assert [h.score for h in nbest] == pytest.approx([math.log(0.24) / (8 / 6), math.log(0.26) / (7 / 6)], abs=1e-5)
@@ -172,7 +178,7 @@ def test_finished_rule_stops_once_beam_hypotheses_have_ended() -> None:
     # A C .27 are the first two: A EOS finishes (log .33 / (7/6)^2 = -0.81), the second: the sentence is done.
     src, mask = one_source([3])
     model = ScriptedModel(LONG, ONLY_EOS)
-    (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="finished")
+    (nbest,) = beam_search(model, src, mask, settings(2.0, 5, beam=2, length_penalty=2.0, n_best=2, stop="finished"))
     assert [h.tokens for h in nbest] == [[A], []]
     assert nbest[0].score == pytest.approx(math.log(0.33) / (7 / 6) ** 2, abs=1e-5)
     assert model.rows_per_step == [1, 2]  # the first step reads BOS once per sentence, then `beam` rows
@@ -184,7 +190,7 @@ def test_bound_rule_keeps_searching_and_prefers_the_long_output() -> None:
     # then A C D D (log .012 / (9/6)^2 = -1.96) cannot beat A EOS (-0.81): done after four steps.
     src, mask = one_source([3])
     model = ScriptedModel(LONG, ONLY_EOS)
-    (nbest,) = beam_search(model, src, mask, 2, 2.0, 2.0, 5, n_best=2, stop="bound")
+    (nbest,) = beam_search(model, src, mask, settings(2.0, 5, beam=2, length_penalty=2.0, n_best=2, stop="bound"))
     assert [h.tokens for h in nbest] == [[A, C, D], [A]]
     assert nbest[0].log_prob == pytest.approx(math.log(0.6 * 0.45 * 0.9 * 0.95), abs=1e-5)
     assert model.rows_per_step == [1, 2, 2, 2]
@@ -195,7 +201,7 @@ def test_a_beam_wider_than_the_vocabulary_finds_every_finite_hypothesis(stop: st
     # Beam 10 over 8 tokens: the first step has fewer candidates than beams, the missing beams start dead. The
     # script has six finite-probability outputs; all come back, best first, and nothing else does.
     src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 10, 0.0, 2.0, 5, n_best=10, stop=stop)
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, settings(2.0, 5, beam=10, n_best=10, stop=stop))
     assert [h.tokens for h in nbest] == [[B], [A, C], [A], [B, A], [A, A], [A, A, B]]
     expected = [0.4 * 0.65, 0.6 * 0.4, 0.6 * 0.25, 0.4 * 0.35, 0.6 * 0.35 * 0.6, 0.6 * 0.35 * 0.4]
     assert [h.log_prob for h in nbest] == pytest.approx([math.log(p) for p in expected], abs=1e-5)
@@ -204,7 +210,7 @@ def test_a_beam_wider_than_the_vocabulary_finds_every_finite_hypothesis(stop: st
 @pytest.mark.parametrize("stop", STOPS)
 def test_both_rules_agree_without_penalty_on_the_script(stop: str) -> None:
     src, mask = one_source([3])
-    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, 2, 0.0, 2.0, 5, n_best=2, stop=stop)
+    (nbest,) = beam_search(ScriptedModel(SCRIPT, ONLY_EOS), src, mask, settings(2.0, 5, beam=2, n_best=2, stop=stop))
     assert [h.tokens for h in nbest] == [[B], [A, C]]
 
 
@@ -223,8 +229,8 @@ def search_case(name: str) -> tuple[Seq2Seq, torch.Tensor, torch.Tensor]:
 def test_beam_one_is_greedy(name: str, alpha: float, stop: str) -> None:
     """Greedy's tokens, log-probabilities and scores, for every kind of model, penalty and stopping rule."""
     model, src, mask = search_case(name)
-    greedy = greedy_search(model, src, mask, 1.5, 3, length_penalty=alpha)
-    beam = beam_search(model, src, mask, 1, alpha, 1.5, 3, stop=stop)
+    greedy = greedy_search(model, src, mask, settings(1.5, 3, length_penalty=alpha))
+    beam = beam_search(model, src, mask, settings(1.5, 3, beam=1, length_penalty=alpha, stop=stop))
     assert [as_tuples([h]) for h in greedy] == [as_tuples(nbest) for nbest in beam]
     assert [h.score for h in greedy] == pytest.approx([nbest[0].score for nbest in beam], rel=1e-6)
     if name != "script":  # sentences end at varied lengths, so rows leave the batch at different steps
@@ -238,8 +244,8 @@ def test_same_result_alone_and_in_a_batch_of_64(search: str) -> None:
 
     def run(s: torch.Tensor, m: torch.Tensor) -> list[list[Hypothesis]]:
         if search == "greedy":
-            return [[h] for h in greedy_search(model, s, m, 1.2, 2)]
-        return beam_search(model, s, m, 4, 2.0, 1.2, 2, n_best=2, stop=search.split()[1])
+            return [[h] for h in greedy_search(model, s, m, settings(1.2, 2))]
+        return beam_search(model, s, m, settings(1.2, 2, beam=4, length_penalty=2.0, n_best=2, stop=search.split()[1]))
 
     batched = run(src, mask)
     lengths = mask.sum(1)
@@ -252,7 +258,7 @@ def test_same_result_alone_and_in_a_batch_of_64(search: str) -> None:
 def test_n_best_is_distinct_and_sorted() -> None:
     model = ToyGRU()
     src, mask = random_batch(8, seed=3)
-    for nbest in beam_search(model, src, mask, 5, 1.0, 1.5, 3, n_best=5):
+    for nbest in beam_search(model, src, mask, settings(1.5, 3, beam=5, length_penalty=1.0, n_best=5)):
         assert len(nbest) == 5
         assert len({tuple(h.tokens) for h in nbest}) == 5
         assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
@@ -264,20 +270,21 @@ def test_n_best_is_distinct_and_sorted() -> None:
 def test_attention_rows_cover_tokens_and_real_source() -> None:
     model = ToyGRU()
     src, mask = random_batch(6, seed=4)
-    greedy = greedy_search(model, src, mask, 1.5, 3, return_attention=True)
-    beam = beam_search(model, src, mask, 3, 1.0, 1.5, 3, n_best=3, return_attention=True)
+    greedy = greedy_search(model, src, mask, settings(1.5, 3), return_attention=True)
+    beam = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, n_best=3), return_attention=True)
     for i, length in enumerate(mask.sum(1).tolist()):
         for h in [greedy[i], *beam[i]]:
             assert h.attention is not None and h.attention.shape == (len(h.tokens) + 1, length)
             assert torch.allclose(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-5)
-    assert greedy_search(model, src, mask, 1.5, 3)[0].attention is None
+    assert greedy_search(model, src, mask, settings(1.5, 3))[0].attention is None
 
 
 @pytest.mark.parametrize("stop", STOPS)
 def test_an_ensemble_of_one_model_twice_decodes_like_the_model(stop: str) -> None:
     src, mask = random_batch(16, seed=8)
-    single = beam_search(ToyGRU(seed=0), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
-    twice = beam_search(Ensemble([ToyGRU(seed=0), ToyGRU(seed=0)]), src, mask, 3, 1.0, 1.5, 3, n_best=3, stop=stop)
+    single = beam_search(ToyGRU(seed=0), src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, n_best=3, stop=stop))
+    twice = beam_search(Ensemble([ToyGRU(seed=0), ToyGRU(seed=0)]), src, mask,
+                        settings(1.5, 3, beam=3, length_penalty=1.0, n_best=3, stop=stop))
     assert [[h.tokens for h in n] for n in single] == [[h.tokens for h in n] for n in twice]
 
 
@@ -285,25 +292,26 @@ def test_decode_batch_follows_the_config_and_auto_decodes_at_one() -> None:
     model = ToyGRU()
     src, mask = random_batch(6, seed=9)
     auto = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty="auto", max_len_a=1.5, max_len_b=3))
-    one = beam_search(model, src, mask, 3, 1.0, 1.5, 3)
+    one = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0))
     assert [as_tuples(n) for n in auto] == [as_tuples(n) for n in one]
     bound = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty=2.0, stop="bound", max_len_a=1.5,
                                                         max_len_b=3))
-    assert [as_tuples(n) for n in bound] == [as_tuples(n) for n in beam_search(model, src, mask, 3, 2.0, 1.5, 3,
-                                                                               stop="bound")]
+    expected = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=2.0, stop="bound"))
+    assert [as_tuples(n) for n in bound] == [as_tuples(n) for n in expected]
     with pytest.raises(ValueError, match="stop must be one of finished, bound"):
-        beam_search(model, src, mask, 3, 1.0, 1.5, 3, stop="early")
+        beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, stop="early"))
 
 
 def test_decode_batch_dispatches_on_beam() -> None:
     model = ToyGRU()
     src, mask = random_batch(4, seed=5)
     greedy = decode_batch(model, src, mask, DecodeConfig(beam=1, max_len_a=1.5, max_len_b=3))
-    assert [as_tuples(n) for n in greedy] == [as_tuples([h]) for h in greedy_search(model, src, mask, 1.5, 3)]
+    assert [as_tuples(n) for n in greedy] == [as_tuples([h]) for h in greedy_search(model, src, mask, settings(1.5, 3))]
     beam = decode_batch(model, src, mask, DecodeConfig(beam=3, n_best=2, max_len_a=1.5, max_len_b=3))
-    assert [as_tuples(n) for n in beam] == [as_tuples(n) for n in beam_search(model, src, mask, 3, 1.0, 1.5, 3, 2)]
+    expected = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, n_best=2))
+    assert [as_tuples(n) for n in beam] == [as_tuples(n) for n in expected]
     with pytest.raises(ValueError):
-        beam_search(model, src, mask, 2, 1.0, 1.5, 3, n_best=3)
+        beam_search(model, src, mask, settings(1.5, 3, beam=2, length_penalty=1.0, n_best=3))
 
 
 def real_model(arch: str) -> Seq2Seq:
@@ -321,14 +329,14 @@ def real_model(arch: str) -> Seq2Seq:
 def test_real_models_decode_a_sentence_alone_as_in_a_batch_of_64(arch: str) -> None:
     model = real_model(arch)
     src, mask = random_batch(64, seed=6)
-    greedy = greedy_search(model, src, mask, 1.0, 2)
-    beam = beam_search(model, src, mask, 3, 1.0, 1.0, 2)
+    greedy = greedy_search(model, src, mask, settings(1.0, 2))
+    beam = beam_search(model, src, mask, settings(1.0, 2, beam=3, length_penalty=1.0))
     lengths = mask.sum(1)
     for i in [int(lengths.argmin()), int(lengths.argmax()), 5]:
         s, m = src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]]
-        (alone,) = greedy_search(model, s, m, 1.0, 2)
+        (alone,) = greedy_search(model, s, m, settings(1.0, 2))
         assert alone.tokens == greedy[i].tokens and alone.score == pytest.approx(greedy[i].score, abs=1e-4)
-        (alone_beam,) = beam_search(model, s, m, 3, 1.0, 1.0, 2)
+        (alone_beam,) = beam_search(model, s, m, settings(1.0, 2, beam=3, length_penalty=1.0))
         assert [h.tokens for h in alone_beam] == [h.tokens for h in beam[i]]
         assert [h.score for h in alone_beam] == pytest.approx([h.score for h in beam[i]], abs=1e-4)
 
@@ -356,7 +364,7 @@ def test_every_beam_hypothesis_has_the_log_prob_teacher_forcing_gives_it(name: s
     """Beams that swap rows, sentences that leave: each hypothesis was scored with its own sentence and prefix."""
     model = (Ensemble([real_model("transformer"), real_model("rnn")]) if name == "ensemble" else real_model(name))
     src, mask = random_batch(8, seed=7)
-    for i, nbest in enumerate(beam_search(model, src, mask, 4, 1.0, 1.5, 3, n_best=4)):
+    for i, nbest in enumerate(beam_search(model, src, mask, settings(1.5, 3, beam=4, length_penalty=1.0, n_best=4))):
         assert len(nbest) == 4
         for h in nbest:
             assert h.log_prob == pytest.approx(teacher_forced(model, src[i:i + 1], mask[i:i + 1], h.tokens), abs=1e-4)

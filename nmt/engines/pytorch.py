@@ -109,7 +109,7 @@ class TorchEngine:
             try:
                 with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
-                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention)
+                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention=return_attention)
             except BaseException:
                 stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
                 raise
