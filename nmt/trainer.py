@@ -26,14 +26,14 @@ from nmt.distributed import Control, current, gather_objects
 from nmt.errors import CheckpointError, TrainingError
 from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_report
 from nmt.fileio import write_json
-from nmt.loss import label_smoothed_loss
+from nmt.kernels import keep_freed_memory, label_smoothed_loss, real_targets
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
 from nmt.rundir import RunDir
 from nmt.runlog import MetricsLog
 from nmt.signals import stop_signal
 from nmt.translator import TorchEngine, Translator, from_loaded
-from nmt.utils import autocast, keep_freed_memory, rank_seed, rng_state, seed_everything, set_rng_state
+from nmt.utils import autocast, rank_seed, rng_state, seed_everything, set_rng_state
 
 if TYPE_CHECKING:
     from nmt.finetune import Parent
@@ -215,15 +215,9 @@ class Trainer:
         return StepResult(True, stop, False, bool(ctl.interrupt), stats | {"lr": lr, "grad_norm": grad_norm})
 
     def _forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The logits of the batch's real target positions (N, V) and their targets (N,).
-
-        On the CPU a mask selects them; elsewhere the host's flat indices do, as a mask's count waits for the device.
-        """
-        if self.device.type == "cpu":
-            keep = batch.tgt_out != self.vocab.pad_id  # (B, T): no output layer on padding
-            return self.net(batch.src, batch.src_mask, batch.tgt_in, keep), batch.tgt_out[keep]
-        logits = self.net(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_positions, batch.src_lengths)
-        return logits, batch.tgt_out.flatten().index_select(0, batch.tgt_positions)
+        """The logits of the batch's real target positions (N, V) and their targets (N,): no output layer on padding."""
+        keep, target = real_targets(batch.tgt_out, batch.tgt_positions, self.vocab.pad_id)  # (B, T) or (N,), (N,)
+        return self.net(batch.src, batch.src_mask, batch.tgt_in, keep, batch.src_lengths), target  # (N, V), (N,)
 
     def record_validation(self, result: dict[str, float]) -> bool:
         """Keep best checkpoints, update plateau and patience; returns True when early stopping fires."""

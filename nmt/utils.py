@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import random
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 import torch
 
 from nmt.errors import ConfigError
+from nmt.kernels import keep_freed_memory as keep_freed_memory  # re-exported for nmt.engines.pytorch
 
 
 def seed_everything(seed: int) -> None:
@@ -81,24 +81,3 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
         return contextlib.nullcontext()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     return torch.autocast(device.type, dtype=dtype)
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
-
-
-def keep_freed_memory() -> bool:
-    """Let glibc keep freed blocks for reuse instead of handing them back to the kernel; True if it took effect.
-
-    A training step allocates the same large CPU buffers every time (the logits and their gradient are over
-    100 MB each), and so does each step of a search (the logits and log-probabilities of every beam row). By
-    default glibc serves blocks that large with mmap and unmaps them when freed, so every step faults and zeroes
-    every page of them anew. With mmap off and no trimming they come from the heap and are reused. The heap
-    does not shrink afterwards, which suits a training or translating process. Elsewhere than glibc it does
-    nothing.
-    """
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))

@@ -24,7 +24,7 @@ from nmt.checkpoint import save_bundle
 from nmt.data import collate, prepare
 from nmt.data.batching import prefetch
 from nmt.distributed import Control, Dist
-from nmt.loss import label_smoothed_loss
+from nmt.kernels import label_smoothed_loss
 from nmt.models.rnn import GRUEncoder
 from nmt.trainer import Trainer
 from tests.conftest import tiny_config

@@ -10,9 +10,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
+from nmt.kernels import Dropout
 from nmt.models.attention import RNN_ATTENTION
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
-from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo

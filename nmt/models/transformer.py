@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
+from nmt.kernels import Dropout
 from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
-from nmt.models.dropout import Dropout
 
 if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo

@@ -17,7 +17,7 @@ from torch import nn
 
 from nmt.config import ModelConfig, VariantSetting, read_settings
 from nmt.errors import ConfigError
-from nmt.models.dropout import Dropout
+from nmt.kernels import Dropout
 
 
 def linear_flops(tokens: float, in_features: int, out_features: int) -> float:

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from nmt.config import ModelConfig
+from nmt.kernels import dropout as dropout_fn
 from nmt.models.attention.base import SelfAttention, linear_flops, register_self_attention
-from nmt.models.dropout import dropout as dropout_fn
 
 
 @register_self_attention("full")
