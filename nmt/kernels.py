@@ -22,8 +22,9 @@ def keep_freed_memory() -> bool:
 
     A CPU training or search step allocates the same large buffers every time (logits and their gradient,
     over 100 MB each). glibc serves blocks that large with mmap and unmaps them when freed, so each step would
-    fault and zero every page anew; with mmap off and no trimming they come from the heap and are reused.
-    Elsewhere than glibc it does nothing.
+    fault and zero every page anew; with mmap off and no trimming they come from the heap and are reused. The
+    heap does not shrink afterwards, which suits a training or translating process. Elsewhere than glibc it
+    does nothing.
     """
     try:
         libc = ctypes.CDLL(None)
@@ -42,7 +43,7 @@ def real_targets(tgt_out: torch.Tensor, positions: torch.Tensor, pad_id: int) ->
     """
     if tgt_out.device.type == "cpu":
         keep = tgt_out != pad_id  # (B, T)
-        return keep, tgt_out[keep]
+        return keep, tgt_out[keep]  # (B, T), (N,)
     return positions, tgt_out.flatten().index_select(0, positions)  # (N,), (N,)
 
 
