@@ -59,8 +59,14 @@ class Translator:
         self.members = list(members)
         self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
 
-    def with_decode(self, decode: DecodeConfig) -> Translator:
-        """The same models and tokenizer with other search settings."""
+    def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
+        """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
+        decode.* settings changed by keyword (`beam=5`), checked as the config's are and against what the
+        engine can do; itself when nothing changes."""
+        if decode is None and not changes:
+            return self
+        decode = decode_with(decode or self.decode, changes)
+        check_abilities(self.engine, decode)
         return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
 
     def normalize(self, line: str) -> str:
@@ -104,7 +110,7 @@ class Translator:
         `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one batch gives what
         nmt-translate writes for the same lines."""
         lines, one = _lines(text)
-        out = [translation for translation, _ in self.configured(**decoding).best(lines, warn)]
+        out = [translation for translation, _ in self.with_decode(**decoding).best(lines, warn)]
         return out[0] if one else out
 
     def best(self, lines: Sequence[str], warn: Warn | None = None) -> list[tuple[str, Hypothesis | None]]:
@@ -118,7 +124,7 @@ class Translator:
         str one list of (text, score), for a sequence one such list per line. The score is nmt-translate
         --scores': the summed log-probability (EOS included) over the GNMT length penalty."""
         lines, one = _lines(text)
-        searcher = self.configured(**({"n_best": n} if n is not None else {}), **decoding)
+        searcher = self.with_decode(**({"n_best": n} if n is not None else {}), **decoding)
         out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines)]
         return out[0] if one else out
 
@@ -131,7 +137,7 @@ class Translator:
         if not self.engine.abilities.attention:
             raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
                               "no attention weights; load a checkpoint or run folder")
-        searcher, thresholds = self.configured(**decoding), thresholds or Thresholds()
+        searcher, thresholds = self.with_decode(**decoding), thresholds or Thresholds()
         hyps = searcher.search([sentence], return_attention=True)[0]
         if not hyps:
             return {"translation": "", "src": [], "tgt": [], "attention": [], "layers": [], "diagnostics": None}
@@ -147,14 +153,6 @@ class Translator:
         src, tgt = searcher.attention_labels(sentence, best)
         return {"translation": searcher.detokenize(best), "score": round(best.score, 4), "src": src, "tgt": tgt,
                 "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
-
-    def configured(self, **decoding: Any) -> Translator:
-        """This translator with decode.* settings changed (checked as the config's are), or itself."""
-        if not decoding:
-            return self
-        decode = decode_with(self.decode, decoding)
-        check_abilities(self.engine, decode)
-        return self.with_decode(decode)
 
     def settings(self) -> dict[str, Any]:
         """Everything that decides the output, for reports: search settings (the length penalty as decoded, a

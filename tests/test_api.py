@@ -73,6 +73,19 @@ def test_a_missing_model_or_an_unknown_device_is_one_library_error(tmp_path, tra
         nmt.load(42)
 
 
+def test_with_decode_is_the_one_way_to_a_copy_with_other_settings(trained_run):
+    translator = nmt.load(trained_run, device="cpu", beam=3)
+    greedy = translator.with_decode(beam=1)
+    assert (greedy.decode.beam, translator.decode.beam) == (1, 3) and greedy.engine is translator.engine
+    assert translator.with_decode() is translator
+    assert translator.with_decode(greedy.decode).decode == greedy.decode
+    assert greedy.translate(LINES) == translator.translate(LINES, beam=1)
+    with pytest.raises(nmt.ConfigError, match="unknown decoding setting bem"):
+        translator.with_decode(bem=2)
+    with pytest.raises(nmt.ConfigError, match=r"decode\.n_best \(4\) cannot exceed decode\.beam \(3\)"):
+        translator.with_decode(n_best=4)
+
+
 def test_evaluate_gives_the_report_nmt_evaluate_writes(trained_run, tmp_path):
     report = nmt.evaluate(trained_run, split="val", device="cpu")
     written = tmp_path / "val.json"
