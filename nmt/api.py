@@ -11,6 +11,8 @@ exits the process and leaves the root logger and the signal handlers as it found
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,12 +21,14 @@ import torch
 
 from nmt.config import Config, to_dict
 from nmt.config import load_config as _load_yaml
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, ExportError
 from nmt.models import check_model_config
 from nmt.run import Run, train_run
 from nmt.translator import Translator, load_translator
 
 ConfigSource = str | Path | Mapping[str, Any] | Config
+Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of them: an ensemble
+_DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def load_config(config: ConfigSource, overrides: Sequence[str] = ()) -> Config:
@@ -59,27 +63,29 @@ def train(config: ConfigSource, overrides: Sequence[str] = (), restart: bool = F
     return train_run(cfg, restart, evaluate_test, command=_call("nmt.train", config, overrides))
 
 
-def load(model: str | Path, *more: str | Path, device: str | torch.device = "auto", precision: str = "fp32",
-         **decoding: Any) -> Translator:
-    """A Translator for a run folder (its final model), a checkpoint file or a CTranslate2 export folder;
-    several models decode as an ensemble. `decoding` takes the decode.* settings (beam, length_penalty,
-    max_len_a, ...), which override the ones stored with the model."""
-    return load_translator([model, *more], device, precision, decoding)
+def load(model: Models, *more: str | Path, device: str | torch.device = "auto",
+         precision: str = "fp32", **decoding: Any) -> Translator:
+    """A Translator for a run folder (its final model), a checkpoint file or a CTranslate2 export folder; a list
+    of models decodes as an ensemble. `device` is auto, cpu, cuda, cuda:N or a torch.device. `decoding` takes the
+    decode.* settings (beam, length_penalty, max_len_a, ...), which override the ones stored with the model.
+    Several positional models (`load(a, b)`) are deprecated: write `load([a, b])`."""
+    return load_translator(_models("load", model, more), device, precision, decoding)
 
 
-def evaluate(model: str | Path, *more: str | Path, split: str = "test", src: str | Path | None = None,
-             ref: str | Path | None = None, device: str | torch.device = "auto", precision: str = "fp32",
-             **decoding: Any) -> dict[str, Any]:
+def evaluate(model: Models, *more: str | Path, split: str = "test",
+             src: str | Path | None = None, ref: str | Path | None = None, device: str | torch.device = "auto",
+             precision: str = "fp32", **decoding: Any) -> dict[str, Any]:
     """The sacreBLEU report nmt-evaluate writes (BLEU, chrF, TER, signatures, settings, speed), for a split of
-    the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". Nothing is
-    written to disk."""
+    the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". A list of models
+    is an ensemble (several positional ones are deprecated, as for `load`). Nothing is written to disk."""
     from nmt.data import read_pair
     from nmt.evaluation import evaluate as score_translations
     from nmt.evaluation import split_pair
 
     if (src is None) != (ref is None):
         raise ConfigError("src and ref go together")
-    translator = load(model, *more, device=device, precision=precision, **decoding)
+    models = _models("evaluate", model, more)
+    translator = load(models, device=device, precision=precision, **decoding)
     if src is not None:
         name, (sources, refs) = f"file_{Path(src).stem}", read_pair(Path(src), Path(ref))
     else:
@@ -88,10 +94,52 @@ def evaluate(model: str | Path, *more: str | Path, split: str = "test", src: str
     return report | {"hypotheses": hyps}
 
 
+def export_model(model: str | Path, *, format: str = "ctranslate2", output: str | Path,
+                 **options: Any) -> dict[str, Any]:
+    """Convert a Transformer (a run folder's final model or a checkpoint file) into a new folder `output`, as
+    nmt-export does: `format` "ctranslate2" (the deploy extra; option `quantization`, default float32) or
+    "huggingface" (the hf extra; a folder transformers loads with its stock classes). Returns the manifest
+    written beside the files."""
+    from nmt.export import FORMATS, export_ctranslate2
+
+    if format not in FORMATS:
+        raise ExportError(f"format {format!r}: unknown export format (known: {', '.join(FORMATS)})")
+    allowed = {"ctranslate2": {"quantization"}, "huggingface": set()}[format]
+    if unknown := sorted(set(options) - allowed):
+        raise ExportError(f"export_model: {', '.join(unknown)} does not apply to format {format} "
+                          f"(options: {', '.join(sorted(allowed)) or 'none'})")
+    if format == "huggingface":
+        from nmt.interop.huggingface import export_huggingface
+
+        return export_huggingface(model, output)
+    return export_ctranslate2(model, output, **options)
+
+
+def import_model(folder: str | Path, *, output: str | Path) -> dict[str, Any]:
+    """Convert a Hugging Face folder (an nmt export, or a Marian/OPUS-MT model; the hf extra) into an nmt
+    checkpoint file `output` that `load` reads, as nmt-import does. Returns the manifest it wrote."""
+    from nmt.interop.huggingface import import_huggingface
+
+    return import_huggingface(folder, output)
+
+
+def _models(function: str, model: Models, more: Sequence[Any]) -> list[str | Path]:
+    """The models of a call: one path or a list/tuple of them, and any (deprecated) further positional ones; a
+    device name in second place is a mistake for `device=`."""
+    for extra in more:
+        if isinstance(extra, torch.device) or (isinstance(extra, str) and _DEVICE_NAME.fullmatch(extra)):
+            raise TypeError(f"nmt.{function}: {extra!r} in second place would be a second model; "
+                            f"write device={str(extra)!r}")
+    if more:
+        warnings.warn(f"nmt.{function}(a, b, ...) with several positional models is deprecated; pass a list: "
+                      f"nmt.{function}([a, b, ...])", DeprecationWarning, stacklevel=3)
+    return [*(model if isinstance(model, (list, tuple)) else [model]), *more]
+
+
 def _call(function: str, subject: Any, overrides: Sequence[str]) -> str:
     """How a report records a call from Python (the command line of a console command, for the CLI)."""
     shown = str(subject) if isinstance(subject, (str, Path)) else type(subject).__name__
     return f"{function}({shown!r}{f', overrides={list(overrides)!r}' if overrides else ''})"
 
 
-__all__ = ["Run", "Translator", "evaluate", "load", "load_config", "train"]
+__all__ = ["Run", "Translator", "evaluate", "export_model", "import_model", "load", "load_config", "train"]

@@ -73,6 +73,19 @@ def test_a_missing_model_or_an_unknown_device_is_one_library_error(tmp_path, tra
         nmt.load(42)
 
 
+def test_a_list_of_models_is_an_ensemble_and_a_device_in_second_place_is_a_type_error(trained_run):
+    single = nmt.load(trained_run, device="cpu")
+    ensemble = nmt.load([trained_run, str(trained_run)], device="cpu")
+    assert len(ensemble.members) == 2 and ensemble.translate(LINES) == single.translate(LINES)  # x, x average to x
+    with pytest.warns(DeprecationWarning, match=r"pass a list: nmt\.load\(\[a, b, \.\.\.\]\)"):
+        assert len(nmt.load(trained_run, trained_run, device="cpu").members) == 2
+    for device in ("cpu", "cuda", "cuda:1", "auto", torch.device("cpu")):
+        with pytest.raises(TypeError, match=f"second model; write device='{device}'"):
+            nmt.load(trained_run, device)
+    with pytest.raises(TypeError, match="nmt.evaluate: 'cpu' in second place"):
+        nmt.evaluate(trained_run, "cpu")
+
+
 def test_with_decode_is_the_one_way_to_a_copy_with_other_settings(trained_run):
     translator = nmt.load(trained_run, device="cpu", beam=3)
     greedy = translator.with_decode(beam=1)
@@ -84,6 +97,14 @@ def test_with_decode_is_the_one_way_to_a_copy_with_other_settings(trained_run):
         translator.with_decode(bem=2)
     with pytest.raises(nmt.ConfigError, match=r"decode\.n_best \(4\) cannot exceed decode\.beam \(3\)"):
         translator.with_decode(n_best=4)
+
+
+def test_export_and_import_model_name_what_they_refuse(trained_run, tmp_path):
+    with pytest.raises(nmt.ExportError, match="format 'onnx': unknown export format"):
+        nmt.export_model(trained_run, format="onnx", output=tmp_path / "x")
+    with pytest.raises(nmt.ExportError, match="quantization does not apply to format huggingface"):
+        nmt.export_model(trained_run, format="huggingface", output=tmp_path / "x", quantization="int8")
+    assert not (tmp_path / "x").exists()
 
 
 def test_evaluate_gives_the_report_nmt_evaluate_writes(trained_run, tmp_path):
