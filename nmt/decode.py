@@ -205,6 +205,19 @@ def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg:
     return beam_search(model, src, src_mask, cfg, return_attention=return_attention)
 
 
+@torch.inference_mode()
+def forced_log_probs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                     tgt_out: torch.Tensor) -> torch.Tensor:
+    """(B, T) log-probability of each `tgt_out` token after reading the `tgt_in` prefix (BOS first), step by step
+    as the searches read them, so an ensemble scores with its members' mean; 0 where `tgt_out` is padding."""
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    columns = []
+    for t in range(tgt_in.size(1)):
+        log_probs, state = model.step(tgt_in[:, t], state)
+        columns.append(log_probs.float().gather(1, tgt_out[:, t:t + 1]).squeeze(1))  # (B,)
+    return torch.stack(columns, dim=1).masked_fill(tgt_out == model.pad_id, 0.0)  # (B, T)
+
+
 @dataclass
 class EnsembleState(State):
     """Each member's own state."""

@@ -47,6 +47,19 @@ class Member:
     source_sha256: str = ""  # an export folder: the checkpoint it was converted from
 
 
+@dataclass(frozen=True)
+class ReferenceScore:
+    """A reference translation's log-probability under the model (`Translator.score`)."""
+
+    log_prob: float  # summed natural-log probability of its subwords and EOS
+    tokens: int  # the subwords scored, EOS included
+
+    @property
+    def per_token(self) -> float:
+        """The mean log-probability per scored subword (EOS included)."""
+        return self.log_prob / self.tokens
+
+
 class Translator:
     """Text in, text out, with one engine, one tokenizer and one validated decoding configuration."""
 
@@ -128,6 +141,30 @@ class Translator:
         out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines)]
         return out[0] if one else out
 
+    def score(self, sources: str | Sequence[str],
+              references: str | Sequence[str]) -> ReferenceScore | list[ReferenceScore]:
+        """How probable the model finds each reference translation of its source (forced decoding): a str pair
+        gives one `ReferenceScore`, two sequences a list. The number is the model's own: the summed natural-log
+        probability of the reference's subwords and EOS, read step by step as the search reads them (an
+        ensemble: the mean of its members' log-probabilities, as in its search), with no length penalty and no
+        length cap; for the search's output it is `Hypothesis.log_prob`. Both sides are normalized as the
+        training data was, and the source truncated as for translation."""
+        (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
+        if len(src_lines) != len(ref_lines) or isinstance(references, str) != one:
+            raise ConfigError(f"score: {len(src_lines)} sources but {len(ref_lines)} references; give one of each")
+        if not self.engine.abilities.scores:
+            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: the {self.engine.name} "
+                              "engine does not score given references; load a checkpoint or run folder")
+        targets = [np.asarray(ids, dtype=np.int64)
+                   for ids in self.tokenizer.encode_tgt([self.normalize(line) for line in ref_lines])]
+        most = None if self.engine.max_positions is None else self.engine.max_positions - 1
+        for index, ids in enumerate(targets):
+            if most is not None and len(ids) > most:
+                raise ConfigError(f"score: reference {index} has {len(ids)} subwords; the model reads at most {most}")
+        token_log_probs = self.engine.score(self.encode(src_lines), targets, self.decode)
+        out = [ReferenceScore(float(lp.sum()), len(lp)) for lp in token_log_probs]
+        return out[0] if one else out
+
     def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
         """One sentence's best translation with its cross-attention: source and target subwords (each ending in
         EOS), the weights (rows: target subwords; columns: source subwords), every layer and head of a
@@ -167,13 +204,13 @@ def _rounded(weights: torch.Tensor) -> list:
     return np.round(weights.float().numpy(), 4).tolist()
 
 
-def _lines(text: str | Sequence[str]) -> tuple[list[str], bool]:
+def _lines(text: str | Sequence[str], what: str = "translate") -> tuple[list[str], bool]:
     """The lines of a str or a sequence of them, and whether it was a single str."""
     if isinstance(text, str):
         return [text], True
     lines = list(text)
     if not all(isinstance(line, str) for line in lines):
-        raise ConfigError("translate: expected a str or a sequence of str")
+        raise ConfigError(f"{what}: expected a str or a sequence of str")
     return lines, False
 
 

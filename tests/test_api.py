@@ -99,6 +99,50 @@ def test_with_decode_is_the_one_way_to_a_copy_with_other_settings(trained_run):
         translator.with_decode(n_best=4)
 
 
+def _forward_log_prob(translator: nmt.Translator, source: str, reference: str) -> tuple[float, int]:
+    """A reference's summed log-probability and token count by the model's own teacher-forced forward pass."""
+    model = translator.engine.model
+    src = torch.tensor([[*translator.encode([source])[0].tolist(), model.eos_id]])  # (1, S)
+    tokens = translator.tokenizer.encode_tgt([translator.normalize(reference)])[0]
+    tgt_in, tgt_out = torch.tensor([[model.bos_id, *tokens]]), torch.tensor([[*tokens, model.eos_id]])  # (1, T)
+    with torch.no_grad():
+        log_probs = model(src, torch.ones_like(src, dtype=torch.bool), tgt_in).float().log_softmax(-1)  # (1, T, V)
+    return float(log_probs.gather(2, tgt_out[..., None]).sum()), len(tokens) + 1
+
+
+def test_score_gives_each_reference_s_log_probability_as_a_forward_pass_does(trained_run):
+    import random
+
+    translator = nmt.load(trained_run, device="cpu", beam=1)
+    sample = REPO / "data" / "sample"
+    sources = sample.joinpath("val.de").read_text(encoding="utf-8").splitlines()[:4]
+    references = sample.joinpath("val.en").read_text(encoding="utf-8").splitlines()[:4]
+    own = translator.translate(sources)
+    shuffled = []  # each reference's words, and the greedy output's characters, in a random order
+    for words, chars in zip((r.split() for r in references), (list(o) for o in own), strict=True):
+        random.Random(0).shuffle(words)
+        random.Random(0).shuffle(chars)
+        shuffled.append((" ".join(words), "".join(chars)))
+    scores = translator.score(sources, own)
+    for source, reference, got in zip(sources, own, scores, strict=True):
+        log_prob, tokens = _forward_log_prob(translator, source, reference)
+        assert got.log_prob == pytest.approx(log_prob, abs=1e-4) and got.tokens == tokens
+        assert got.per_token == pytest.approx(got.log_prob / got.tokens)
+    for i, (mine, ref) in enumerate(zip(scores, translator.score(sources, references), strict=True)):
+        assert ref.log_prob == pytest.approx(_forward_log_prob(translator, sources[i], references[i])[0], abs=1e-4)
+        words, chars = translator.score([sources[i]] * 2, list(shuffled[i]))
+        assert mine.log_prob >= chars.log_prob  # greedy's own output beats itself shuffled (about as long)
+        assert mine.per_token >= words.per_token  # and a shuffled reference (another length: per token)
+    searched = [hyp.log_prob for _, hyp in translator.best(sources)]
+    assert [s.log_prob for s in scores] == pytest.approx(searched, abs=1e-4)  # the search's own number
+    one = translator.score(sources[0], own[0])  # a str pair gives one score
+    assert isinstance(one, nmt.translator.ReferenceScore) and one.log_prob == pytest.approx(scores[0].log_prob)
+    assert [s.log_prob for s in nmt.load([trained_run, trained_run], device="cpu").score(sources, own)] == \
+        pytest.approx([s.log_prob for s in scores], abs=1e-5)  # an ensemble: its members' mean
+    with pytest.raises(nmt.ConfigError, match="4 sources but 2 references"):
+        translator.score(sources, own[:2])
+
+
 def test_export_and_import_model_name_what_they_refuse(trained_run, tmp_path):
     with pytest.raises(nmt.ExportError, match="format 'onnx': unknown export format"):
         nmt.export_model(trained_run, format="onnx", output=tmp_path / "x")

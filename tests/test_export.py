@@ -142,6 +142,9 @@ def test_an_export_declares_that_it_gives_no_attention(exports):
     assert not engine.abilities.attention and engine.abilities.stops == ("finished",) and engine.parameter_count is None
     with pytest.raises(ExportError, match="an exported model gives no attention weights"):
         engine.layer_attention(np.array([5, 6]), [7])
+    assert not engine.abilities.scores
+    with pytest.raises(ExportError, match="the ctranslate2 engine does not score given references"):
+        load_translator([exports / "float32"], CPU).score("Ein Hund läuft.", "A dog runs.")
 
 
 def test_loading_an_export_keeps_the_torch_thread_count(exports):

@@ -26,6 +26,7 @@ class Abilities:
     n_best: bool  # several hypotheses per sentence (decode.n_best > 1)
     stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
     devices: tuple[str, ...]  # the device types it decodes on
+    scores: bool = False  # the log-probabilities of given targets (`score`)
 
 
 class Engine(Protocol):
@@ -44,6 +45,12 @@ class Engine(Protocol):
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
                return_attention: bool = False) -> list[list[Hypothesis]]: ...
+
+    def score(self, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+              cfg: DecodeConfig) -> list[np.ndarray]:
+        """Each target's (ids, no BOS/EOS) token log-probabilities given its source, EOS's last; only where
+        `abilities.scores`."""
+        ...
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
         """Named cross-attention (h, T, S) of every layer (of every member of an ensemble) over `src` (ids, no EOS)

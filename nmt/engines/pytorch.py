@@ -13,7 +13,7 @@ from torch import nn
 
 from nmt.config import STOP_RULES, DecodeConfig
 from nmt.data import collate
-from nmt.decode import Ensemble, Hypothesis, decode_batch
+from nmt.decode import Ensemble, Hypothesis, decode_batch, forced_log_probs
 from nmt.engines import Abilities
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
@@ -82,7 +82,7 @@ class TorchEngine:
     """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
 
     name = "pytorch"
-    abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"))
+    abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True)
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
@@ -130,6 +130,19 @@ class TorchEngine:
             finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
                 stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
+        return results
+
+    def score(self, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+              cfg: DecodeConfig) -> list[np.ndarray]:
+        self.model.eval()
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in sources]
+        lengths = [max(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
+        for indices in batches_by_tokens(lengths, cfg.batch_tokens):
+            with torch.inference_mode(), autocast(self.device, self.precision):
+                batch = collate([(sources[i], targets[i]) for i in indices], self.model.pad_id).to(self.device)
+                log_probs = forced_log_probs(self.model, batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out)
+            for row, i in enumerate(indices):
+                results[i] = log_probs[row, :len(targets[i]) + 1].cpu().numpy()  # the reference's tokens and EOS
         return results
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
