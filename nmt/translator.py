@@ -147,10 +147,12 @@ class Translator:
         gives one `ReferenceScore`, two sequences a list. The number is the model's own: the summed natural-log
         probability of the reference's subwords and EOS, read step by step as the search reads them (an
         ensemble: the mean of its members' log-probabilities, as in its search), with no length penalty and no
-        length cap; for the search's output it is `Hypothesis.log_prob`. Both sides are normalized as the
-        training data was, and the source truncated as for translation."""
+        length cap; for the search's output it is `Hypothesis.log_prob` (to float rounding). Both sides are
+        normalized as the training data was, and the source truncated as for translation."""
         (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
-        if len(src_lines) != len(ref_lines) or isinstance(references, str) != one:
+        if isinstance(references, str) != one:
+            raise ConfigError("score: give a str source with a str reference, or a sequence of each")
+        if len(src_lines) != len(ref_lines):
             raise ConfigError(f"score: {len(src_lines)} sources but {len(ref_lines)} references; give one of each")
         if not self.engine.abilities.scores:
             raise ExportError(f"{self.members[0].path if self.members else 'this model'}: the {self.engine.name} "

@@ -141,6 +141,8 @@ def test_score_gives_each_reference_s_log_probability_as_a_forward_pass_does(tra
         pytest.approx([s.log_prob for s in scores], abs=1e-5)  # an ensemble: its members' mean
     with pytest.raises(nmt.ConfigError, match="4 sources but 2 references"):
         translator.score(sources, own[:2])
+    with pytest.raises(nmt.ConfigError, match="a str source with a str reference"):
+        translator.score(sources[0], own[:1])
 
 
 def test_export_and_import_model_name_what_they_refuse(trained_run, tmp_path):
