@@ -84,7 +84,7 @@ def _decode_all(models: list[Path], beam: int, penalty: float, target: Path) -> 
     shown = [str(models[0]), *(flag for model in models[1:] for flag in ("-c", str(model)))]
     reports = {}
     for split in test_sets(models[0]):
-        report = evaluate(*models, split=split, beam=beam, length_penalty=penalty)
+        report = evaluate(models, split=split, beam=beam, length_penalty=penalty)
         hyps = report.pop("hypotheses")
         report["command"] = shlex.join(["nmt-evaluate", *shown, "--split", split, "--beam", str(beam),
                                         "--length-penalty", str(penalty)])

@@ -7,10 +7,9 @@ results of a user's own, beside the committed ones, are never checked. A root th
 the committed files) is read whole.
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
-  and seed tables and the speed summary (README.md), every archived model (docs/training.md), the comparison
-  table (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the
-  configuration reference (docs/config.md), reports/multi30k/compare.md (from its compare.json) and seeds.json
-  (from the archived seed reports).
+  tables and the speed summary (README.md), every archived model (docs/training.md), the comparison table
+  (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the
+  configuration reference (docs/config.md) and reports/multi30k/compare.md (from its compare.json).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`benchmarks.commands`; a script that moved into this package is read as its module).
@@ -40,7 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchmarks import compare_table, large_corpus, results_table, run_all, seed_spread
+from benchmarks import compare_table, large_corpus, results_table, run_all
 from benchmarks.commands import problem as command_problem
 from benchmarks.commands import recorded as recorded_commands
 from benchmarks.common import ROOT, arguments, prog, read_json
@@ -72,18 +71,12 @@ def _file(path: Path, body: str, fix: str) -> Problems:
 def blocks(root: Path) -> Problems:
     """Every generated block and file against what the committed JSON files give."""
     readme, docs = root / "README.md", root / "docs"
-    bench_results, seeds = root / "benchmarks" / "results", root / "results" / "multi30k" / "seeds"
+    bench_results = root / "benchmarks" / "results"
     report = root / "reports" / "multi30k"
     problems = _block(readme, results_table.START, results_table.END,
                       results_table.tables(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
     problems += _block(docs / "training.md", results_table.DETAILS_START, results_table.DETAILS_END,
                        results_table.details(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
-    problems += _block(readme, seed_spread.START, seed_spread.END, seed_spread.table(seeds),
-                       f"python -m {seed_spread.MODULE} report")
-    if (seeds / "seeds.json").is_file():
-        recorded, fresh = read_json(seeds / "seeds.json"), seed_spread.summarize(seeds)
-        problems += [f"{seeds / 'seeds.json'}: {key} differs from the archived reports" for key in fresh
-                     if recorded.get(key) != fresh[key]]
     comparing = docs / "comparing.md"
     problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
                        f"python -m {compare_table.MODULE}")

@@ -37,7 +37,6 @@ MOVED = {  # a script of scripts/ before #26 -> the module that runs it today
     "scripts/gpu_check.py": "benchmarks.gpu_check",
     "scripts/profile_step.py": "benchmarks.profile_step",
     "scripts/results_table.py": "benchmarks.results_table",
-    "scripts/seed_spread.py": "benchmarks.seed_spread",
 }
 RECORD_KEYS = ("command", "training_command", "archived_by")  # the keys under which results record a command
 OWN_MODULES = ("benchmarks.", "nmt.")

@@ -1,6 +1,6 @@
 """`make check` (benchmarks/check.py): on a copy of the committed files, a one-character edit of a figure in the
 README, a report, a JSON or of one translation line makes it fail; it reads only what git tracks, so a comparison
-of one's own never fails it; the seed-spread table from fake runs. And `make check` itself on this checkout, one
+of one's own never fails it. And `make check` itself on this checkout, one
 test per kind of check (so that `make test` runs it once, its parts beside the other tests)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ RUN = "multi30k_transformer_20min"  # the committed run whose files are edited
 
 @pytest.fixture(scope="module")
 def scripts() -> dict[str, ModuleType]:
-    return {name: importlib.import_module(f"benchmarks.{name}") for name in ("check", "seed_spread", "compare_suite")}
+    return {name: importlib.import_module(f"benchmarks.{name}") for name in ("check", "compare_suite")}
 
 
 @pytest.fixture(scope="module")
@@ -238,68 +238,6 @@ def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, t
     problems = check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs)
     assert problems and all(str(beside) in p for p in problems), problems
     assert any("80 lines" in p for p in problems)
-
-
-# ---------------------------------------------------------------------------------------------- seed spread
-
-
-def _report(folder: Path, bleu: float, chrf: float, sha: str, steps: int, command: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    report = {"scores": {"bleu": bleu, "bleu_lc": bleu + 0.2, "chrf": chrf, "ter": 50.0},
-              "decode": {"beam": 5, "length_penalty": 2.0},
-              "members": [{"path": f"runs/{sha}", "sha256": sha * 8, "steps": steps}], "command": command}
-    (folder / "eval_test.json").write_text(json.dumps(report))
-
-
-def _fake_seeds(seeds: Path) -> None:
-    """Three archived runs (final and best checkpoints) and their ensemble, with hand-set scores."""
-    for seed, (bleu, chrf, best) in enumerate([(36.0, 56.0, 35.5), (37.0, 57.0, 36.0), (38.0, 58.0, 37.5)], 1):
-        run = seeds / f"run_seed{seed}"
-        _report(run, bleu, chrf, f"{seed}abc", 500 + seed, "nmt-train ...")
-        _report(run / "final", bleu, chrf, f"{seed}abc", 500 + seed, f"nmt-evaluate runs/run_seed{seed}")
-        _report(run / "best", best, chrf - 1, f"{seed}bes", 400 + seed, "nmt-evaluate best.pt")
-        (run / "run.json").write_text(json.dumps({"command": "nmt-train x", "hardware": "side by side", "seed": seed}))
-    _report(seeds / "ensemble", 39.5, 59.0, "ens", 501, "nmt-evaluate A -c B -c C")
-
-
-def test_seed_spread_reports_mean_std_ensemble_gain_and_final_against_best(scripts, tmp_path):
-    spread = scripts["seed_spread"]
-    seeds, readme = tmp_path / "seeds", tmp_path / "README.md"
-    _fake_seeds(seeds)
-    readme.write_text(f"# x\n{spread.START}\n{spread.EMPTY}{spread.END}\n")
-    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 0  # none yet
-    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme)]) == 0
-    data = json.loads((seeds / "seeds.json").read_text())
-    assert data["spread"]["bleu"] == {"mean": 37.0, "std": 1.0} and data["spread"]["chrf"] == {"mean": 57.0, "std": 1.0}
-    assert data["ensemble"]["gain_over_mean"]["bleu"] == 2.5 and data["final_minus_best"]["bleu"] == 0.67
-    assert data["runs"][0]["final"]["members"][0] == {"checkpoint": "runs/1abc", "sha256": "1abc" * 8, "updates": 501}
-    assert data["machine"]["cpu_count"] and data["date"]
-    assert data["command"].startswith("python -m benchmarks.seed_spread ")
-    text = readme.read_text()
-    assert "| mean ± std | | | | 37.00 ± 1.00 | 57.00 ± 1.00 | final − best: +0.67 | +1.00 |" in text
-    assert "| 5 / 2.0 | 39.50 (+2.50 over the mean) | 59.00 (+2.00) |" in text
-    assert "| `run_seed2` (seed 2) | 502 | `2abc2abc2abc` | 5 / 2.0 | 37.00 | 57.00 | 36.00 | 56.00 |" in text
-    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 0
-    _bump(seeds / "run_seed2" / "final" / "eval_test.json", r'"bleu": 37\.0')  # an archived figure edited
-    assert spread.main(["report", "--seeds", str(seeds), "--readme", str(readme), "--check"]) == 1
-
-
-@pytest.mark.parametrize("files, says", [
-    (["averaged.pt"] * 3, "(the average of its best checkpoints)"),
-    (["best.pt"] * 3, "(its best checkpoint, as the average of its best checkpoints validated worse)"),
-    (["averaged.pt", "best.pt", "averaged.pt"], "(the average of its best checkpoints, or its best checkpoint where"),
-])
-def test_the_seed_table_says_what_the_final_models_are_by_their_files(scripts, files, says):
-    runs = [{"final": {"members": [{"checkpoint": f"runs/r{i}/checkpoints/{name}"}]}} for i, name in enumerate(files)]
-    assert f"({scripts['seed_spread']._final_models(runs)})".startswith(says)
-
-
-def test_seed_spread_refuses_runs_that_have_not_finished(scripts, tmp_path, capsys):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    assert scripts["seed_spread"].main(["archive", str(tmp_path / "a"), str(tmp_path / "b"),
-                                        "--seeds", str(tmp_path / "seeds")]) == 1
-    assert "has the run finished" in capsys.readouterr().err and not (tmp_path / "seeds").exists()
 
 
 # ---------------------------------------------------------------------------------------------- links
