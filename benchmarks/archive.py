@@ -89,19 +89,32 @@ def _decode_all(models: list[Path], beam: int, penalty: float, target: Path) -> 
         report["command"] = shlex.join(["nmt-evaluate", *shown, "--split", split, "--beam", str(beam),
                                         "--length-penalty", str(penalty)])
         write_report(report, hyps, RunDir(target).report(split), RunDir(target).hypotheses(split))
-        print(f"{target.name} {split}: BLEU {report['scores']['bleu']:.2f}", flush=True)
+        print(f"{split}: BLEU {report['scores']['bleu']:.2f}", flush=True)
         reports[split] = report
     return reports["test"]
 
 
-def _fresh(name: str, results: Path) -> Path:
-    if not name or Path(name).name != name or name in (".", ".."):
+def _checked_name(name: str) -> str:
+    if not name or Path(name).name != name or name in (".", "..") or name.startswith("."):
         raise FileError(f"--as {name!r}: a plain folder name")
-    target = results / name
+    return name
+
+
+def _replace(building: Path, target: Path) -> Path:
+    """Put the finished folder in place of `target` (the earlier archive of that name goes only now)."""
     if target.exists():
         shutil.rmtree(target)
-    target.mkdir(parents=True)
+    building.rename(target)
     return target
+
+
+def _building(name: str, results: Path) -> Path:
+    """An empty folder beside results/NAME to write the archive into: a failure leaves NAME as it was."""
+    folder = results / f".{_checked_name(name)}.partial"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _provenance(commit: str | None, beside: str, argv: list[str]) -> dict[str, Any]:
@@ -119,7 +132,7 @@ def archive_run(run: Path, name: str, commit: str | None, beside: str, argv: lis
     records = read_metrics(RunDir(run).metrics)
     if not records:
         raise FileError(f"{RunDir(run).metrics}: no records")
-    target = _fresh(name, results)
+    target = _building(name, results)
     report = _decode_all([run], beam, penalty, target)
     for source in (RunDir(run).metrics, RunDir(run).config):
         shutil.copyfile(source, target / source.name)
@@ -131,7 +144,7 @@ def archive_run(run: Path, name: str, commit: str | None, beside: str, argv: lis
         "epochs": round(records[-1]["step"] / per_epoch, 1) if per_epoch else None,
         "training_minutes": round(records[-1]["elapsed"] / 60, 1), "threads": cfg.train.threads,
         "decode": {"beam": beam, "length_penalty": penalty}, **_provenance(commit, beside, argv)})
-    return target
+    return _replace(target, results / name)
 
 
 def archive_ensemble(runs: list[Path], name: str, commit: str | None, beside: str, argv: list[str],
@@ -141,7 +154,7 @@ def archive_ensemble(runs: list[Path], name: str, commit: str | None, beside: st
         raise FileError("an ensemble needs distinct runs")
     settings = [_decoding(_finished(run), RunDir(run).report("test")) for run in runs]
     beam, penalty = statistics.mode(settings)
-    target = _fresh(name, results)
+    target = _building(name, results)
     report = _decode_all(runs, beam, penalty, target)
     shutil.copyfile(RunDir(runs[0]).config, target / RunDir.CONFIG)  # the model's recipe, for the tables
     groups = {group_of(run.name) for run in runs}
@@ -150,7 +163,7 @@ def archive_ensemble(runs: list[Path], name: str, commit: str | None, beside: st
         "members": [{"run": run.name, "checkpoint": m["path"], "sha256": m["sha256"], "updates": m["steps"]}
                     for run, m in zip(runs, report["members"])],
         "decode": {"beam": beam, "length_penalty": penalty}, **_provenance(commit, beside, argv)})
-    return target
+    return _replace(target, results / name)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

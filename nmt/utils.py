@@ -10,7 +10,6 @@ import numpy as np
 import torch
 
 from nmt.errors import ConfigError
-from nmt.kernels import keep_freed_memory as keep_freed_memory  # re-exported for nmt.engines.pytorch
 
 
 def seed_everything(seed: int) -> None:

@@ -100,6 +100,20 @@ def test_archive_refuses_an_unfinished_run_and_a_name_leading_outside(trained_ru
                                  str(results)], capsys, tmp_path, "a plain folder name")
 
 
+def test_an_archive_that_fails_midway_leaves_the_earlier_one_as_it_was(archived, trained_run, tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    shutil.copytree(archived / "tiny_seed1", results / "tiny_seed1")
+    before = {p.name: p.read_bytes() for p in (results / "tiny_seed1").iterdir()}
+
+    def broken(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(archive, "write_report", broken)
+    with pytest.raises(OSError):
+        archive.archive_run(trained_run, "tiny_seed1", COMMIT, "nothing", ARGV, results)
+    assert {p.name: p.read_bytes() for p in (results / "tiny_seed1").iterdir()} == before
+
+
 def test_check_rescores_each_test_sets_translations_against_its_own_references(tmp_path):
     """A test2017.hyp.en is scored against test2017's references, not test2016's: here the two sets' references
     differ, and the file holds test2017's, so only the right pairing gives the report's scores."""

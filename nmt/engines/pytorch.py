@@ -15,10 +15,11 @@ from nmt.config import STOP_RULES, DecodeConfig
 from nmt.data import collate
 from nmt.decode import Ensemble, Hypothesis, decode_batch, forced_log_probs
 from nmt.engines import Abilities
+from nmt.kernels import keep_freed_memory
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
 from nmt.models.transformer import Transformer
-from nmt.utils import autocast, keep_freed_memory
+from nmt.utils import autocast
 
 
 def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
