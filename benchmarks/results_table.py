@@ -252,8 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if either block is not current")
     args = parser.parse_args(arguments(argv))
     fix = f"python -m {MODULE}"
-    status = write_or_check(args.readme, START, END, tables(args.results), args.check, "results tables", fix)
-    return status | write_or_check(args.details, DETAILS_START, DETAILS_END, details(args.results), args.check,
+    results, models = tables(args.results), details(args.results)  # both read before either file is written
+    status = write_or_check(args.readme, START, END, results, args.check, "results tables", fix)
+    return status | write_or_check(args.details, DETAILS_START, DETAILS_END, models, args.check,
                                    "every-model table", fix)
 
 

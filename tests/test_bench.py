@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from nmt.config import ModelConfig
 from nmt.flops import forward_flops, linear_flops, training_flops
 from nmt.models import build_model
 from nmt.tokenizer import VocabInfo
-from tests.conftest import REPO, running_children, untrained_run
+from tests.conftest import REPO, running_children, tiny_config, untrained_run
+from tests.synthetic_archive import archive_folder
 
 VOCAB = VocabInfo(src_size=50, tgt_size=50, joint=True)
 TINY = {"d_model": 16, "heads": 2, "ffn_dim": 32, "emb_dim": 16, "hidden_size": 16, "dropout": 0.0}
@@ -322,17 +324,17 @@ def test_bench_attention_and_readme_tables(scripts, tmp_path):
 
 def test_results_table_check_mode_finds_a_stale_table_and_a_report_without_scores(scripts, tmp_path, capsys):
     tables = scripts["results_table"]
-    results, files = _committed_results(tmp_path / "results"), _results_files(tmp_path)
+    results, files = _archived_results(tmp_path), _results_files(tmp_path)
     assert tables.main(["--results", str(results), *files]) == 0
     assert tables.main(["--check", "--results", str(results), *files]) == 0
-    _edit(results / BUDGET_RUN / "eval_test.json", lambda d: d["scores"].update(bleu=d["scores"]["bleu"] + 1))
+    _edit(results / RUN / "eval_test.json", lambda d: d["scores"].update(bleu=d["scores"]["bleu"] + 1))
     assert tables.main(["--check", "--results", str(results), *files]) == 1
     assert "stale" in capsys.readouterr().err
-    broken = tmp_path / "multi30k_transformer_20min"
+    broken = tmp_path / "broken_run"
     broken.mkdir()
     (broken / "eval_test.json").write_text(json.dumps({"scores": {}}))
     assert tables.main(["--results", str(tmp_path), *files]) == 1
-    assert "multi30k_transformer_20min" in capsys.readouterr().err
+    assert "broken_run" in capsys.readouterr().err
 
 
 def test_comparison_table_check_mode_finds_a_stale_table(scripts, tmp_path, capsys):
@@ -440,33 +442,33 @@ def test_table_scripts_name_an_unusable_readme(scripts, tmp_path, capsys, script
         assert str(tmp_path) in err and "folder" in err and len(err.strip().splitlines()) == 1
 
 
-BUDGET_RUN = "multi30k_transformer_20min"
+RUN = "tiny_transformer"  # the made-up archived run
 
 
-def _committed_results(folder: Path, names: tuple[str, ...] = (BUDGET_RUN,)) -> Path:
-    """A copy of some of results/multi30k."""
-    for name in names:
-        shutil.copytree(REPO / "results" / "multi30k" / name, folder / name)
-    return folder
+def _archived_results(folder: Path) -> Path:
+    """A made-up results/multi30k under `folder` holding RUN on the four test sets (tests/synthetic_archive.py)."""
+    return archive_folder(folder / "results", RUN, tiny_config(folder / "configs", RUN)).parent
 
 
 @pytest.mark.parametrize(("damage", "named", "says"), [
     (lambda run: _edit(run / "eval_test.json", lambda d: d["scores"].update(bleu=None)), "eval_test.json",
      "scores.bleu is null"),
-    (lambda run: (run / "eval_test.json").write_text((run / "eval_test.json").read_text().replace(
-        '"chrf": 57.71', '"chrf": NaN')), "eval_test.json", "scores.chrf is NaN"),
+    (lambda run: (run / "eval_test.json").write_text(re.sub(r'"chrf": [\d.]+', '"chrf": NaN',
+                                                            (run / "eval_test.json").read_text(), count=1)),
+     "eval_test.json", "scores.chrf is NaN"),
     (lambda run: (run / "eval_test.json").write_text("[1]"), "eval_test.json", "not an object"),
     (lambda run: _edit(run / "run.json", lambda d: d.pop("hardware")), "run.json", "no field 'hardware'"),
     (lambda run: _edit(run / "eval_test.json", lambda d: d.pop("decode")), "eval_test.json", "no field 'decode'"),
 ], ids=["null", "nan", "list", "no-hardware", "no-decode"])
 def test_results_table_names_the_file_at_fault(scripts, tmp_path, capsys, damage, named, says):
-    results = _committed_results(tmp_path / "results")
-    damage(results / BUDGET_RUN)
+    results = _archived_results(tmp_path)
+    damage(results / RUN)
     files = _results_files(tmp_path)
+    before = {name: (tmp_path / name).read_text() for name in ("README.md", "details.md")}
     assert scripts["results_table"].main(["--results", str(results), *files]) == 1
     err = capsys.readouterr().err
-    assert f"{results / BUDGET_RUN / named}:" in err and says in err and len(err.strip().splitlines()) == 1
-    assert "old" in (tmp_path / "README.md").read_text() and "old" in (tmp_path / "details.md").read_text()
+    assert f"{results / RUN / named}:" in err and says in err and len(err.strip().splitlines()) == 1
+    assert {name: (tmp_path / name).read_text() for name in before} == before  # neither file written
 
 
 def test_results_table_refuses_a_folder_without_reports(scripts, tmp_path, capsys):
@@ -481,17 +483,19 @@ def test_results_table_orders_each_family_by_budget_from_the_configs(scripts, tm
     """An older folder's recipe comes from configs/<name>.yaml: full length first, then update budgets, then
     time budgets, one table per family."""
     tables = scripts["results_table"]
-    results = _committed_results(tmp_path / "results", (BUDGET_RUN, "multi30k_gru_none_20min", "multi30k_transformer"))
-    (tmp_path / "configs").mkdir()
-    for name in ("multi30k_transformer", "multi30k_gru_none_20min", BUDGET_RUN):
-        text = (REPO / "configs" / f"{name}.yaml").read_text()
-        (tmp_path / "configs" / f"{name}.yaml").write_text(text.replace("max_minutes: 20", "max_minutes: 45")
-                                                           if name == BUDGET_RUN else text)
+    recipes = {  # name -> (arch, the config's train and model settings)
+        "tiny_transformer_45min": ("transformer", {"max_steps": 0, "max_minutes": 45}, {}),
+        "tiny_gru_none_20min": ("rnn", {"max_steps": 0, "max_minutes": 20}, {"attention": "none"}),
+        "tiny_transformer": ("transformer", {"max_steps": 0, "max_epochs": 20}, {}),
+    }
+    for name, (arch, train, model) in recipes.items():
+        tiny_config(tmp_path / "configs", name, arch, train=train, model=model)
+        archive_folder(tmp_path / "results", name, tmp_path / "configs" / f"{name}.yaml", older=True)
     monkeypatch.setattr(tables, "ROOT", tmp_path)
-    text = tables.tables(results)
+    text = tables.tables(tmp_path / "results")
     transformer, gru = text.index("**Transformer**"), text.index("**GRU**")
-    assert transformer < text.index("full length (20 epochs): `multi30k_transformer`") < text.index(
-        f"45 minutes on 2 CPU cores: `{BUDGET_RUN}`") < gru < text.index("GRU, no attention, 20 minutes")
+    assert transformer < text.index("full length (20 epochs): `tiny_transformer`") < text.index(
+        "45 minutes on 2 CPU cores: `tiny_transformer_45min`") < gru < text.index("GRU, no attention, 20 minutes")
     assert text.count("| older code |") == 3
 
 

@@ -1,7 +1,8 @@
-"""`make check` (benchmarks/check.py): on a copy of the committed files, a one-character edit of a figure in the
-README, a report, a JSON or of one translation line makes it fail; it reads only what git tracks, so a comparison
-of one's own never fails it. And `make check` itself on this checkout, one
-test per kind of check (so that `make test` runs it once, its parts beside the other tests)."""
+"""`make check` (benchmarks/check.py): on a copy of the committed files (the results archive in it made up by
+tests/synthetic_archive.py, so that no committed run is needed), a one-character edit of a figure in the README, a
+report, a JSON or of one translation line makes it fail; it reads only what git tracks, so a comparison of one's own
+never fails it. And `make check` itself on this checkout, one test per kind of check (so that `make test` runs it
+once, its parts beside the other tests)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from types import ModuleType
 
 import pytest
 
+from benchmarks import results_table
 from nmt.compare import paired_bootstrap
-from nmt.errors import DataError
-from tests.conftest import REPO
+from tests.conftest import REPO, tiny_config
+from tests.synthetic_archive import archive_folder, references
 
-RUN = "multi30k_transformer_20min"  # the committed run whose files are edited
+RUN = "tiny_transformer"  # the made-up archived run whose files are edited
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +31,9 @@ def scripts() -> dict[str, ModuleType]:
     return {name: importlib.import_module(f"benchmarks.{name}") for name in ("check", "compare_suite")}
 
 
-@pytest.fixture(scope="module")
-def refs(scripts) -> list[str]:
-    try:
-        return scripts["check"].references()
-    except DataError as err:
-        pytest.skip(f"no Multi30k test references here ({err})")
+def _archive(root: Path) -> Path:
+    """A made-up results/multi30k holding RUN, archived on the four test sets, under `root`."""
+    return archive_folder(root / "results" / "multi30k", RUN, tiny_config(root / "configs", RUN)).parent
 
 
 @pytest.mark.parametrize("kind", ["blocks", "commands", "scores", "bootstrap"])
@@ -77,18 +76,29 @@ def _bump(path: Path, pattern: str) -> None:
 
 @pytest.fixture
 def tree(tmp_path) -> Path:
-    """A copy of everything the blocks check reads."""
-    return _copy(tmp_path / "repo", "README.md", "docs", "results/multi30k", "reports/multi30k/compare.json",
-                 "reports/multi30k/compare.md", "reports/multi30k/suite.json", "benchmarks/results")
+    """A copy of everything the blocks check reads, with a made-up results archive and the README and
+    docs/training.md blocks written from it."""
+    root = _copy(tmp_path / "repo", "README.md", "docs", "reports/multi30k/compare.json", "reports/multi30k/compare.md",
+                 "reports/multi30k/suite.json", "benchmarks/results")
+    results = _archive(root)
+    assert results_table.main(["--results", str(results), "--readme", str(root / "README.md"),
+                               "--details", str(root / "docs" / "training.md")]) == 0
+    return root
+
+
+def _archived_bleu(root: Path) -> str:
+    """The README results table's cell of RUN's test2016 BLEU (what sacrebleu gave the made-up translations)."""
+    bleu = json.loads((root / "results" / "multi30k" / RUN / "eval_test.json").read_text())["scores"]["bleu"]
+    return rf"(?s){re.escape(results_table.START)}.*?\| {re.escape(f'{bleu:.2f}')}"
 
 
 BLOCK_EDITS: dict[str, Callable[[Path], None]] = {
-    "readme-results": lambda root: _bump(root / "README.md", r"\| 37\.95"),
+    "readme-results": lambda root: _bump(root / "README.md", _archived_bleu(root)),
     "readme-speed": lambda root: _bump(root / "README.md", r"\| 2,78\d"),
     "docs-comparison": lambda root: _bump(root / "docs" / "comparing.md", r"\| 19\.77"),
     "docs-benchmarks": lambda root: _bump(root / "docs" / "benchmarks.md", r"\| 692\.5"),
     "docs-config": lambda root: _bump(root / "docs" / "config.md", r"\| `window` \| int \| `8"),
-    "report-json": lambda root: _bump(root / "results" / "multi30k" / RUN / "eval_test.json", r'"chrf": 57\.71'),
+    "report-json": lambda root: _bump(root / "results" / "multi30k" / RUN / "eval_test.json", r'"chrf": [\d.]+'),
     "compare-json": lambda root: _bump(root / "reports" / "multi30k" / "compare.json", r'"bleu": 18\.38'),
     "compare-md": lambda root: _bump(root / "reports" / "multi30k" / "compare.md", r"\| 18\.45"),
     "bench-json": lambda root: _bump(root / "benchmarks" / "results" / "train_multi30k_transformer_cpu.json",
@@ -107,24 +117,30 @@ def test_one_character_edit_of_a_figure_fails_the_blocks_check(scripts, tree, ed
 
 @pytest.fixture
 def scored(tmp_path) -> Path:
-    """A copy of one committed run's report and translations (re-scoring one file keeps this fast)."""
-    return _copy(tmp_path / "repo", f"results/multi30k/{RUN}")
+    """A tree holding one archived run's reports and translations on the four test sets."""
+    root = tmp_path / "repo"
+    _archive(root)
+    return root
 
 
-def test_a_committed_translation_file_rescores_to_its_report(scripts, scored, refs):
-    assert scripts["check"].scores(scored, lambda _split: refs) == []
+def test_an_archived_translation_file_rescores_to_its_report(scripts, scored):
+    """Each test set's translations, re-scored by the check against that set's references, give the scores
+    sacrebleu gave when they were archived."""
+    assert len(list(scored.glob("results/multi30k/*/*.hyp.en"))) == 4
+    assert scripts["check"].scores(scored, references) == []
 
 
+@pytest.mark.parametrize("split", ["test", "test2018"])
 @pytest.mark.parametrize("edit", ["report", "hypothesis"])
-def test_an_edited_score_or_translation_line_fails_the_rescoring(scripts, scored, refs, edit):
+def test_an_edited_score_or_translation_line_fails_the_rescoring(scripts, scored, edit, split):
     folder = scored / "results" / "multi30k" / RUN
     if edit == "report":
-        _bump(folder / "eval_test.json", r'"ter": 46\.02')
+        _bump(folder / f"eval_{split}.json", r'"ter": [\d.]+')
     else:  # one character of the first translation
-        hyps = (folder / "test.hyp.en").read_text(encoding="utf-8")
-        (folder / "test.hyp.en").write_text("x" + hyps[1:], encoding="utf-8")
-    problems = scripts["check"].scores(scored, lambda _split: refs)
-    assert problems and all(str(folder / "eval_test.json") in p for p in problems)
+        hyps = (folder / f"{split}.hyp.en").read_text(encoding="utf-8")
+        (folder / f"{split}.hyp.en").write_text("x" + hyps[1:], encoding="utf-8")
+    problems = scripts["check"].scores(scored, references)
+    assert problems and all(str(folder / f"eval_{split}.json") in p for p in problems)
 
 
 def test_the_bootstrap_recomputes_from_its_seed_and_catches_an_edited_p_value(scripts, tmp_path):
@@ -208,14 +224,15 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, tmp_path, refs):
+def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, tmp_path):
     """`make compare SUITE=sample` (benchmarks.compare_suite, on one run here) writes its report beside the
     committed files, not over reports/multi30k; the check reads only what git tracks, also where committed
     comparisons lie (reports/<name>/runs/). Added to git there, the report is checked: its 80 sample
-    translations are not the 1,000 Multi30k test sentences."""
+    translations are not the test set's sentences."""
     suite, check = scripts["compare_suite"], scripts["check"]
     assert suite.default_out("multi30k") != Path("reports") / "multi30k"
-    repo = _copy(tmp_path / "repo", f"results/multi30k/{RUN}", "Makefile")  # the targets its commands name
+    repo = _copy(tmp_path / "repo", "Makefile")  # the targets its commands name
+    _archive(repo)
     _git(repo, "init", "-q")
     _git(repo, "add", "results", "Makefile")
     config, _ = trained_copy  # trained already: the suite only evaluates it again, then compares
@@ -230,12 +247,12 @@ def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, t
     again = json.loads((out / "compare.json").read_text())
     assert again["diagnostics"] == trained["diagnostics"] and again["significance"] == trained["significance"]
     assert [r["config"] for r in json.loads((out / "suite.json").read_text())["runs"]] == [str(config)]
-    assert check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs) == []
+    assert check.run_checks(repo, ("commands", "scores"), refs=references) == []
     beside = repo / "reports" / "sample"  # where the committed comparisons are re-scored from
     shutil.copytree(out, beside)
-    assert check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs) == []
+    assert check.run_checks(repo, ("commands", "scores"), refs=references) == []
     _git(repo, "add", "reports/sample")
-    problems = check.run_checks(repo, ("commands", "scores"), refs=lambda _split: refs)
+    problems = check.run_checks(repo, ("commands", "scores"), refs=references)
     assert problems and all(str(beside) in p for p in problems), problems
     assert any("80 lines" in p for p in problems)
 
