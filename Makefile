@@ -45,17 +45,17 @@ test: $(STAMP)
 # Every committed figure against its evidence: generated blocks regenerated, translations re-scored against the
 # Multi30k test references (NMT_DATA_MIRROR, ../shared/data/multi30k or the download), one bootstrap redone.
 check: $(STAMP)
-	$(BIN)/python -m benchmarks.check
+	$(BIN)/python -m tools.check
 
 lint: $(STAMP)
-	$(BIN)/ruff check nmt tests scripts benchmarks
+	$(BIN)/ruff check nmt tests scripts benchmarks tools
 
 docs: $(STAMP)
 	$(BIN)/nmt-config-doc > docs/config.md
 
 results: $(STAMP)
-	$(BIN)/python -m benchmarks.results_table
-	$(BIN)/python -m benchmarks.compare_table
+	$(BIN)/python -m tools.results_table
+	$(BIN)/python -m tools.compare_table
 
 # The translation service and attention explorer on http://127.0.0.1:8000 (docs/serve.md).
 serve: $(STAMP)

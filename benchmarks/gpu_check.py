@@ -54,6 +54,7 @@ from benchmarks.common import (
     table_header,
 )
 from nmt.fileio import atomic_output, write_json
+from nmt.processes import descendants
 from nmt.rundir import RunDir
 
 MODULE = "benchmarks.gpu_check"
@@ -105,26 +106,6 @@ def plan(gpus: int, dry: bool, budget: float, skip_tests: bool = False) -> list[
 
 
 # ------------------------------------------------------------------------------------ process groups
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of `pid` (from /proc), children first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        child = todo.pop(0)
-        found.append(child)
-        todo.extend(children.get(child, []))
-    return found
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

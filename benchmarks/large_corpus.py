@@ -29,7 +29,6 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.commands import shown
 from benchmarks.common import RESULTS, ROOT, arguments, command_line, cpu_model, prog, replace_block, table_header
 from nmt.config import DataConfig
 from nmt.data import fetch_multi30k, read_pair
@@ -213,7 +212,7 @@ def report(results: Path = RESULTS) -> str:
                "- pairs/s scaling: not measured (results for one corpus size only)"), ""]
     for r in runs:
         note = f" {r['note']}" if r.get("note") else ""
-        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: {shown(r['command'])}.{note}")
+        lines.append(f"- `data_{r['pairs']}_cpu.json`: {r['date']}, {r['machine']}: `{r['command']}`.{note}")
     return "\n".join(lines) + "\n"
 
 

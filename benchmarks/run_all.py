@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from benchmarks.attention import markdown_table
-from benchmarks.commands import shown
 from benchmarks.common import (
     RESULTS,
     ROOT,
@@ -107,7 +106,7 @@ def _provenance(name: str, record: dict) -> str:
     if "gpu" in m:
         machine += f", {m['gpu']} (CUDA {m['cuda']})"
     date = record["date"][:16].replace("T", " ")
-    return f"- `{name}`: {date} UTC, {machine}, torch {m['torch']}: {shown(record['command'])}"
+    return f"- `{name}`: {date} UTC, {machine}, torch {m['torch']}: `{record['command']}`"
 
 
 def _model(name: str, record: dict) -> str:

@@ -24,26 +24,6 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def running_children(pid: int) -> set[int]:
-    """The children of process `pid` that are still running (a zombie, reaped or not, has ended)."""
-    return {int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
-            if (fields := _stat_fields(stat)) and fields[1] == str(pid) and fields[0] != "Z"}
-
-
-def is_running(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie waiting for its parent does not)."""
-    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
-    return bool(fields) and fields[0] != "Z"
-
-
-def _stat_fields(stat: Path) -> list[str]:
-    """The fields of a /proc/<pid>/stat file after the command's name (state, parent pid, ...); none once gone."""
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return []
-
-
 def fails_cleanly(main, argv: list[str], capsys, folder: Path, message: str, status: int = 1) -> str:
     """Run a command that must fail: its exit status, one line naming the problem, no traceback, nothing changed."""
     before = snapshot(folder)

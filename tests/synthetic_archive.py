@@ -1,4 +1,4 @@
-"""A small results tree laid out as `python -m benchmarks.archive` writes results/multi30k/: translations and
+"""A small results tree laid out as `python -m tools.archive` writes results/multi30k/: translations and
 references made up here, scored by sacrebleu itself and written with the archive's own writers, so that the tests
 of the tables and of `make check` need no committed run (those may change or go with every new archive)."""
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import sacrebleu
 
-from benchmarks import archive
 from benchmarks.common import command_line
 from nmt.evaluation import write_report
 from nmt.fileio import write_json
 from nmt.rundir import RunDir
+from tools import archive
 
 SENTENCES = 40  # per test set: not the 80 of the sample corpus, nor Multi30k's 1,000
 ANIMALS = ("dog", "cat", "child", "woman", "man", "bird", "horse")

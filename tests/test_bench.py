@@ -22,8 +22,9 @@ from nmt.api import load_config
 from nmt.config import ModelConfig
 from nmt.flops import forward_flops, linear_flops, training_flops
 from nmt.models import build_model
+from nmt.processes import descendants
 from nmt.tokenizer import VocabInfo
-from tests.conftest import REPO, running_children, tiny_config, untrained_run
+from tests.conftest import REPO, tiny_config, untrained_run
 from tests.synthetic_archive import archive_folder
 
 VOCAB = VocabInfo(src_size=50, tgt_size=50, joint=True)
@@ -48,9 +49,10 @@ def keep_threads() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def scripts() -> dict[str, ModuleType]:
-    """The benchmark and report modules of the benchmarks package, by name."""
-    names = ("train", "decode", "attention", "run_all", "results_table", "compare_table", "peers", "profile_step")
-    return {name: importlib.import_module(f"benchmarks.{name}") for name in names}
+    """The benchmark modules (benchmarks/) and the table writers (tools/), by name."""
+    names = ("train", "decode", "attention", "run_all", "peers", "profile_step")
+    return {**{name: importlib.import_module(f"benchmarks.{name}") for name in names},
+            **{name: importlib.import_module(f"tools.{name}") for name in ("results_table", "compare_table")}}
 
 
 def test_linear_layer_costs_two_flops_per_weight_and_token():
@@ -269,12 +271,12 @@ def test_bench_decode_against_refuses_a_checkout_whose_modules_come_from_elsewhe
     shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__", "translator.py"))
     args = [str(run), "--limit", "1", "--batched-limit", "1", "--beam", "2", "--device", "cpu", "--threads", "1",
             "--against", str(tree), "--out-dir", str(tmp_path)]
-    before = running_children(os.getpid())
+    before = set(descendants(os.getpid()))
     assert scripts["decode"].main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and "translator.py" in err and "from outside it" in err
     assert not list(tmp_path.glob("*.json"))
-    assert running_children(os.getpid()) <= before  # the refused checkout's worker has ended
+    assert set(descendants(os.getpid())) <= before  # the refused checkout's worker has ended
 
 
 
@@ -350,7 +352,7 @@ def test_comparison_table_check_mode_finds_a_stale_table(scripts, tmp_path, caps
 
 
 def _committed_report(folder: Path) -> Path:
-    """A copy of the two files of reports/multi30k that benchmarks.compare_table reads."""
+    """A copy of the two files of reports/multi30k that tools.compare_table reads."""
     folder.mkdir()
     for name in ("compare.json", "suite.json"):
         shutil.copyfile(REPO / "reports" / "multi30k" / name, folder / name)
@@ -562,9 +564,9 @@ def test_agreement_table_shows_every_penalty_of_every_committed_record(scripts):
 
 
 def test_trace_calls_prints_the_hops_that_reach_the_target():
-    """benchmarks.trace_calls stops at the target's first call and lists the calls made along the chain to it."""
+    """tools.trace_calls stops at the target's first call and lists the calls made along the chain to it."""
     target = "nmt/config/loading.py:load_config"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.trace_calls", target, "nmt.cli:prepare_main", "--",
+    done = subprocess.run([sys.executable, "-m", "tools.trace_calls", target, "nmt.cli:prepare_main", "--",
                            "configs/sample_transformer.yaml"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     trace = json.loads(done.stdout)

@@ -13,7 +13,8 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.conftest import REPO, is_running
+from nmt.processes import descendants, is_running
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +142,34 @@ def test_an_mfu_outside_0_to_1_fails_a_gpu_training_check_and_is_labelled_in_the
     assert result["ok"] is ok
     assert ("MFU" in result["error"]) if not ok else ("error" not in result)
     assert ("note" in result) is (device == "cpu")
+
+
+def test_a_zombie_is_not_running_and_a_grandchild_in_a_session_of_its_own_is_a_descendant():
+    """nmt.processes, which the GPU check's supervisor, the data store and the tests read processes with: a child
+    that ended and was not yet reaped is no longer running (though its pid still exists), and a grandchild that
+    started a session of its own is still in the tree, after its parent."""
+    import signal
+    import subprocess
+
+    code = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+            "print('started', flush=True)\n"
+            "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline() == "started\n"
+        grandchildren = descendants(parent.pid)
+        tree = descendants(os.getpid())
+        assert len(grandchildren) == 1 and tree.index(parent.pid) < tree.index(grandchildren[0])
+        assert is_running(parent.pid) and is_running(grandchildren[0])
+    finally:
+        for pid in descendants(parent.pid):
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+    deadline = time.monotonic() + 10
+    while is_running(parent.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(parent.pid, 0)  # not reaped yet: the pid still exists, as a zombie
+    assert not is_running(parent.pid) and parent.pid not in descendants(os.getpid())
+    parent.wait()
+    assert not is_running(parent.pid)

@@ -107,14 +107,35 @@ def test_importing_nmt_and_its_config_leaves_torch_out():
     assert loaded == "[]", loaded
 
 
-def test_benchmarks_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alone():
+def test_benchmarks_tools_and_scripts_use_only_public_nmt_names_and_leave_sys_path_alone():
     found = []
-    for path in sorted([*(REPO / "benchmarks").glob("*.py"), *(REPO / "scripts").glob("*.py")]):
+    for path in sorted([*(REPO / "benchmarks").glob("*.py"), *(REPO / "tools").glob("*.py"),
+                        *(REPO / "scripts").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt"):
                 found += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
             if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
                 found.append(f"{path.name}: sys.path")
+    assert not found, found
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level packages `path` imports anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add((node.module or "").split(".")[0])
+    return found
+
+
+def test_the_library_imports_neither_benchmarks_nor_tools_and_benchmarks_never_import_tools():
+    """nmt at the bottom, benchmarks (measuring) above it, tools (the evidence tooling, which reads the benchmarks'
+    records) on top."""
+    forbidden = {"nmt": {"benchmarks", "tools"}, "benchmarks": {"tools"}}
+    found = sorted(f"{path.relative_to(REPO)} -> {target}" for folder, banned in forbidden.items()
+                   for path in (REPO / folder).rglob("*.py") for target in _top_level_imports(path) & banned)
     assert not found, found
 
 

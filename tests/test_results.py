@@ -1,4 +1,4 @@
-"""The results archive (benchmarks.archive) and the tables built from it (benchmarks.results_table): a finished run
+"""The results archive (tools.archive) and the tables built from it (tools.results_table): a finished run
 and an ensemble archived on every test set of their dataset with what reproduces them, the seeds of one recipe as
 mean ± sample standard deviation, and `make check` re-scoring each test set's translations against that set's
 own references."""
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from benchmarks import archive, check, results_table
 from nmt.cli import evaluate_parser
 from nmt.data import sample_dir
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
 from tests.conftest import REPO, fails_cleanly
+from tools import archive, check, results_table
 
 ARGV = ["run", "runs/x", "--beside", "nothing"]
 COMMIT = "0123456789abcdef"

@@ -19,6 +19,7 @@ from typing import BinaryIO
 import numpy as np
 
 from nmt.fileio import new_mode
+from nmt.processes import is_running
 
 MARKER = "COMPLETE"
 ID_DTYPE = np.int32
@@ -251,16 +252,6 @@ def is_complete(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def new_build_folder(cache: Path) -> Path:
     """A fresh temporary folder beside `cache` (a dot-name, so it is never taken for a cache).
 
@@ -269,7 +260,7 @@ def new_build_folder(cache: Path) -> Path:
     cache.parent.mkdir(parents=True, exist_ok=True)
     for old in cache.parent.glob(f".{cache.name}.*.tmp"):
         pid = old.name.split(".")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not is_running(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix=f".{cache.name}.{os.getpid()}.", suffix=".tmp", dir=cache.parent))
     folder.chmod(new_mode(folder=True))  # readable by whoever may read the cache folder

@@ -1,10 +1,8 @@
 """The commands that committed results record, checked against today's code.
 
-A result records the command that measured it, as it was typed. Some benchmarks have moved since (the scripts in
-scripts/ became modules of this package, #26): a record keeps its old command, since that is what ran, and
-`current` gives the command that runs the same benchmark today, which the tables show beside it. `problem` says
-why a recorded command would not run today (a module, script, make target or nmt command that does not exist, or
-arguments its parser refuses), so that `make check` fails when a rename leaves a published command behind.
+A result records the command that measured it. `problem` says why a recorded command would not run today (a
+module, script, make target or nmt command that does not exist, or arguments its parser refuses), so that
+`make check` fails when a rename leaves a published command behind: the rename rewrites the records with it.
 """
 
 from __future__ import annotations
@@ -22,38 +20,8 @@ from typing import Any
 
 from benchmarks.common import ROOT
 
-MOVED = {  # a script of scripts/ before #26 -> the module that runs it today
-    "scripts/bench_all.py": "benchmarks.run_all",
-    "scripts/bench_attention.py": "benchmarks.attention",
-    "scripts/bench_data.py": "benchmarks.large_corpus",
-    "scripts/bench_decode.py": "benchmarks.decode",
-    "scripts/bench_lp_agreement.py": "benchmarks.lp_agreement",
-    "scripts/bench_peers.py": "benchmarks.peers",
-    "scripts/bench_serve.py": "benchmarks.serve",
-    "scripts/bench_train.py": "benchmarks.train",
-    "scripts/check.py": "benchmarks.check",
-    "scripts/compare_suite.py": "benchmarks.compare_suite",
-    "scripts/compare_table.py": "benchmarks.compare_table",
-    "scripts/gpu_check.py": "benchmarks.gpu_check",
-    "scripts/profile_step.py": "benchmarks.profile_step",
-    "scripts/results_table.py": "benchmarks.results_table",
-}
 RECORD_KEYS = ("command", "training_command", "archived_by")  # the keys under which results record a command
-OWN_MODULES = ("benchmarks.", "nmt.")
-
-
-def current(command: str) -> str:
-    """`command` as it runs today: a moved script is replaced by `python -m` its module; the rest is unchanged."""
-    found = re.match(r"python (scripts/\S+\.py)(?=\s|$)", command)
-    if found is None or found.group(1) not in MOVED:
-        return command
-    return f"python -m {MOVED[found.group(1)]}{command[found.end():]}"
-
-
-def shown(command: str) -> str:
-    """`command` for a table: as recorded, followed by today's form when that differs."""
-    today = current(command)
-    return f"`{command}`" if today == command else f"`{command}` (today `{today}`)"
+OWN_MODULES = ("benchmarks.", "nmt.", "tools.")
 
 
 def _makefile_targets(root: Path) -> set[str]:
@@ -93,7 +61,7 @@ def problem(command: str, root: Path = ROOT) -> str | None:
     Only the part before a `;` outside quotes is a command; a record may add how a run went on after it (resumed
     with ...).
     """
-    lexer = shlex.shlex(current(command), posix=True, punctuation_chars=";")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";")
     lexer.whitespace_split = True
     try:
         words = list(itertools.takewhile(lambda word: word != ";", lexer))

@@ -1,8 +1,8 @@
 """Archive a finished Multi30k run, or an ensemble of runs, in results/multi30k/ on the four official test sets.
 
 Usage:
-    python -m benchmarks.archive run RUN --beside TEXT [--as NAME] [--commit SHA]
-    python -m benchmarks.archive ensemble RUN RUN [RUN ...] --as NAME --beside TEXT [--commit SHA]
+    python -m tools.archive run RUN --beside TEXT [--as NAME] [--commit SHA]
+    python -m tools.archive ensemble RUN RUN [RUN ...] --as NAME --beside TEXT [--commit SHA]
 
 `run` decodes the run's final model (what nmt-train chose: the average of its best checkpoints, or best.pt where
 that average validated worse) with the beam and length penalty of the run's own test report (the penalty chosen
@@ -49,7 +49,7 @@ from nmt.evaluation import write_report
 from nmt.fileio import write_json
 from nmt.rundir import RunDir, read_metrics
 
-MODULE = "benchmarks.archive"
+MODULE = "tools.archive"
 RESULTS = ROOT / "results" / "multi30k"
 SPLITS = ("test", "test2017", "mscoco2017", "test2018")  # Multi30k's test sets; "test" is test2016 (flickr)
 SEED_SUFFIX = re.compile(r"_seed\d+$")

@@ -1,9 +1,9 @@
 """Rebuild the Multi30k results tables from the models archived in results/multi30k/.
 
-Usage: python -m benchmarks.results_table [--results results/multi30k] [--readme README.md]
+Usage: python -m tools.results_table [--results results/multi30k] [--readme README.md]
                                          [--details docs/training.md] [--check]
 
-Each results/multi30k/<name>/ folder is one model as `python -m benchmarks.archive` wrote it: a report and the
+Each results/multi30k/<name>/ folder is one model as `python -m tools.archive` wrote it: a report and the
 translations for each of the four official test sets (eval_<split>.json, <split>.hyp.en), and run.json (the
 training command, the commit of the code that trained it, the checkpoint's sha256, updates, time, hardware and what
 ran beside it; an ensemble's members). Runs of one recipe differing only in their seed (`<group>_seed<N>`) share a
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.archive import SPLITS, group_of
 from benchmarks.common import (
     ROOT,
     arguments,
@@ -42,8 +41,9 @@ from nmt.config import Config, load_config
 from nmt.errors import FileError
 from nmt.fileio import describe_os_error
 from nmt.rundir import RunDir, read_metrics
+from tools.archive import SPLITS, group_of
 
-MODULE = "benchmarks.results_table"
+MODULE = "tools.results_table"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 DETAILS_START, DETAILS_END = "<!-- models:start -->", "<!-- models:end -->"
 TITLES = {"test": "test2016", "test2017": "test2017", "mscoco2017": "mscoco2017", "test2018": "test2018"}
@@ -242,15 +242,19 @@ def _detail_row(m: Model, results: Path) -> str:
                          f"{m.decode['beam']} / {m.decode['length_penalty']}", *bleu, command_text])
 
 
-@command
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="archive folder")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="file holding the results block")
     parser.add_argument("--details", type=Path, default=ROOT / "docs" / "training.md",
                         help="file holding the every-model block")
     parser.add_argument("--check", action="store_true", help="exit 1 if either block is not current")
-    args = parser.parse_args(arguments(argv))
+    return parser.parse_args(argv)
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(arguments(argv))
     fix = f"python -m {MODULE}"
     results, models = tables(args.results), details(args.results)  # both read before either file is written
     status = write_or_check(args.readme, START, END, results, args.check, "results tables", fix)

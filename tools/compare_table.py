@@ -1,6 +1,6 @@
 """Regenerate the attention-comparison table in docs/comparing.md from a committed comparison report.
 
-Usage: python -m benchmarks.compare_table [--report reports/multi30k] [--readme docs/comparing.md] [--check]
+Usage: python -m tools.compare_table [--report reports/multi30k] [--readme docs/comparing.md] [--check]
 
 The report folder is what `make compare SUITE=multi30k BUDGET=...` wrote: compare.json (scores, paired
 bootstrap against each family's baseline, speeds, attention diagnostics) and suite.json (budget, machine).
@@ -21,7 +21,7 @@ from benchmarks.compare_suite import budget_overrides
 from nmt.cli import command
 from nmt.compare import p_text
 
-MODULE = "benchmarks.compare_table"
+MODULE = "tools.compare_table"
 MISSING = "–"  # a figure the report has none of
 README = ROOT / "docs" / "comparing.md"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
@@ -91,13 +91,17 @@ def table(report: Path, readme: Path = README) -> str:
         return "\n".join(_lines(data, budget, trained, shown)) + "\n"
 
 
-@command
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "multi30k", help="comparison folder")
     parser.add_argument("--readme", type=Path, default=README, help="Markdown file whose block is rewritten")
     parser.add_argument("--check", action="store_true", help="exit 1 if the block is not current")
-    args = parser.parse_args(arguments(argv))
+    return parser.parse_args(argv)
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(arguments(argv))
     return write_or_check(args.readme, START, END, table(args.report.resolve(), args.readme), args.check,
                           "comparison table", f"python -m {MODULE}")
 

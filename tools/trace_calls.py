@@ -1,7 +1,7 @@
 """The hops from a console command to a target function: what a reader follows to see where control goes.
 
-Usage: python -m benchmarks.trace_calls TARGET ENTRY -- ARGS...
-e.g.   python -m benchmarks.trace_calls nmt/trainer.py:train_step nmt.cli:train_main -- configs/sample_transformer.yaml
+Usage: python -m tools.trace_calls TARGET ENTRY -- ARGS...
+e.g.   python -m tools.trace_calls nmt/trainer.py:train_step nmt.cli:train_main -- configs/sample_transformer.yaml
 
 Runs ENTRY (module:function, called with ARGS) under a profiler that sees only calls into nmt's own files, and
 stops the process at the first call of TARGET (file:function, the file relative to the folder holding the
@@ -27,7 +27,7 @@ import nmt
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.trace_calls", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.trace_calls", description=__doc__.splitlines()[0])
     parser.add_argument("target", help="file:function that ends the trace, e.g. nmt/trainer.py:train_step")
     parser.add_argument("entry", help="module:function to call with the arguments after --, e.g. nmt.cli:train_main")
     return parser.parse_args(own), rest

@@ -1,6 +1,6 @@
 """`make check`: every committed figure is what its evidence gives.
 
-Usage: python -m benchmarks.check [--root .] [--only blocks commands scores bootstrap] [--bootstrap-run NAME]
+Usage: python -m tools.check [--root .] [--only blocks commands scores bootstrap] [--bootstrap-run NAME]
 
 Only the files git tracks are read (as they are in the working tree, edits included): runs, reports and benchmark
 results of a user's own, beside the committed ones, are never checked. A root that is no git checkout (a copy of
@@ -12,7 +12,7 @@ the committed files) is read whole.
   configuration reference (docs/config.md) and reports/multi30k/compare.md (from its compare.json).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
-  (`benchmarks.commands`; a script that moved into this package is read as its module).
+  (`tools.commands`).
 - scores: every committed translation file (results/**/<split>.hyp.en, reports/*/runs/*/<split>.hyp.en) is
   re-scored with sacreBLEU against the references of its Multi30k test set (test2016, test2017, mscoco2017,
   test2018); its BLEU, BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU,
@@ -39,9 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchmarks import compare_table, large_corpus, results_table, run_all
-from benchmarks.commands import problem as command_problem
-from benchmarks.commands import recorded as recorded_commands
+from benchmarks import large_corpus, run_all
 from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
@@ -49,8 +47,11 @@ from nmt.config import DataConfig
 from nmt.data import MIRROR_ENV, MULTI30K_SPLITS, MULTI30K_TEST_SETS, fetch_multi30k, normalize, read_pair
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
+from tools import compare_table, results_table
+from tools.commands import problem as command_problem
+from tools.commands import recorded as recorded_commands
 
-MODULE = "benchmarks.check"
+MODULE = "tools.check"
 KINDS = ("blocks", "commands", "scores", "bootstrap")
 BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
 Problems = list[str]
@@ -95,7 +96,7 @@ def blocks(root: Path) -> Problems:
 
 def commands(root: Path) -> Problems:
     """Every command a committed result records runs today: its module, script, target or nmt command exists,
-    and the benchmark's parser takes its arguments (a moved script is read as the module that replaced it)."""
+    and the benchmark's parser takes its arguments."""
     files = sorted({*root.glob("benchmarks/results/*.json"), *root.glob("results/**/*.json"),
                     *root.glob("reports/**/*.json")})
     return [f"{path}: {key} `{recorded}`: {why}" for path in files
@@ -268,13 +269,17 @@ def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = B
         return [problem.replace(str(tree), str(root)) for problem in problems]
 
 
-@command
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this one)")
     parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS), help="the checks to run")
     parser.add_argument("--bootstrap-run", default=BOOTSTRAP_RUN, help="comparison run whose bootstrap is redone")
-    args = parser.parse_args(arguments(argv))
+    return parser.parse_args(argv)
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(arguments(argv))
     problems = run_checks(args.root.resolve(), tuple(args.only), args.bootstrap_run)
     for problem in problems:
         print(f"check: {problem}", file=sys.stderr)
