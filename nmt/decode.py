@@ -21,7 +21,9 @@ A sentence is done at its maximum length, or by the stopping rule:
 Both keep beam 1 identical to greedy for every alpha.
 
 Every hypothesis carries the same score in both searches: its summed log-probability (EOS included) divided by
-that penalty, so beam 1 gives greedy's tokens and scores. An `Ensemble` of models is itself a `Seq2Seq`, so
+that penalty, so beam 1 gives greedy's tokens and scores. `constrained_beam_search` is beam search whose outputs
+must contain given target terms (lexical constraints, `nmt.constraints`); a sentence without terms gets
+`beam_search`'s tokens and scores from it. An `Ensemble` of models is itself a `Seq2Seq`, so
 neither search knows whether it decodes one model or several.
 
 Call `model.eval()` before decoding; the search runs under `torch.inference_mode`.
@@ -36,6 +38,7 @@ import torch
 from torch import nn
 
 from nmt.config import STOP_RULES, DecodeConfig
+from nmt.constraints import Constraints, Progress
 from nmt.models.base import Memory, Seq2Seq, State
 
 NEG_INF = float("-inf")
@@ -49,6 +52,7 @@ class Hypothesis:
     score: float
     log_prob: float
     attention: torch.Tensor | None = None  # (len(tokens) + 1, real source length), last row for EOS
+    unmet: int = 0  # constraints it lacks: only a hypothesis ended by the length cap lacks any
 
 
 def gnmt_penalty(length: int, alpha: float) -> float:
@@ -196,10 +200,159 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
     return [kept[:n_best] for kept in finished]
 
 
+@torch.inference_mode()
+def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
+                            constraints: Sequence[Sequence[Sequence[int]]], *,
+                            return_attention: bool = False) -> list[list[Hypothesis]]:
+    """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, its
+    terms as token ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
+
+    Each step's candidates are beam search's best 2 * beam expansions of the sentence, each row's best token, EOS
+    after a row that holds all its terms, and every token that takes a row's unmet term further
+    (`nmt.constraints`), ordered by dynamic beam allocation: the banks (constraint tokens produced) take turns,
+    the fullest first, each bank's best before any bank's second, so that neither hypotheses that have met terms
+    nor those that have met none are crowded out. The EOS ones among the `beam` best of their bank finish, the
+    first `beam` others go on. EOS is refused while a term is unmet, except at the length cap, where the
+    hypotheses that lack terms end too, marked by `Hypothesis.unmet` and ranked after any that lack none. A
+    sentence without terms searches as in `beam_search`.
+    """
+    beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best ({n_best}) must be between 1 and beam ({beam})")
+    if stop not in STOP_RULES:
+        raise ValueError(f"stop must be one of {', '.join(STOP_RULES)}, not {stop!r}")
+    if len(constraints) != src.size(0):
+        raise ValueError(f"{len(constraints)} constraint lists for {src.size(0)} sentences")
+    k, eos = beam, model.eos_id
+    batch, device = src.size(0), src.device
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    width = 1  # rows per active sentence: one (BOS) at the first step, `beam` from then on
+    active = list(range(batch))  # sentence of each active group of rows
+    limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
+    limits = limit.tolist()
+    worst = [NEG_INF] * batch  # per active sentence: score of the k-th finished, -inf until k exist
+    scores = torch.zeros(batch, 1, device=device)  # (n, width) summed log-probs of the active beams
+    progress: list[Progress] = [Constraints.of(terms).start() for terms in constraints]  # per row
+    prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n*width,)
+    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n*width, t)
+    attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n*width, t, S)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    step = 0
+    while active:
+        n = len(active)
+        log_probs, state = model.step(prev, state)
+        log_probs = log_probs.float()  # (n*width, V)
+        vocab = log_probs.size(-1)
+        at_limit = (limit <= step).repeat_interleave(width)  # (n*width,)
+        lacking = torch.tensor([p.unmet > 0 for p in progress], device=device) & ~at_limit  # (n*width,)
+        if lacking.any():  # no EOS while a term is unmet
+            eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
+            eos_column[:, eos] = lacking
+            log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
+        if at_limit.any():
+            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
+            only_eos[:, eos] = log_probs[:, eos]
+            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
+        if return_attention:
+            attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
+        row_scores, row_tokens = log_probs.topk(min(2 * k, vocab), dim=1)  # (n*width, C)
+        per_row = row_scores.size(1)
+        candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
+        top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
+        top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=device)[:, None]  # (n, 2K)
+        picked = (top_rows * per_row + top_ids % per_row).view(-1)  # (n*2K,) flat positions in row_tokens
+        top_tokens = row_tokens.view(-1).gather(0, picked).view_as(top_ids)  # (n, 2K)
+        # Each row's best token, the tokens its unmet terms want, and EOS where it has met them all (it may score
+        # below the best 2K, which hypotheses lacking terms fill), scored in one gather
+        extra = [(row, token) for row, p in enumerate(progress)
+                 for token in (p.wanted() if p.unmet else (eos,) if p.constraints.terms else ())]
+        extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())]
+        extra_rows = torch.tensor([row for row, _ in extra], dtype=torch.long, device=device)  # (E,)
+        extra_tokens = torch.tensor([token for _, token in extra], dtype=torch.long, device=device)  # (E,)
+        extra_scores = scores.view(-1)[extra_rows] + log_probs[extra_rows, extra_tokens]  # (E,)
+        penalty = gnmt_penalty(step + 1, length_penalty)  # every candidate has step+1 tokens
+        # (row, token) -> (summed log-prob, score), the score divided on the device as `beam_search` divides it
+        by_group: list[dict[tuple[int, int], tuple[float, float]]] = [{} for _ in range(n)]
+        for group, (rows, tokens, values, normed) in enumerate(zip(
+                top_rows.tolist(), top_tokens.tolist(), top_scores.tolist(), (top_scores / penalty).tolist(),
+                strict=True)):
+            by_group[group].update(zip(zip(rows, tokens, strict=True), zip(values, normed, strict=True), strict=True))
+        for (row, token), value, normed in zip(extra, extra_scores.tolist(), (extra_scores / penalty).tolist(),
+                                               strict=True):
+            by_group[row // width].setdefault((row, token), (value, normed))
+        kept_groups, kept_rows, kept_tokens, kept_scores, kept_progress = [], [], [], [], []
+        for group, found in enumerate(by_group):
+            sent = active[group]
+            ranked = sorted(((value, normed, row, token, progress[row].advance(token))
+                             for (row, token), (value, normed) in found.items() if value > NEG_INF),
+                            key=lambda c: -c[0])
+            striped = _allocate(ranked)
+            for rank, (value, normed, row, token, _) in striped:
+                if token == eos and rank < k:
+                    _finish(finished[sent], k, Hypothesis(
+                        history[row].tolist(), normed, value,
+                        _attention(attn_history, row, src_mask[sent]) if return_attention else None,
+                        progress[row].unmet))
+            if len(finished[sent]) == k:
+                worst[group] = finished[sent][-1].score
+            chosen = [(value, row, token, after) for _, (value, _, row, token, after) in striped if token != eos][:k]
+            best_alive = max((c[0] for c in chosen), default=NEG_INF) / penalty
+            done = limits[group] <= step or (worst[group] >= best_alive if stop == "bound" else worst[group] > NEG_INF)
+            if done:
+                continue
+            dead = k - len(chosen)  # fewer candidates than beams: the missing beams start dead
+            first = chosen[0] if chosen else (NEG_INF, group * width, eos, progress[group * width])
+            chosen += [(NEG_INF, first[1], first[2], first[3])] * dead
+            kept_groups.append(group)
+            kept_rows.append([c[1] for c in chosen])
+            kept_tokens += [c[2] for c in chosen]
+            kept_scores.append([c[0] for c in chosen])
+            kept_progress += [c[3] for c in chosen]
+        groups = torch.tensor(kept_rows, dtype=torch.long, device=device).view(-1, k)  # (n', K)
+        rows = groups.view(-1)  # (n'*K,)
+        prev = torch.tensor(kept_tokens, dtype=torch.long, device=device)  # (n'*K,)
+        state = model.reorder_state(state, groups)
+        history = torch.cat([history[rows], prev[:, None]], dim=1)  # (n'*K, t+1)
+        attn_history = attn_history[rows]
+        scores = torch.tensor(kept_scores, device=device).view(-1, k)  # (n', K)
+        keep = torch.tensor(kept_groups, dtype=torch.long, device=device)  # (n',)
+        active, limit, progress, width = [active[g] for g in kept_groups], limit[keep], kept_progress, k
+        limits, worst = [limits[g] for g in kept_groups], [worst[g] for g in kept_groups]
+        step += 1
+    return [kept[:n_best] for kept in finished]
+
+
+def _finish(kept: list[Hypothesis], k: int, hyp: Hypothesis) -> None:
+    """Add a finished hypothesis to a sentence's `k` best, those lacking fewer terms first, then by score."""
+    kept.append(hyp)
+    kept.sort(key=lambda h: (h.unmet, -h.score))
+    del kept[k:]
+
+
+Candidate = tuple[float, float, int, int, Progress]  # summed log-prob, score, row it extends, token, standing after
+
+
+def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
+    """Dynamic beam allocation: `ranked` (best first) reordered so that the banks take turns, the fullest first,
+    every bank's r-th best coming before any bank's (r + 1)-th; each with its rank r in its bank. A single bank
+    keeps its order."""
+    seen: dict[int, int] = {}
+    order = []
+    for index, candidate in enumerate(ranked):
+        bank = candidate[4].bank
+        rank = seen[bank] = seen.get(bank, -1) + 1
+        order.append((rank, -bank, index))
+    return [(rank, ranked[index]) for rank, _, index in sorted(order)]
+
+
 def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
-                 return_attention: bool = False) -> list[list[Hypothesis]]:
-    """Greedy search when `cfg.beam == 1` (one-element lists), beam search otherwise; `auto` length penalties
-    decode at `cfg.alpha`."""
+                 return_attention: bool = False,
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> list[list[Hypothesis]]:
+    """Constrained beam search when any sentence has a constraint (`constraints`: per sentence, its target terms as
+    token ids), else greedy search when `cfg.beam == 1` (one-element lists) and beam search otherwise; `auto`
+    length penalties decode at `cfg.alpha`."""
+    if constraints is not None and any(len(term) for terms in constraints for term in terms):
+        return constrained_beam_search(model, src, src_mask, cfg, constraints, return_attention=return_attention)
     if cfg.beam == 1:
         return [[h] for h in greedy_search(model, src, src_mask, cfg, return_attention=return_attention)]
     return beam_search(model, src, src_mask, cfg, return_attention=return_attention)

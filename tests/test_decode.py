@@ -1,5 +1,5 @@
 """Search invariants: hand-worked beam results under both stopping rules, batch invariance, beam 1 == greedy,
-lengths, n-best, ensembles."""
+lengths, n-best, ensembles, and lexically constrained search."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ import torch
 from torch import nn
 
 from nmt.config import DecodeConfig
-from nmt.decode import Ensemble, Hypothesis, beam_search, decode_batch, gnmt_penalty, greedy_search, max_lengths
+from nmt.constraints import Constraints
+from nmt.decode import (
+    Ensemble,
+    Hypothesis,
+    beam_search,
+    constrained_beam_search,
+    decode_batch,
+    gnmt_penalty,
+    greedy_search,
+    max_lengths,
+)
 from nmt.models.base import Memory, Seq2Seq, State
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -368,3 +378,104 @@ def test_every_beam_hypothesis_has_the_log_prob_teacher_forcing_gives_it(name: s
         assert len(nbest) == 4
         for h in nbest:
             assert h.log_prob == pytest.approx(teacher_forced(model, src[i:i + 1], mask[i:i + 1], h.tokens), abs=1e-4)
+
+
+def contains(tokens: list[int], term: list[int] | tuple[int, ...]) -> bool:
+    return any(tuple(tokens[i:i + len(term)]) == tuple(term) for i in range(len(tokens) - len(term) + 1))
+
+
+# D is the model's least favourite token: it says A and ends (.5 * .9), and says D last of all.
+SHY = {(): {A: 0.5, B: 0.3, D: 0.02, EOS_ID: 0.18}}
+SHY_AFTER = {EOS_ID: 0.9, A: 0.05, B: 0.03, D: 0.02}
+
+
+def test_a_term_the_model_would_rather_not_emit_is_in_every_output() -> None:
+    src, mask = one_source([3])
+    model = ScriptedModel(SHY, SHY_AFTER)
+    (plain,) = beam_search(model, src, mask, settings(2.0, 5, beam=4))
+    assert plain[0].tokens == [A]
+    (nbest,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=4, n_best=4), [[[D]]])
+    assert nbest[0].tokens == [D]  # the most probable output that says D: D EOS (.02 * .9)
+    assert nbest[0].log_prob == pytest.approx(math.log(0.02 * 0.9), abs=1e-5)
+    assert all(D in h.tokens and h.unmet == 0 for h in nbest)
+    assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+
+
+def test_a_term_of_several_subwords_appears_whole_and_in_order() -> None:
+    src, mask = one_source([3])
+    model = ScriptedModel({(): {A: 0.7, C: 0.1, D: 0.1, EOS_ID: 0.1}}, {EOS_ID: 0.6, A: 0.2, C: 0.1, D: 0.1})
+    (nbest,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=4, n_best=4), [[[D, C, D]]])
+    assert nbest[0].tokens == [D, C, D]  # before A D C D: .1 * .1 * .1 * .6 against .7 * .1 * .1 * .1 * .6
+    assert nbest[0].log_prob == pytest.approx(math.log(0.1**3 * 0.6), abs=1e-5)
+    assert all(contains(h.tokens, [D, C, D]) and h.unmet == 0 for h in nbest)
+
+
+def test_overlapping_terms_share_their_tokens() -> None:
+    # Every token is as likely: the shortest output holding both terms wins, and A B C holds A B and B C.
+    src, mask = one_source([3])
+    model = ScriptedModel({}, dict.fromkeys([A, B, C, D, EOS_ID], 0.2))
+    for terms, best in [([[A, B], [B, C]], [A, B, C]), ([[A, B, C], [B]], [A, B, C]), ([[A, A], [A]], [A, A])]:
+        (nbest,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=6), [terms])
+        assert nbest[0].tokens == best and nbest[0].unmet == 0
+
+
+def test_at_the_length_cap_the_best_output_lacking_terms_is_returned_and_flagged() -> None:
+    # One output token allowed and two one-token terms: no output can hold both. Those holding one (C before D,
+    # the likelier) come first, then the one holding none; nothing ended before the cap (EOS is refused).
+    src, mask = one_source([3])
+    model = ScriptedModel({}, {A: 0.5, C: 0.1, D: 0.05, EOS_ID: 0.35})
+    (nbest,) = constrained_beam_search(model, src, mask, settings(0.0, 1, beam=4, n_best=3), [[[C], [D]]])
+    assert [(h.tokens, h.unmet) for h in nbest] == [([C], 1), ([D], 1), ([A], 2)]
+    (capped,) = constrained_beam_search(model, src, mask, settings(0.0, 1, beam=4), [[[C, D]]])
+    assert capped[0].unmet == 1 and len(capped[0].tokens) == 1
+
+
+@pytest.mark.parametrize("stop", STOPS)
+@pytest.mark.parametrize("name", ["toy GRU", "ensemble", "transformer", "rnn"])
+def test_without_terms_constrained_search_is_beam_search(name: str, stop: str) -> None:
+    """Tokens, log-probabilities and scores alike, and decode_batch takes the plain search for empty lists."""
+    model, src, mask = search_case(name)
+    cfg = settings(1.5, 3, beam=4, length_penalty=1.0, n_best=3, stop=stop)
+    plain = beam_search(model, src, mask, cfg)
+    full = [[(h.tokens, h.log_prob, h.score, h.unmet) for h in n] for n in plain]
+    empty = [[] for _ in range(src.size(0))]
+    assert [[(h.tokens, h.log_prob, h.score, h.unmet) for h in n]
+            for n in constrained_beam_search(model, src, mask, cfg, empty)] == full
+    assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in decode_batch(model, src, mask, cfg,
+                                                                               constraints=empty)] == \
+        [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain]
+
+
+def random_terms(count: int, seed: int, vocab: int = 24) -> list[list[list[int]]]:
+    """Per sentence none, one or two terms of one to three tokens (no special ids)."""
+    g = torch.Generator().manual_seed(seed)
+    return [[torch.randint(4, vocab, (int(torch.randint(1, 4, (1,), generator=g)),), generator=g).tolist()
+             for _ in range(int(torch.randint(0, 3, (1,), generator=g)))] for _ in range(count)]
+
+
+@pytest.mark.parametrize("name", ["transformer", "rnn", "ensemble"])
+def test_constrained_hypotheses_hold_their_terms_and_the_log_prob_teacher_forcing_gives_them(name: str) -> None:
+    model = (Ensemble([real_model("transformer"), real_model("rnn")]) if name == "ensemble" else real_model(name))
+    src, mask = random_batch(8, seed=7)
+    terms = random_terms(8, seed=1)
+    results = constrained_beam_search(model, src, mask, settings(3.0, 6, beam=5, length_penalty=1.0, n_best=3), terms)
+    assert sum(h.unmet == 0 for n in results for h in n) > 12
+    for i, nbest in enumerate(results):
+        for h in nbest:
+            assert h.unmet == sum(not contains(h.tokens, term) for term in Constraints.of(terms[i]).terms)
+            assert h.log_prob == pytest.approx(teacher_forced(model, src[i:i + 1], mask[i:i + 1], h.tokens), abs=1e-4)
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_constrained_search_gives_a_sentence_alone_what_it_gives_it_in_a_batch(stop: str) -> None:
+    model = ToyGRU()
+    src, mask = random_batch(24, seed=2)
+    terms = random_terms(24, seed=3)
+    cfg = settings(2.0, 4, beam=4, length_penalty=1.0, n_best=2, stop=stop)
+    batched = constrained_beam_search(model, src, mask, cfg, terms)
+    lengths = mask.sum(1)
+    for i in range(0, 24, 3):
+        (alone,) = decode_batch(model, src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]], cfg,
+                                constraints=[terms[i]])
+        assert [(h.tokens, h.unmet) for h in alone] == [(h.tokens, h.unmet) for h in batched[i]]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)

@@ -1,0 +1,97 @@
+"""What a hypothesis of lexically constrained search has met of its sentence's constraints (target terms as token
+sequences), and which tokens would take it further.
+
+A term is met once its tokens occur, contiguously, anywhere in the output; a term of several subwords is in
+progress while the output ends with a proper prefix of it, tracked per term with the Knuth-Morris-Pratt automaton,
+so terms that overlap (one ending where the other starts, one inside the other, a repeated token) are each
+followed on their own. A hypothesis' bank is how far it has come in tokens: the lengths of the terms it has met
+plus the longest prefix it is in the middle of (Post & Vilar 2018; Hu et al. 2019 bank by the same count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def _failure(term: tuple[int, ...]) -> tuple[int, ...]:
+    """KMP failure function: for each prefix length i + 1, the length of its longest proper border."""
+    fail = [0] * len(term)
+    k = 0
+    for i in range(1, len(term)):
+        while k and term[i] != term[k]:
+            k = fail[k - 1]
+        if term[i] == term[k]:
+            k += 1
+        fail[i] = k
+    return tuple(fail)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """One sentence's terms (deduplicated, non-empty token sequences) and their KMP tables."""
+
+    terms: tuple[tuple[int, ...], ...]
+    failures: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, terms: Sequence[Sequence[int]]) -> Constraints:
+        """The constraints of a sentence; empty terms are dropped and repeated ones kept once."""
+        unique = tuple(dict.fromkeys(tuple(int(t) for t in term) for term in terms if len(term)))
+        return cls(unique, tuple(_failure(term) for term in unique))
+
+    @property
+    def tokens(self) -> int:
+        """The constraint tokens in all: a hypothesis' bank is at most this."""
+        return sum(len(term) for term in self.terms)
+
+    def start(self) -> Progress:
+        """The progress of an empty output."""
+        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One hypothesis' standing: per term, whether it is met, and otherwise how many of its tokens the output ends
+    with."""
+
+    constraints: Constraints
+    matched: tuple[int, ...]
+    met: tuple[bool, ...]
+
+    @property
+    def unmet(self) -> int:
+        """The terms not yet met."""
+        return self.met.count(False)
+
+    @property
+    def bank(self) -> int:
+        """Constraint tokens produced: the lengths of the met terms plus the longest prefix in progress."""
+        done = sum(len(term) for term, met in zip(self.constraints.terms, self.met) if met)
+        return done + max((m for m, met in zip(self.matched, self.met) if not met), default=0)
+
+    def wanted(self) -> set[int]:
+        """The tokens that would take an unmet term a step further: the next token of each, and each's first."""
+        out: set[int] = set()
+        for term, matched, met in zip(self.constraints.terms, self.matched, self.met):
+            if not met:
+                out.update((term[matched], term[0]))
+        return out
+
+    def advance(self, token: int) -> Progress:
+        """The standing after the output grows by `token`."""
+        if self.unmet == 0:
+            return self
+        matched, met = list(self.matched), list(self.met)
+        for i, (term, fail) in enumerate(zip(self.constraints.terms, self.constraints.failures)):
+            if met[i]:
+                continue
+            k = matched[i]
+            while k and term[k] != token:
+                k = fail[k - 1]
+            if term[k] == token:
+                k += 1
+            if k == len(term):
+                met[i], k = True, 0
+            matched[i] = k
+        return Progress(self.constraints, tuple(matched), tuple(met))
