@@ -298,6 +298,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 @command
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
+    from nmt.glossary import load_glossary
     from nmt.translate import Stream, check_paths, translate_file
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
@@ -317,10 +318,19 @@ def translate_main(argv: list[str] | None = None) -> int:
                         help="sentences to plot with --attention-plots")
     parser.add_argument("--attention-stats", metavar="FILE",
                         help="write per-sentence cross-attention statistics and outlier flags (JSONL)")
+    parser.add_argument("--glossary", metavar="FILE",
+                        help="source term, tab, target term per line (DeepL's CSV entries if FILE ends in .csv): "
+                             "where a source term occurs in a line, its translation must contain the target term "
+                             "(docs/translating.md says how terms are matched)")
+    parser.add_argument("--constraints", metavar="FILE",
+                        help="one line per input line: the target terms its translation must contain, separated by "
+                             "tabs (a blank line: none), as fairseq's --constraints reads them")
     add_threshold_args(parser, "--attention-stats")
     add_decode_args(parser)
     args = parser.parse_args(argv)
-    check_paths(args.checkpoint, args.input, args.output, args.attention_stats, args.attention_plots)
+    check_paths(args.checkpoint, args.input, args.output, args.attention_stats, args.attention_plots, args.glossary,
+                args.constraints)
+    glossary = load_glossary(args.glossary) if args.glossary else None
     translator = translator_from_args(args.checkpoint, args, n_best=args.n_best)
     if (args.attention_stats or args.attention_plots) and not translator.engine.abilities.attention:
         raise ExportError(f"{args.checkpoint[0]}: an exported model gives no attention weights; "
@@ -328,8 +338,8 @@ def translate_main(argv: list[str] | None = None) -> int:
     thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
                             args.max_uniform_share)
     stream = Stream(translator, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,
-                    args.attention_stats, thresholds)
-    translate_file(stream, args.input, args.output)
+                    args.attention_stats, thresholds, glossary)
+    translate_file(stream, args.input, args.output, args.constraints)
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from itertools import islice
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -14,6 +14,7 @@ from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.errors import DataError, FileError
 from nmt.fileio import atomic_output, check_input, check_output
+from nmt.glossary import Glossary, constraint_terms, line_terms
 from nmt.translator import Translator, model_inputs
 
 
@@ -27,15 +28,18 @@ class Stream:
 
     def __init__(self, translator: Translator, chunk_lines: int = 2000, scores: bool = False,
                  plot_dir: str | None = None, plot_count: int = 10, stats_path: str | None = None,
-                 thresholds: Thresholds | None = None) -> None:
+                 thresholds: Thresholds | None = None, glossary: Glossary | None = None) -> None:
         self.translator, self.chunk_lines, self.scores = translator, chunk_lines, scores
+        self.glossary = glossary  # its target terms must appear in the translations of lines that call for them
         self.plot_dir = Path(plot_dir) if plot_dir else None
         self.plot_count, self.stats_path = plot_count, stats_path
         self.thresholds = thresholds or Thresholds()
         self.plotted = 0
 
-    def translate_chunk(self, numbered: list[tuple[int, str]], name: str = "<input>") -> list[list[Hypothesis]]:
-        """N-best lists for (line number, text) pairs; empty lines give empty lists."""
+    def translate_chunk(self, numbered: list[tuple[int, str]], name: str = "<input>",
+                        constraints: list[list[str]] | None = None) -> list[list[Hypothesis]]:
+        """N-best lists for (line number, text) pairs; empty lines give empty lists. `constraints`: per line, target
+        terms its translations must contain, besides those of the glossary."""
         limit = self.translator.decode.max_source_tokens
 
         def warn(index: int, length: int) -> None:
@@ -43,7 +47,14 @@ class Stream:
                   file=sys.stderr)
 
         want_attention = self.stats_path is not None or (self.plot_dir is not None and self.plotted < self.plot_count)
-        return self.translator.search([line for _, line in numbered], warn, return_attention=want_attention)
+        lines = [line for _, line in numbered]
+        terms = line_terms(lines, self.glossary, constraints)
+        results = self.translator.search(lines, warn, return_attention=want_attention, terms=terms)
+        for (number, _), hyps in zip(numbered, results, strict=True):
+            if hyps and hyps[0].unmet:
+                print(f"warning: {name} line {number}: the translation lacks {hyps[0].unmet} of its target terms "
+                      "(it reached the length cap first)", file=sys.stderr)
+        return results
 
     def _format(self, index: int, hyps: list[Hypothesis]) -> list[str]:
         detokenize = self.translator.detokenize
@@ -72,19 +83,27 @@ class Stream:
                                   title=self.translator.detokenize(hyps[0]))
                 self.plotted += 1
 
-    def run(self, lines: Iterable[str], name: str, output: str | None) -> int:
-        """Translate every line to `output` (atomically) or stdout; returns the number of lines."""
+    def run(self, lines: Iterable[str], name: str, output: str | None,
+            constraints: Iterable[list[str]] | None = None) -> int:
+        """Translate every line to `output` (atomically) or stdout; returns the number of lines. `constraints`
+        gives each line's target terms, one list per line."""
         count = 0
+        terms = None if constraints is None else iter(constraints)
         out_ctx = atomic_output(output) if output else nullcontext(sys.stdout)
         stats_ctx = atomic_output(self.stats_path) if self.stats_path else nullcontext(None)
         with out_ctx as out, stats_ctx as stats_handle:
             for numbered in _chunks(enumerate(lines, 1), self.chunk_lines):
-                results = self.translate_chunk(numbered, name)
+                chunk_terms = None if terms is None else list(islice(terms, len(numbered)))
+                if chunk_terms is not None and len(chunk_terms) < len(numbered):
+                    raise DataError(f"--constraints: fewer lines than {name} ({count + len(chunk_terms)})")
+                results = self.translate_chunk(numbered, name, chunk_terms)
                 for (number, _), hyps in zip(numbered, results):
                     out.writelines(text + "\n" for text in self._format(number - 1, hyps))
                 self._diagnose(numbered, results, stats_handle)
                 out.flush()
                 count += len(numbered)
+            if terms is not None and next(terms, None) is not None:
+                raise DataError(f"--constraints: more lines than {name} ({count})")
         return count
 
 
@@ -103,12 +122,13 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
 
 
 def check_paths(models: list[str], source: str | None, output: str | None, stats: str | None,
-                plots: str | None) -> None:
+                plots: str | None, glossary: str | None = None, constraints: str | None = None) -> None:
     """nmt-translate's files, before any model is loaded: inputs that exist, outputs that are none of them (nor
     each other), and standard streams that are open where no file replaces them."""
     inputs = [item for path in models for item in model_inputs(path)]
-    if source:
-        inputs.append(("-i/--input", check_input("-i/--input", source)))
+    for flag, path in (("-i/--input", source), ("--glossary", glossary), ("--constraints", constraints)):
+        if path:
+            inputs.append((flag, check_input(flag, path)))
     if output:
         check_output("-o/--output", output, inputs)
     if stats:
@@ -122,14 +142,22 @@ def check_paths(models: list[str], source: str | None, output: str | None, stats
         raise FileError("<stdout>: standard output is closed; give -o/--output FILE")
 
 
-def translate_file(stream: Stream, source: str | None, output: str | None) -> int:
-    """Translate the file `source` (None: stdin) to `output` (None: stdout); returns the number of lines."""
+def translate_file(stream: Stream, source: str | None, output: str | None, constraints: str | None = None) -> int:
+    """Translate the file `source` (None: stdin) to `output` (None: stdout), each line's translation holding the
+    target terms of the same line of the file `constraints` (tab-separated); returns the number of lines."""
     name = source or "<stdin>"
-    if not source:
-        return stream.run(read_lines(sys.stdin.buffer, name), name, output)
+    with ExitStack() as stack:
+        terms = None
+        if constraints:
+            terms = (constraint_terms(line, f"{constraints} line {number}") for number, line in
+                     enumerate(read_lines(_open(stack, constraints, "constraints"), constraints), 1))
+        handle = _open(stack, source, "input") if source else sys.stdin.buffer
+        return stream.run(read_lines(handle, name), name, output, terms)
+
+
+def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:
+    """`path` opened for reading in binary, closed with `stack`; DataError if it cannot be."""
     try:
-        handle = open(source, "rb")  # noqa: SIM115 - closed below
+        return stack.enter_context(open(path, "rb"))
     except OSError as err:
-        raise DataError(f"{source}: cannot open input ({err.strerror})") from None
-    with handle:
-        return stream.run(read_lines(handle, name), name, output)
+        raise DataError(f"{path}: cannot open {what} ({err.strerror})") from None

@@ -24,9 +24,10 @@ from nmt.data import normalize, sha256_file
 from nmt.decode import Ensemble, Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
-from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, export_files, is_export, read_manifest
+from nmt.engines.ctranslate2 import MANIFEST, NO_GLOSSARY, CTranslate2Engine, export_files, is_export, read_manifest
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import CheckpointError, ConfigError, ExportError
+from nmt.glossary import GlossaryLike, line_terms
 from nmt.rundir import RunDir
 from nmt.tokenizer import Tokenizer
 from nmt.utils import resolve_device
@@ -96,18 +97,27 @@ class Translator:
             out.append(np.asarray(ids[:limit], dtype=np.int64))
         return out
 
-    def search(self, lines: Sequence[str], warn: Warn | None = None,
-               return_attention: bool = False) -> list[list[Hypothesis]]:
+    def search(self, lines: Sequence[str], warn: Warn | None = None, return_attention: bool = False,
+               terms: Sequence[Sequence[str]] | None = None) -> list[list[Hypothesis]]:
         """The n-best list of each line, in input order; a line without subwords (blank, or only characters that
-        normalization removes) gives an empty list."""
+        normalization removes) gives an empty list. `terms`: per line, the target terms its translations must
+        contain (`nmt.glossary.line_terms`), searched for by constrained beam search."""
+        if terms is not None and not self.engine.abilities.constraints:
+            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: {NO_GLOSSARY}")
         work = [i for i, line in enumerate(lines) if line.strip()]
         sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
         work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
-        nbest = self.engine.search(sources, self.decode, return_attention) if work else []
+        constraints = None if terms is None else [self.encode_terms(terms[i]) for i in work]
+        nbest = self.engine.search(sources, self.decode, return_attention, constraints) if work else []
         results: list[list[Hypothesis]] = [[] for _ in lines]
         for i, hyps in zip(work, nbest, strict=True):
             results[i] = hyps
         return results
+
+    def encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
+        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word."""
+        ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
+        return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
     def detokenize(self, hyp: Hypothesis) -> str:
         return self.tokenizer.decode_tgt(hyp.tokens)
@@ -118,27 +128,37 @@ class Translator:
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
-    def translate(self, text: str | Sequence[str], warn: Warn | None = None, **decoding: Any) -> str | list[str]:
+    def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, glossary: GlossaryLike = None,
+                  constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
+                  **decoding: Any) -> str | list[str]:
         """The best translation of a line (a str), or of each line of a sequence (a list; "" for a blank line).
-        `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one batch gives what
-        nmt-translate writes for the same lines."""
+        `glossary` (a `Glossary`, a {source term: target term} mapping, (source, target) pairs, or a TSV/CSV file's
+        path) and `constraints` (the target terms of a str, or a list of them per line) name target terms the
+        translations must contain; `decoding` overrides decode.* settings (beam, length_penalty, ...) for this
+        call; one batch gives what nmt-translate writes for the same lines."""
         lines, one = _lines(text)
-        out = [translation for translation, _ in self.with_decode(**decoding).best(lines, warn)]
+        terms = line_terms(lines, glossary, [constraints] if one and constraints is not None else constraints)
+        out = [translation for translation, _ in self.with_decode(**decoding).best(lines, warn, terms)]
         return out[0] if one else out
 
-    def best(self, lines: Sequence[str], warn: Warn | None = None) -> list[tuple[str, Hypothesis | None]]:
+    def best(self, lines: Sequence[str], warn: Warn | None = None,
+             terms: Sequence[Sequence[str]] | None = None) -> list[tuple[str, Hypothesis | None]]:
         """Each line's best translation, as `translate` gives it, with the hypothesis searched (None for a line
-        without subwords, whose translation is "")."""
-        return [(self.detokenize(hyps[0]), hyps[0]) if hyps else ("", None) for hyps in self.search(lines, warn)]
+        without subwords, whose translation is ""); `terms` as `search` takes them."""
+        return [(self.detokenize(hyps[0]), hyps[0]) if hyps else ("", None)
+                for hyps in self.search(lines, warn, terms=terms)]
 
-    def translate_nbest(self, text: str | Sequence[str], n: int | None = None,
+    def translate_nbest(self, text: str | Sequence[str], n: int | None = None, *, glossary: GlossaryLike = None,
+                        constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                         **decoding: Any) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
         """The n best translations (default: decode.n_best, at most the beam) with their scores, best first: for a
         str one list of (text, score), for a sequence one such list per line. The score is nmt-translate
-        --scores': the summed log-probability (EOS included) over the GNMT length penalty."""
+        --scores': the summed log-probability (EOS included) over the GNMT length penalty. `glossary` and
+        `constraints` as `translate` takes them."""
         lines, one = _lines(text)
+        terms = line_terms(lines, glossary, [constraints] if one and constraints is not None else constraints)
         searcher = self.with_decode(**({"n_best": n} if n is not None else {}), **decoding)
-        out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines)]
+        out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines, terms=terms)]
         return out[0] if one else out
 
     def score(self, sources: str | Sequence[str],

@@ -27,6 +27,7 @@ class Abilities:
     stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
     devices: tuple[str, ...]  # the device types it decodes on
     scores: bool = False  # the log-probabilities of given targets (`score`)
+    constraints: bool = False  # target terms every output must contain (glossaries, lexical constraints)
 
 
 class Engine(Protocol):
@@ -43,8 +44,11 @@ class Engine(Protocol):
         """The model's trainable parameters; None where the engine cannot count them."""
         ...
 
-    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
-               return_attention: bool = False) -> list[list[Hypothesis]]: ...
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
+               constraints: Sequence[Sequence[np.ndarray]] | None = None) -> list[list[Hypothesis]]:
+        """`constraints`: per source, the target terms (ids) its outputs must contain; only where
+        `abilities.constraints`."""
+        ...
 
     def score(self, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray],
               cfg: DecodeConfig) -> list[np.ndarray]:

@@ -43,6 +43,8 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 MANIFEST = "nmt_export.json"
 FORMAT_VERSION = 1
 NO_ATTENTION = "an exported model gives no attention weights (plots and statistics need a checkpoint)"
+NO_GLOSSARY = ("the ctranslate2 engine does not support glossaries or constraints; translate with a checkpoint or run "
+               "folder for them")
 
 
 def import_ctranslate2() -> Any:
@@ -167,10 +169,12 @@ class CTranslate2Engine:
         self.src_pieces = [src.id_to_piece(i) for i in range(src.get_piece_size())]
         self.eos = src.id_to_piece(EOS_ID)
 
-    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
-               return_attention: bool = False) -> list[list[Hypothesis]]:
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
+               constraints: Sequence[Sequence[np.ndarray]] | None = None) -> list[list[Hypothesis]]:
         if return_attention:
             raise ExportError(NO_ATTENTION)
+        if constraints is not None:
+            raise ExportError(NO_GLOSSARY)
         results: list[list[Hypothesis]] = [[] for _ in sources]
         if not sources:
             return results

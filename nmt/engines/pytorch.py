@@ -83,7 +83,8 @@ class TorchEngine:
     """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
 
     name = "pytorch"
-    abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True)
+    abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True,
+                          constraints=True)
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
@@ -96,8 +97,8 @@ class TorchEngine:
     def parameter_count(self) -> int | None:
         return count_parameters(self.model)
 
-    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig,
-               return_attention: bool = False) -> list[list[Hypothesis]]:
+    def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
+               constraints: Sequence[Sequence[np.ndarray]] | None = None) -> list[list[Hypothesis]]:
         self.model.eval()
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
@@ -110,7 +111,9 @@ class TorchEngine:
             try:
                 with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
-                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention=return_attention)
+                    terms = None if constraints is None else [[t.tolist() for t in constraints[i]] for i in indices]
+                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention=return_attention,
+                                         constraints=terms)
             except BaseException:
                 stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
                 raise

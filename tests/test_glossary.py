@@ -1,0 +1,141 @@
+"""Glossaries and per-sentence constraints: how terms are read and matched, that translations hold them through
+the Python API and nmt-translate, that decoding without them is today's, and one-line refusals of bad input."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from nmt.cli import translate_main
+from nmt.config import DecodeConfig
+from nmt.data import collate, read_pair, resolve_files
+from nmt.decode import beam_search, constrained_beam_search
+from nmt.engines.ctranslate2 import CTranslate2Engine
+from nmt.errors import DataError, ExportError
+from nmt.glossary import MAX_ENTRIES, Glossary, line_terms, load_glossary
+from nmt.translator import Translator, load_translator
+from tests.conftest import fails_cleanly
+
+CPU = torch.device("cpu")
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_source_terms_match_whole_words_across_case_and_inflection() -> None:
+    glossary = Glossary.of({"Hund": "hound", "roter Hut": "red hat", "Hut": "cap", "Straße": "road"})
+    assert glossary.terms_for("Zwei HUNDE, ein Roter Hut und ein Hut auf der STRASSE.") == \
+        ["hound", "red hat", "cap", "road"]
+    assert glossary.terms_for("Des Hundes Hütte.") == ["hound"]  # an inflection ending on the last word
+    assert glossary.terms_for("Ein roten Hut.") == ["cap"]  # only the last word of a term is inflected
+    assert glossary.terms_for("Der Hutmacher und die Hunderassen.") == []  # no word is a prefix of a longer one
+    assert glossary.terms_for("Ein roter Hut.") == ["red hat"]  # the longest match wins where terms overlap
+
+
+def test_tsv_and_deepl_csv_give_the_same_glossary(tmp_path) -> None:
+    (tmp_path / "g.tsv").write_text("Hund\thound\n\nroter Hut\tred hat\n", encoding="utf-8")
+    (tmp_path / "g.csv").write_text('Hund,hound,de,en\n"roter Hut","red hat"\n', encoding="utf-8")
+    assert load_glossary(tmp_path / "g.tsv") == load_glossary(tmp_path / "g.csv")
+    assert load_glossary(tmp_path / "g.tsv").to_tsv() == "Hund\thound\nroter Hut\tred hat\n"
+
+
+MALFORMED = {
+    "wrong columns": ("Hund\thound\nKatze\n", "g.tsv line 2: 1 columns"),
+    "three columns": ("Hund\thound\textra\n", "g.tsv line 1: 3 columns"),
+    "empty term": ("Hund\t\n", "g.tsv line 1: empty term"),
+    "too many entries": ("".join(f"Wort{i}\tword{i}\n" for i in range(100_000)), "a glossary holds at most"),
+    "a long term": (f"Hund\t{'a' * 10_000}\n", "a term of 10,000 characters"),
+    "a source twice": ("Hund\thound\nHund\tdog\n", "g.tsv line 2: the source term 'Hund' is also on line 1"),
+    "padded term": ("Hund \thound\n", "g.tsv line 1: a term begins or ends with whitespace"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_malformed_glossary_is_one_line_before_any_model_loads(case, trained_run, tmp_path, capsys) -> None:
+    text, message = MALFORMED[case]
+    (tmp_path / "g.tsv").write_text(text, encoding="utf-8")
+    (tmp_path / "in.txt").write_text("Ein Hund.\n", encoding="utf-8")
+    argv = ["-c", str(trained_run), "-i", str(tmp_path / "in.txt"), "--glossary", str(tmp_path / "g.tsv"),
+            "-o", str(tmp_path / "out.txt")]
+    fails_cleanly(translate_main, argv, capsys, tmp_path, message)
+    with pytest.raises(DataError, match=message.split(": ", 1)[-1]):
+        load_glossary(tmp_path / "g.tsv")
+
+
+def test_the_python_api_refuses_malformed_entries_and_constraints() -> None:
+    with pytest.raises(DataError, match="glossary entry 1: empty term"):
+        Glossary.of({"": "x"})
+    with pytest.raises(DataError, match=f"at most {MAX_ENTRIES:,}"):
+        Glossary.of({f"w{i}": "x" for i in range(MAX_ENTRIES + 1)})
+    with pytest.raises(DataError, match="glossary entry 1: expected a source term and a target term"):
+        Glossary.of([("a", "b", "c")])
+    with pytest.raises(DataError, match="give one list of target terms per line"):
+        line_terms(["a", "b"], constraints=[["x"]])
+    with pytest.raises(DataError, match="constraints of line 1: a term must be text"):
+        line_terms(["a"], constraints=[[3]])
+
+
+def test_without_terms_decoding_is_todays_on_the_sample_test_set(trained_run) -> None:
+    """Constrained search with no term, and an empty glossary, give beam search's tokens and scores exactly."""
+    translator = load_translator([trained_run], CPU)
+    lines = read_pair(*resolve_files(translator.cfg)["test"])[0]
+    model, cfg = translator.engine.model.eval(), translator.decode
+    batch = collate([(ids, ids[:0]) for ids in translator.encode(lines)], model.pad_id)
+    plain = beam_search(model, batch.src, batch.src_mask, cfg)
+    empty = constrained_beam_search(model, batch.src, batch.src_mask, cfg, [[] for _ in lines])
+    assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain] == \
+        [[(h.tokens, h.log_prob, h.score) for h in n] for n in empty]
+    assert translator.translate(lines, glossary=Glossary.of({})) == translator.translate(lines)
+    assert [[h.score for h in n] for n in translator.search(lines, terms=[[] for _ in lines])] == \
+        [[h.score for h in n] for n in translator.search(lines)]
+
+
+def test_translations_hold_the_glossary_terms_their_lines_call_for(trained_run) -> None:
+    translator = load_translator([trained_run], CPU)
+    lines = read_pair(*resolve_files(translator.cfg)["test"])[0][:30]
+    glossary = {"Mann": "gentleman", "Hund": "puppy"}
+    calls = line_terms(lines, glossary)
+    assert sum(bool(terms) for terms in calls) >= 5 and any(not terms for terms in calls)
+    plain = translator.translate(lines)
+    for beam in (1, 4):
+        translated = translator.translate(lines, glossary=glossary, beam=beam)
+        for line, terms, text, before in zip(lines, calls, translated, plain, strict=True):
+            assert all(term in text for term in terms), (line, text)
+            if not terms and beam == translator.decode.beam:  # a line that calls for no term: as without
+                assert text == before
+    one = translator.translate("Ein Mann schläft.", constraints=["sleeps", "gentleman"])
+    assert "sleeps" in one and "gentleman" in one
+
+
+def test_nmt_translate_takes_a_glossary_and_a_constraints_file(trained_run, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("Ein Mann geht.\nEin Hund.\nDer Bahnhof.\n", encoding="utf-8")
+    (tmp_path / "g.tsv").write_text("Mann\tgentleman\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_text("\npuppy\twhite\nstation\n", encoding="utf-8")
+    argv = ["-c", str(trained_run), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
+    assert translate_main([*argv, "--glossary", str(tmp_path / "g.tsv"), "--constraints", str(tmp_path / "c.txt")]) == 0
+    out = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert len(out) == 3 and "gentleman" in out[0] and "puppy" in out[1] and "white" in out[1]
+    assert "station" in out[2]
+    (tmp_path / "short.txt").write_text("\npuppy\n", encoding="utf-8")
+    fails_cleanly(translate_main, [*argv, "--constraints", str(tmp_path / "short.txt")], capsys, tmp_path,
+                  "--constraints: fewer lines than")
+    (tmp_path / "long.txt").write_text("\n\n\nstation\n", encoding="utf-8")
+    fails_cleanly(translate_main, [*argv, "--constraints", str(tmp_path / "long.txt")], capsys, tmp_path,
+                  "--constraints: more lines than")
+
+
+def test_a_term_the_length_cap_leaves_out_is_flagged(trained_run, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("Ein Hund.\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_text("gentleman\tpuppy\tstation\twhite\tsleeps\n", encoding="utf-8")
+    argv = ["-c", str(trained_run), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"),
+            "--constraints", str(tmp_path / "c.txt"), "--max-len-a", "0", "--max-len-b", "3"]
+    assert translate_main(argv) == 0
+    assert "line 1: the translation lacks" in capsys.readouterr().err
+
+
+def test_the_ctranslate2_engine_says_in_one_line_that_it_has_no_glossaries() -> None:
+    engine = SimpleNamespace(name="ctranslate2", abilities=CTranslate2Engine.abilities, max_positions=None)
+    translator = Translator(engine, None, DecodeConfig(), lowercase=False)
+    with pytest.raises(ExportError, match="the ctranslate2 engine does not support glossaries") as err:
+        translator.translate(["Ein Hund."], glossary={"Hund": "dog"})
+    assert "\n" not in str(err.value)
