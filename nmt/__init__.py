@@ -1,8 +1,8 @@
 """nmt: a German-English neural machine translation trainer.
 
 The public API (see docs/python.md): `load` a model and translate, `train` from a config, `evaluate` a model,
-`load_config`, `export_model` and `import_model`; the types `Translator`, `Run`, `Config`; and the error types,
-all subclasses of `NmtError`.
+`load_config`, `export_model`, `import_model` and `load_glossary`; the types `Translator`, `Run`, `Config`,
+`Glossary`; and the error types, all subclasses of `NmtError`.
 Importing nmt is cheap: torch is imported when a function that needs it is first used.
 """
 
@@ -30,11 +30,13 @@ __version__ = "0.1.0"
 # Names that import torch, each from its module, on first use.
 _LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api", "load_config": "nmt.api",
          "export_model": "nmt.api", "import_model": "nmt.api",
-         "Translator": "nmt.translator", "Run": "nmt.run"}
+         "Translator": "nmt.translator", "Run": "nmt.run", "Glossary": "nmt.glossary",
+         "load_glossary": "nmt.glossary"}
 
-__all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError", "FileError", "NmtError",
-           "Run", "RunLockError", "TokenizerError", "TrainingError", "TrainingInterrupted", "Translator",
-           "__version__", "evaluate", "export_model", "import_model", "load", "load_config", "train"]
+__all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError", "FileError", "Glossary",
+           "NmtError", "Run", "RunLockError", "TokenizerError", "TrainingError", "TrainingInterrupted", "Translator",
+           "__version__", "evaluate", "export_model", "import_model", "load", "load_config", "load_glossary",
+           "train"]
 
 
 def __getattr__(name: str) -> Any:

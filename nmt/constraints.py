@@ -47,28 +47,20 @@ class Constraints:
 
     def start(self) -> Progress:
         """The progress of an empty output."""
-        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms))
+        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms), len(self.terms), 0)
 
 
 @dataclass(frozen=True)
 class Progress:
     """One hypothesis' standing: per term, whether it is met, and otherwise how many of its tokens the output ends
-    with."""
+    with; `unmet` counts the terms not yet met, and `bank` the constraint tokens produced (the lengths of the met
+    terms plus the longest prefix in progress)."""
 
     constraints: Constraints
     matched: tuple[int, ...]
     met: tuple[bool, ...]
-
-    @property
-    def unmet(self) -> int:
-        """The terms not yet met."""
-        return self.met.count(False)
-
-    @property
-    def bank(self) -> int:
-        """Constraint tokens produced: the lengths of the met terms plus the longest prefix in progress."""
-        done = sum(len(term) for term, met in zip(self.constraints.terms, self.met) if met)
-        return done + max((m for m, met in zip(self.matched, self.met) if not met), default=0)
+    unmet: int
+    bank: int
 
     def wanted(self) -> set[int]:
         """The tokens that would take an unmet term a step further: the next token of each, and each's first."""
@@ -94,4 +86,6 @@ class Progress:
             if k == len(term):
                 met[i], k = True, 0
             matched[i] = k
-        return Progress(self.constraints, tuple(matched), tuple(met))
+        done = sum(len(term) for term, m in zip(self.constraints.terms, met) if m)
+        bank = done + max((m for m, is_met in zip(matched, met) if not is_met), default=0)
+        return Progress(self.constraints, tuple(matched), tuple(met), met.count(False), bank)

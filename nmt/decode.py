@@ -336,6 +336,8 @@ def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
     """Dynamic beam allocation: `ranked` (best first) reordered so that the banks take turns, the fullest first,
     every bank's r-th best coming before any bank's (r + 1)-th; each with its rank r in its bank. A single bank
     keeps its order."""
+    if len({candidate[4].bank for candidate in ranked}) < 2:
+        return list(enumerate(ranked))
     seen: dict[int, int] = {}
     order = []
     for index, candidate in enumerate(ranked):

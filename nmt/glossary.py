@@ -206,7 +206,7 @@ def line_terms(lines: Sequence[str], glossary: GlossaryLike = None,
         if isinstance(constraints, str) or len(constraints) != len(lines):
             raise DataError(f"constraints: give one list of target terms per line ({len(lines)})")
         for number, terms in enumerate(constraints, 1):
-            if isinstance(terms, str) or len(terms) > MAX_TERMS_PER_LINE:
+            if not isinstance(terms, (list, tuple)) or len(terms) > MAX_TERMS_PER_LINE:
                 raise DataError(f"constraints of line {number}: expected a list of at most {MAX_TERMS_PER_LINE} "
                                 "target terms")
             for term in terms:

@@ -3,6 +3,7 @@ the Python API and nmt-translate, that decoding without them is today's, and one
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -86,8 +87,6 @@ def test_without_terms_decoding_is_todays_on_the_sample_test_set(trained_run) ->
     assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain] == \
         [[(h.tokens, h.log_prob, h.score) for h in n] for n in empty]
     assert translator.translate(lines, glossary=Glossary.of({})) == translator.translate(lines)
-    assert [[h.score for h in n] for n in translator.search(lines, terms=[[] for _ in lines])] == \
-        [[h.score for h in n] for n in translator.search(lines)]
 
 
 def test_translations_hold_the_glossary_terms_their_lines_call_for(trained_run) -> None:
@@ -139,3 +138,51 @@ def test_the_ctranslate2_engine_says_in_one_line_that_it_has_no_glossaries() -> 
     with pytest.raises(ExportError, match="the ctranslate2 engine does not support glossaries") as err:
         translator.translate(["Ein Hund."], glossary={"Hund": "dog"})
     assert "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def client(trained_run):
+    with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 over httpx, which works
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    from nmt.serve.app import Limits, create_app
+
+    with TestClient(create_app(load_translator([trained_run], CPU), Limits(max_sentences=8))) as test_client:
+        yield test_client
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_native_api_takes_a_glossary_and_constraints_as_the_library_does(client, trained_run) -> None:
+    lines = ["Ein Mann fährt mit dem Fahrrad.", "", "Zwei Hunde spielen im Schnee."]
+    glossary = {"Mann": "gentleman", "Hund": "puppy"}
+    answer = client.post("/translate", json={"src": lines, "glossary": glossary,
+                                             "constraints": [["white"], [], []]}).json()
+    expected = load_translator([trained_run], CPU).translate(lines, glossary=glossary,
+                                                            constraints=[["white"], [], []])
+    assert answer["translations"] == expected and answer["unmet"] == [0, 0, 0]
+    assert "gentleman" in expected[0] and "white" in expected[0] and "puppy" in expected[2]
+    pairs = client.post("/translate", json={"src": lines, "glossary": [["Mann", "gentleman"], ["Hund", "puppy"]]})
+    assert pairs.json()["translations"] == load_translator([trained_run], CPU).translate(lines, glossary=glossary)
+    assert "unmet" not in client.post("/translate", json={"src": lines}).json()
+
+
+BAD_REQUESTS = [
+    ({"glossary": {"Mann": ""}}, "glossary entry 1: empty term"),
+    ({"glossary": {"Mann": "x" * 10_000}}, "a term of 10,000 characters"),
+    ({"glossary": [["Mann"]]}, "glossary entry 1: expected a source term and a target term"),
+    ({"glossary": "/etc/passwd"}, "glossary must be an object"),
+    ({"glossary": {f"w{i}": "x" for i in range(MAX_ENTRIES + 1)}}, "a glossary holds at most"),
+    ({"constraints": [["dog"], []]}, "give one list of target terms per line (1)"),
+    ({"constraints": [[1]]}, "a term must be text"),
+    ({"constraints": {"a": 1}}, "constraints must be a list"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("extra,message", BAD_REQUESTS)
+def test_a_malformed_glossary_request_is_a_one_line_400_and_the_server_goes_on(client, extra, message) -> None:
+    answer = client.post("/translate", json={"src": ["Ein Mann."], **extra})
+    assert answer.status_code == 400 and "\n" not in answer.text and message in answer.json()["error"], answer.text
+    assert client.get("/health").status_code == 200
+    assert client.post("/translate", json={"src": ["Ein Mann."]}).status_code == 200

@@ -26,7 +26,9 @@ from starlette.requests import ClientDisconnect
 from nmt.config import DecodeConfig, decode_with
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
-from nmt.errors import ConfigError
+from nmt.engines.ctranslate2 import NO_GLOSSARY
+from nmt.errors import ConfigError, DataError
+from nmt.glossary import Glossary, line_terms
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
 from nmt.serve.limits import HeaderLimits, Limits
@@ -144,12 +146,33 @@ def queued_batcher(request: Request, limits: Limits) -> Batcher:
     return batcher
 
 
-async def decode_lines(request: Request, limits: Limits, lines: list[Any],
-                       decode: DecodeConfig) -> list[list[Hypothesis]]:
-    """The n-best lists of `lines` (checked against the limits), decoded in a batch with other requests."""
+async def decode_lines(request: Request, limits: Limits, lines: list[Any], decode: DecodeConfig,
+                       terms: list[list[str]] | None = None) -> list[list[Hypothesis]]:
+    """The n-best lists of `lines` (checked against the limits), decoded in a batch with other requests; `terms`
+    as `Translator.search` takes them."""
     check_text(lines, limits)
     count_sentences(request, lines)
-    return await unless_gone(request, queued_batcher(request, limits).translate(lines, decode)) if lines else []
+    work = queued_batcher(request, limits).translate(lines, decode, terms)
+    return await unless_gone(request, work) if lines else []
+
+
+def request_terms(translator: Translator, lines: list[str], glossary: Any,
+                  constraints: Any) -> list[list[str]] | None:
+    """Per line, the target terms a request's `glossary` ({source: target} or [source, target] pairs) and
+    `constraints` (a list of target terms per line) call for; None when it gives neither."""
+    if glossary is None and constraints is None:
+        return None
+    if not translator.engine.abilities.constraints:
+        raise ApiError(422, NO_GLOSSARY)
+    if glossary is not None and not isinstance(glossary, (dict, list)):
+        raise ApiError(400, "glossary must be an object {source term: target term} or a list of [source, target] "
+                            "pairs")
+    if constraints is not None and not isinstance(constraints, list):
+        raise ApiError(400, "constraints must be a list holding a list of target terms per line of src")
+    try:
+        return line_terms(lines, None if glossary is None else Glossary.of(glossary), constraints)
+    except DataError as err:
+        raise ApiError(400, str(err)) from None
 
 
 async def _disconnected(request: Request) -> None:
@@ -246,16 +269,20 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
     @app.post("/translate", dependencies=json_post)
     async def translate(request: Request) -> dict[str, Any]:
         body = await read_json(request, limits)
-        check_fields(body, ("src", *SETTINGS))
+        check_fields(body, ("src", *SETTINGS, "glossary", "constraints"))
         lines = body["src"]
         if not isinstance(lines, list):
             raise ApiError(400, f"src must be a list of strings, got {type(lines).__name__}")
         decode = settings(body, translator.decode, SETTINGS, limits)
-        results = await decode_lines(request, limits, lines, decode)
+        check_text(lines, limits)
+        terms = request_terms(translator, lines, body.get("glossary"), body.get("constraints"))
+        results = await decode_lines(request, limits, lines, decode, terms)
         out: dict[str, Any] = {
             "translations": [translator.detokenize(hyps[0]) if hyps else "" for hyps in results],
             "scores": [round(hyps[0].score, 4) if hyps else None for hyps in results],
             "settings": {key: getattr(decode, key) for key in SETTINGS}}
+        if terms is not None:  # how many of its terms each best translation lacks (it reached the length cap)
+            out["unmet"] = [hyps[0].unmet if hyps else 0 for hyps in results]
         if decode.n_best > 1:
             out["n_best"] = [[{"text": translator.detokenize(h), "score": round(h.score, 4)} for h in hyps]
                              for hyps in results]

@@ -32,6 +32,7 @@ class Job:
     lines: Sequence[str] = ()
     decode: DecodeConfig | None = None
     call: Callable[[], Any] | None = None
+    terms: Sequence[Sequence[str]] | None = None  # per line, target terms its translations must contain
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
@@ -59,10 +60,12 @@ class Batcher:
         self.thread = threading.Thread(target=self._run, name="nmt-serve-decoder", daemon=True)
         self.thread.start()
 
-    async def translate(self, lines: Sequence[str], decode: DecodeConfig) -> list[list[Hypothesis]]:
-        """The n-best lists of `lines`, decoded in a batch with whatever other requests arrive meanwhile."""
+    async def translate(self, lines: Sequence[str], decode: DecodeConfig,
+                        terms: Sequence[Sequence[str]] | None = None) -> list[list[Hypothesis]]:
+        """The n-best lists of `lines`, decoded in a batch with whatever other requests arrive meanwhile; `terms`
+        as `Translator.search` takes them."""
         loop = asyncio.get_running_loop()
-        job = Job(loop.create_future(), loop, lines, decode)
+        job = Job(loop.create_future(), loop, lines, decode, terms=terms)
         self.queue.put(job)
         return await job.future
 
@@ -123,15 +126,17 @@ class Batcher:
         job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
     def _decode(self, jobs: list[Job]) -> None:
-        """One search per group of jobs with equal settings; each job gets its own slice of the results."""
+        """One search per group of jobs with equal settings, with or without terms; each job gets its own slice of
+        the results."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if not job.future.cancelled():
-                groups.setdefault(dataclasses.astuple(job.decode), []).append(job)
-        for group in groups.values():
+                groups.setdefault((dataclasses.astuple(job.decode), job.terms is None), []).append(job)
+        for (_, plain), group in groups.items():
             decode = group[0].decode
             lines = [line for job in group for line in job.lines]
-            results = self.translator.with_decode(decode).search(lines)
+            terms = None if plain else [line_terms for job in group for line_terms in job.terms]
+            results = self.translator.with_decode(decode).search(lines, terms=terms)
             self.batches += 1
             if self.on_batch is not None:
                 self.on_batch(len(lines))
