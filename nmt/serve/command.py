@@ -118,6 +118,9 @@ def _parser() -> Parser:
     parser.add_argument("--rate-limit", type=rate, metavar="N/min",
                         help="requests a minute per key (per client address without keys); more: 429")
     parser.add_argument("--no-access-log", action="store_true", help="no access-log line per request on stderr")
+    parser.add_argument("--glossary-dir", metavar="DIR",
+                        help="keep the glossaries of DeepL's /v2/glossaries here, so that they outlive a restart "
+                             "(default: in memory only)")
     add_threshold_args(parser, "/attention", shares=False)
     add_decode_args(parser)
     return parser
@@ -158,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from nmt.serve.auth import Access, KeyRing, RateLimit
+        from nmt.serve.glossaries import GlossaryStore
         from nmt.serve.guard import allowed_host, origin_of
         from nmt.serve.metrics import ACCESS_LOG
         from nmt.serve.service import create_service
@@ -170,12 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     origins = tuple(origin_of(origin) for origin in args.allow_origin)  # checked before the model loads
     listed = [allowed_host(name) for name in args.allowed_hosts]
     hosts = None if keys is not None and not listed else own_hosts(args.host) + listed
+    glossaries = GlossaryStore(args.glossary_dir)  # before the model loads: a folder that cannot serve fails fast
     translator = translator_from_args(args.checkpoint, args)
     limits = Limits(args.max_sentences, args.max_chars, args.max_beam)
     thresholds = Thresholds(focused=args.focus_threshold, uniform=args.uniform_threshold)
     access = Access(keys, RateLimit(args.rate_limit) if args.rate_limit else None)
     app = create_service(translator, limits, thresholds, args.batch_wait_ms, access,
-                         None if args.no_access_log else ACCESS_LOG, origins, hosts)
+                         None if args.no_access_log else ACCESS_LOG, origins, hosts, glossaries)
     # h11 whatever else is installed (httptools bounds no header block); a block that arrives whole is answered by
     # the application's HeaderLimit (431), one larger than H11_HEADER_BLOCK that arrives in pieces by uvicorn (400)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",

@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis
+from nmt.glossary import Glossary, line_terms
 from nmt.serve.app import ApiError, decode_lines, json_object, read_body
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
@@ -83,10 +84,13 @@ def lines_of(text: str) -> list[str]:
 
 
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: Sequence[str],
-                          decode: DecodeConfig) -> list[list[list[Hypothesis]]]:
-    """For each text, the n-best list of each of its lines, decoded in a batch with other requests."""
+                          decode: DecodeConfig, glossary: Glossary | None = None) -> list[list[list[Hypothesis]]]:
+    """For each text, the n-best list of each of its lines, decoded in a batch with other requests; with a
+    glossary, each line's translation holds the target terms its source terms call for."""
     per_text = [lines_of(text) for text in texts]
-    results = await decode_lines(request, limits, [line for lines in per_text for line in lines], decode)
+    lines = [line for text_lines in per_text for line in text_lines]
+    terms = None if glossary is None else line_terms(lines, glossary)
+    results = await decode_lines(request, limits, lines, decode, terms)
     out, start = [], 0
     for lines in per_text:
         out.append(results[start:start + len(lines)])

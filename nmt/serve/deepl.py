@@ -1,30 +1,39 @@
-"""DeepL's API v2 at the root: POST /v2/translate, GET /v2/languages and GET /v2/usage, so that the official
-clients work with server_url="http://HOST:PORT".
+"""DeepL's API v2 at the root: POST /v2/translate, GET /v2/languages, GET /v2/usage and the glossary endpoints
+(/v2/glossaries, /v2/glossaries/{id}, /v2/glossaries/{id}/entries, /v2/glossary-language-pairs; `glossary_id` on
+/v2/translate), so that the official clients work with server_url="http://HOST:PORT".
 
-The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard). Parameters come as
-JSON or a form (`text` repeated); settings this server cannot honour (tags, glossaries, style rules, a required
-formality) are refused, hints it can do without (context, sentence splitting, formatting, model type) are
-ignored. Errors are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 413 for a request too large,
-429 for too many requests, 500 and 503. This server has no character quota, so it never answers 456.
+The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard); each key has its own
+glossaries (`nmt.serve.glossaries`). Parameters come as JSON or a form (`text` repeated); settings this server
+cannot honour (tags, several glossaries, style rules, a required formality) are refused, hints it can do
+without (context, sentence splitting, formatting, model type) are ignored. Errors are {"message": "..."} with
+DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have, 413 for a request too large, 429 for
+too many requests, 500 and 503. This server has no character quota, so it never answers 456.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
+from nmt.engines.ctranslate2 import NO_GLOSSARY
+from nmt.errors import DataError
+from nmt.glossary import FORMATS, Glossary
 from nmt.serve.app import ApiError, QueueFull
+from nmt.serve.auth import Access, header_key
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, joined, read_params, translate_texts
+from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
 
 TARGETS = {"EN": "English", "EN-GB": "English (British)", "EN-US": "English (American)"}
-REFUSED = ("tag_handling", "glossary_id", "glossary_ids", "style_id", "custom_instructions",
-           "translation_memory_id")
+REFUSED = ("tag_handling", "glossary_ids", "style_id", "custom_instructions", "translation_memory_id")
+GLOSSARY_PAIRS = [{"source_lang": SOURCE, "target_lang": TARGET}]
+TSV = "text/tab-separated-values"
 FORMALITIES = ("default", "prefer_less", "prefer_more")  # "prefer_": DeepL falls back to the default
 STATUSES = (400, 403, 413, 429, 500, 503)
 
@@ -78,9 +87,38 @@ def _check(params: Params) -> None:
                               f"use one of {', '.join(FORMALITIES)}.")
 
 
-def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters: Callable[[], int]) -> None:
+def _text(params: Params, name: str) -> str:
+    value = params.get(name)
+    if value in (None, ""):
+        raise DeepLError(400, f"Parameter '{name}' not specified.")
+    if not isinstance(value, str):
+        raise DeepLError(400, f"Parameter '{name}' must be a string.")
+    return value
+
+
+def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters: Callable[[], int],
+               access: Access | None = None, glossaries: GlossaryStore | None = None) -> None:
     """DeepL's endpoints under /v2/, through the same batcher and limits as /translate; `characters` gives the
-    source characters translated since the start, for /v2/usage."""
+    source characters translated since the start, for /v2/usage; `glossaries` holds the glossaries of the
+    glossary endpoints for each key of `access` (default: one shared set in memory)."""
+    access, store = access or Access(), glossaries or GlossaryStore()
+
+    def owner(request: Request) -> bytes:
+        """Whose glossaries a request sees: its key's (checked by auth.Guard already), or the shared set."""
+        if access.keys is None:
+            return SHARED
+        return access.keys.identify(header_key(request.headers.get("authorization")) or "") or SHARED
+
+    def stored(request: Request, glossary_id: str) -> Stored:
+        found = store.get(owner(request), glossary_id)
+        if found is None:
+            raise DeepLError(404, "Glossary not found.")
+        return found
+
+    def can_use_glossaries() -> None:
+        if not translator.engine.abilities.constraints:
+            raise DeepLError(400, NO_GLOSSARY)
+
     @app.exception_handler(DeepLError)
     async def deepl_error(_request: Request, err: DeepLError) -> JSONResponse:
         return JSONResponse(error_body(err.message), status_code=err.status)
@@ -96,8 +134,14 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         params = await params_of(request)
         texts = _texts(params)
         _check(params)
+        glossary = None
+        if params.get("glossary_id") not in (None, ""):
+            can_use_glossaries()
+            if not params.get("source_lang"):
+                raise DeepLError(400, "Parameter 'source_lang' is required when a glossary is used.")
+            glossary = stored(request, _text(params, "glossary_id")).glossary
         try:
-            results = await translate_texts(request, translator, limits, texts, translator.decode)
+            results = await translate_texts(request, translator, limits, texts, translator.decode, glossary)
         except ApiError as err:
             raise DeepLError(_status(err), err.message) from None
         return {"translations": [{"detected_source_language": SOURCE.upper(), "text": joined(translator, result),
@@ -112,6 +156,58 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
             return [{"language": code, "name": name, "supports_formality": False}
                     for code, name in TARGETS.items() if code != TARGET.upper()]
         raise DeepLError(400, f"Value for 'type' not supported: {short_repr(kind)}; use source or target.")
+
+    @app.get("/v2/glossary-language-pairs")
+    async def glossary_pairs(request: Request) -> dict[str, Any]:
+        await params_of(request)
+        return {"supported_languages": GLOSSARY_PAIRS}
+
+    @app.post("/v2/glossaries", dependencies=[Depends(app.state.origin_check)])
+    async def create_glossary(request: Request) -> JSONResponse:
+        params = await params_of(request)
+        can_use_glossaries()
+        name, source, target = _text(params, "name"), _text(params, "source_lang"), _text(params, "target_lang")
+        if (source.lower(), target.lower()) != (SOURCE, TARGET):
+            raise DeepLError(400, f"Unsupported glossary source and target language pair: {short_repr(source)} to "
+                                  f"{short_repr(target)}; this server has {SOURCE} to {TARGET}.")
+        entries, kind = _text(params, "entries"), params.get("entries_format") or "tsv"
+        if kind not in FORMATS:
+            raise DeepLError(400, f"Value for 'entries_format' not supported: {short_repr(kind)}; use tsv or csv.")
+        try:
+            glossary = Glossary.parse(entries, kind, "entries")
+            if not len(glossary):
+                raise DataError("entries: no entry")
+            info = store.create(owner(request), name, SOURCE, TARGET, glossary)
+        except DataError as err:
+            raise DeepLError(400, f"Invalid glossary: {err}") from None
+        except TooMany as err:
+            raise DeepLError(400, str(err)) from None
+        return JSONResponse(asdict(info), status_code=201)
+
+    @app.get("/v2/glossaries")
+    async def list_glossaries(request: Request) -> dict[str, Any]:
+        await params_of(request)
+        return {"glossaries": [asdict(info) for info in store.list(owner(request))]}
+
+    @app.get("/v2/glossaries/{glossary_id}")
+    async def get_glossary(request: Request, glossary_id: str) -> dict[str, Any]:
+        await params_of(request)
+        return asdict(stored(request, glossary_id).info)
+
+    @app.get("/v2/glossaries/{glossary_id}/entries")
+    async def glossary_entries(request: Request, glossary_id: str) -> Response:
+        await params_of(request)
+        accept = request.headers.get("accept", "*/*")
+        if not any(kind in accept for kind in (TSV, "*/*", "text/*")):
+            raise DeepLError(415, f"Glossary entries come as {TSV} only.")
+        return Response(stored(request, glossary_id).glossary.to_tsv(), media_type=TSV)
+
+    @app.delete("/v2/glossaries/{glossary_id}", dependencies=[Depends(app.state.origin_check)])
+    async def delete_glossary(request: Request, glossary_id: str) -> Response:
+        await params_of(request)
+        if not store.delete(owner(request), glossary_id):
+            raise DeepLError(404, "Glossary not found.")
+        return Response(status_code=204)
 
     @app.get("/v2/usage")
     async def usage(request: Request) -> dict[str, int]:

@@ -14,6 +14,7 @@ from nmt.diagnostics import Thresholds
 from nmt.serve import deepl, libretranslate
 from nmt.serve.app import create_app
 from nmt.serve.auth import Access, Guard
+from nmt.serve.glossaries import GlossaryStore
 from nmt.serve.guard import HostCheck
 from nmt.serve.limits import Limits
 from nmt.serve.metrics import ACCESS_LOG, Metrics, Observe
@@ -30,17 +31,19 @@ def _error_body(path: str, message: str) -> dict[str, str]:
 def create_service(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,
                    wait_ms: float = 5.0, access: Access | None = None,
                    access_log: logging.Logger | None = ACCESS_LOG, allow_origins: tuple[str, ...] = (),
-                   allowed_hosts: Iterable[str] | None = None) -> FastAPI:
+                   allowed_hosts: Iterable[str] | None = None, glossaries: GlossaryStore | None = None) -> FastAPI:
     """The whole service around `translator`; `access` says who may call (default: anyone, no rate limit);
     `access_log` receives one INFO line per request (None: no access log); `allow_origins` are the web pages of
     other sites that may call it from a browser (create_app); `allowed_hosts` the Host headers it answers
-    (guard.HostCheck, before the keys and the rate limit; None: any)."""
+    (guard.HostCheck, before the keys and the rate limit; None: any); `glossaries` those of DeepL's glossary
+    endpoints (default: in memory)."""
     limits, access, metrics = limits or Limits(), access or Access(), Metrics()
     app = create_app(translator, limits, thresholds, wait_ms, on_batch=metrics.batch.observe,
                      allow_origins=allow_origins)
     app.state.metrics = metrics
     libretranslate.add_routes(app, translator, limits, access)
-    deepl.add_routes(app, translator, limits, lambda: metrics.characters_translated)
+    deepl.add_routes(app, translator, limits, lambda: metrics.characters_translated, access,
+                     glossaries or GlossaryStore())
 
     @app.get("/metrics")
     async def get_metrics(_request: Request) -> Response:
