@@ -65,7 +65,7 @@ def test_the_deepl_client_creates_lists_reads_uses_and_deletes_a_glossary(traine
         with pytest.raises(deepl.DeepLException, match="Glossary not found"):
             other.translate_text(SENTENCES[0], source_lang="DE", target_lang="EN-US", glossary=info.glossary_id)
         process.terminate()
-        process.wait(30)
+        process.wait(120)
         process = start(trained_run, tmp_path, port)  # --glossary-dir keeps them across a restart
         assert client.get_glossary_entries(info) == ENTRIES
         client.delete_glossary(info)
@@ -74,7 +74,7 @@ def test_the_deepl_client_creates_lists_reads_uses_and_deletes_a_glossary(traine
             client.delete_glossary(info)
     finally:
         process.terminate()
-        process.wait(30)
+        process.wait(120)
 
 
 @pytest.fixture(scope="module")
