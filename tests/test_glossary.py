@@ -186,3 +186,17 @@ def test_a_malformed_glossary_request_is_a_one_line_400_and_the_server_goes_on(c
     assert answer.status_code == 400 and "\n" not in answer.text and message in answer.json()["error"], answer.text
     assert client.get("/health").status_code == 200
     assert client.post("/translate", json={"src": ["Ein Mann."]}).status_code == 200
+
+
+def test_nmt_translate_with_an_export_says_in_one_line_that_it_has_no_glossaries(trained_run, tmp_path,
+                                                                                   capsys) -> None:
+    from nmt.export import export_ctranslate2
+
+    export_ctranslate2(trained_run, tmp_path / "ct2")
+    (tmp_path / "in.txt").write_text("Ein Hund.\n", encoding="utf-8")
+    (tmp_path / "g.tsv").write_text("Hund\tpuppy\n", encoding="utf-8")
+    argv = ["-c", str(tmp_path / "ct2"), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
+    assert translate_main(argv) == 0
+    (tmp_path / "out.txt").unlink()
+    fails_cleanly(translate_main, [*argv, "--glossary", str(tmp_path / "g.tsv")], capsys, tmp_path,
+                  "the ctranslate2 engine does not support glossaries or constraints")
