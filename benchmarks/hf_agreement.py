@@ -95,7 +95,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
     lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy.encode(sources)])  # with EOS, as the model reads
     caps = max_lengths(torch.arange(int(lengths.max()))[None] < lengths[:, None], d.max_len_a, d.max_len_b,
                        nmt_greedy.engine.max_positions).tolist()
-    hyps = {"nmt": nmt_greedy.translate(sources),
+    hyps = {"nmt": nmt_greedy.translate(sources, split_sentences="off"),  # line by line, as transformers reads them
             "transformers": hf_translate(folder, sources, args.batch_size, device),
             "transformers_nmt_caps": hf_translate(folder, sources, args.batch_size, device, caps)}
     metric = sacrebleu.BLEU()

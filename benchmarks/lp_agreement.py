@@ -59,7 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _translate(translator: Translator, lines: list[str], changes: dict[str, Any]) -> list[str]:
-    return translator.with_decode(decode_with(translator.decode, changes)).translate(lines)
+    return translator.with_decode(decode_with(translator.decode, changes)).translate(lines, split_sentences="off")
 
 
 def compare_run(run: str, args: argparse.Namespace, device: torch.device, out: Path) -> dict[str, Any]:

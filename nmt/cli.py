@@ -299,6 +299,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
     from nmt.glossary import load_glossary
+    from nmt.sentences import MODES
     from nmt.translate import Stream, check_paths, translate_file
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
@@ -308,9 +309,15 @@ def translate_main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", help="output file, written atomically (default: stdout)")
     parser.add_argument("--n-best", type=int, help="hypotheses per line (Moses n-best format if > 1)")
     parser.add_argument("--scores", action="store_true",
-                        help="append the hypothesis score after a tab; in greedy and beam search alike it is the "
-                             "summed log-probability (EOS included) divided by the GNMT length penalty "
-                             "((5 + length) / 6) ** alpha, the score n-best lists are ranked by")
+                        help="append, tab-separated, the score, the per-token mean log-probability and the "
+                             "confidence (its exp, in [0, 1]; not a quality estimate); the score is, in greedy and "
+                             "beam search alike, the summed log-probability (EOS included) divided by the GNMT length "
+                             "penalty ((5 + length) / 6) ** alpha, summed over a line's sentences, the score n-best "
+                             "lists are ranked by")
+    parser.add_argument("--split-sentences", choices=MODES, default="on",
+                        help="on (default): translate each sentence of a line on its own and join them with the "
+                             "line's own whitespace; off: each line whole, as nmt-evaluate does; nonewlines: as on, "
+                             "but a line break inside a line (\\r, \\u2028) does not end a sentence")
     parser.add_argument("--chunk-lines", type=number(Range(1, 1_000_000), integer=True), default=2000,
                         help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
@@ -338,7 +345,7 @@ def translate_main(argv: list[str] | None = None) -> int:
     thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
                             args.max_uniform_share)
     stream = Stream(translator, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,
-                    args.attention_stats, thresholds, glossary)
+                    args.attention_stats, thresholds, args.split_sentences, glossary)
     translate_file(stream, args.input, args.output, args.constraints)
     return 0
 

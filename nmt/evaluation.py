@@ -153,8 +153,8 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     refs = [translator.normalize(r) for r in refs]
     decode = translator.decode
     start = time.perf_counter()
-    outputs = {alpha: translator.with_decode(dataclasses.replace(decode, n_best=1, length_penalty=alpha))
-               .translate(sources) for alpha in penalties}
+    outputs = {alpha: [text for text, _ in translator.with_decode(
+                   dataclasses.replace(decode, n_best=1, length_penalty=alpha)).best(sources)] for alpha in penalties}
     seconds = time.perf_counter() - start
     bleu = sacrebleu.metrics.BLEU()
     table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}

@@ -415,5 +415,6 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
         greedy = replace(cfg.decode, beam=1, n_best=1)
         translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
                                 cfg.data.lowercase)
-        result["bleu"] = sacrebleu.corpus_bleu(translator.translate(split.src_raw), [split.tgt_raw]).score
+        hyps = [text for text, _ in translator.best(split.src_raw)]  # line by line, as the references are aligned
+        result["bleu"] = sacrebleu.corpus_bleu(hyps, [split.tgt_raw]).score
     return result

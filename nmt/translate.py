@@ -10,36 +10,41 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.errors import DataError, FileError
 from nmt.fileio import atomic_output, check_input, check_output
-from nmt.glossary import Glossary, constraint_terms, line_terms
-from nmt.translator import Translator, model_inputs
+from nmt.glossary import Glossary, constraint_terms
+from nmt.sentences import one_line, split, split_mode
+from nmt.translator import Translation, Translator, model_inputs
 
 
 class Stream:
     """Translates lines chunk by chunk with a `Translator`, writing text, scores, n-best lists and diagnostics.
 
-    Output formats: one translation per line; with `scores`, the translation, a tab and its score; with
-    n-best > 1, Moses lines `index ||| text ||| score`. The score is the same in greedy and beam search: the
-    summed log-probability (EOS included) divided by the GNMT length penalty ((5 + length) / 6) ** alpha.
+    Each line is split into sentences (`split_sentences`: on, off or nonewlines) that are translated in one batch
+    and joined back with the line's own whitespace. Output formats: one translation per line; with `scores`, the
+    translation, its score, its per-token mean log-probability and its confidence (that mean's exp), separated by
+    tabs; with n-best > 1, Moses lines `index ||| text ||| score`, with `scores` a fourth field
+    `mean_log_prob confidence`. The score is the same in greedy and beam search: the summed log-probability (EOS
+    included) divided by the GNMT length penalty ((5 + length) / 6) ** alpha, summed over a line's sentences.
     """
 
     def __init__(self, translator: Translator, chunk_lines: int = 2000, scores: bool = False,
                  plot_dir: str | None = None, plot_count: int = 10, stats_path: str | None = None,
-                 thresholds: Thresholds | None = None, glossary: Glossary | None = None) -> None:
+                 thresholds: Thresholds | None = None, split_sentences: str = "on",
+                 glossary: Glossary | None = None) -> None:
         self.translator, self.chunk_lines, self.scores = translator, chunk_lines, scores
-        self.glossary = glossary  # its target terms must appear in the translations of lines that call for them
+        self.glossary = glossary  # its target terms must appear in the translations of sentences that call for them
         self.plot_dir = Path(plot_dir) if plot_dir else None
         self.plot_count, self.stats_path = plot_count, stats_path
         self.thresholds = thresholds or Thresholds()
+        self.split_sentences = split_mode(split_sentences)
         self.plotted = 0
 
     def translate_chunk(self, numbered: list[tuple[int, str]], name: str = "<input>",
-                        constraints: list[list[str]] | None = None) -> list[list[Hypothesis]]:
-        """N-best lists for (line number, text) pairs; empty lines give empty lists. `constraints`: per line, target
-        terms its translations must contain, besides those of the glossary."""
+                        constraints: list[list[str]] | None = None) -> list[list[Translation]]:
+        """N-best lists for (line number, text) pairs; lines without words give empty lists. `constraints`: per line,
+        target terms its translations must contain, besides those of the glossary (`Translator.translations`)."""
         limit = self.translator.decode.max_source_tokens
 
         def warn(index: int, length: int) -> None:
@@ -47,41 +52,52 @@ class Stream:
                   file=sys.stderr)
 
         want_attention = self.stats_path is not None or (self.plot_dir is not None and self.plotted < self.plot_count)
-        lines = [line for _, line in numbered]
-        terms = line_terms(lines, self.glossary, constraints)
-        results = self.translator.search(lines, warn, return_attention=want_attention, terms=terms)
-        for (number, _), hyps in zip(numbered, results, strict=True):
-            if hyps and hyps[0].unmet:
-                print(f"warning: {name} line {number}: the translation lacks {hyps[0].unmet} of its target terms "
+        results = self.translator.translations([line for _, line in numbered], self.split_sentences, warn,
+                                               want_attention, self.glossary, constraints)
+        for (number, _), found in zip(numbered, results, strict=True):
+            if found and found[0].unmet:
+                print(f"warning: {name} line {number}: the translation lacks {found[0].unmet} of its target terms "
                       "(it reached the length cap first)", file=sys.stderr)
         return results
 
-    def _format(self, index: int, hyps: list[Hypothesis]) -> list[str]:
-        detokenize = self.translator.detokenize
+    def _format(self, index: int, found: list[Translation]) -> list[str]:
+        """The output lines of one input line; a line break inside it (\\r, \\u2028, ...) is written as a space, so
+        the output keeps the input's line count."""
         if self.translator.decode.n_best > 1:
-            return [f"{index} ||| {detokenize(h)} ||| {h.score:.4f}" for h in hyps]
-        if not hyps:
+            return [f"{index} ||| {one_line(t.text)} ||| {t.score:.4f}"
+                    + (f" ||| {t.mean_log_prob:.4f} {t.confidence:.4f}" if self.scores else "") for t in found]
+        if not found:
             return [""]
-        text = detokenize(hyps[0])
-        return [f"{text}\t{hyps[0].score:.4f}" if self.scores else text]
+        best = found[0]
+        return [f"{one_line(best.text)}\t{best.score:.4f}\t{best.mean_log_prob:.4f}\t{best.confidence:.4f}"
+                if self.scores else one_line(best.text)]
 
-    def _diagnose(self, numbered: list[tuple[int, str]], results: list[list[Hypothesis]],
+    def _diagnose(self, numbered: list[tuple[int, str]], results: list[list[Translation]],
                   stats_handle: IO | None) -> None:
-        for (line_number, line), hyps in zip(numbered, results):
-            if not hyps or hyps[0].attention is None:
+        """Attention statistics and plots of each sentence of each line's best translation."""
+        if stats_handle is None and (self.plot_dir is None or self.plotted >= self.plot_count):
+            return
+        for (line_number, line), found in zip(numbered, results):
+            if not found:
                 continue
-            weights = hyps[0].attention.float()  # (T, S)
-            if stats_handle is not None:
-                stats = attention_stats(weights, self.thresholds, per_row=True)
-                record = {"line": line_number, **stats, "flags": flags(stats, self.thresholds)}
-                stats_handle.write(json.dumps(record) + "\n")
-            if self.plot_dir is not None and self.plotted < self.plot_count:
-                from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
+            sentences = split(line, self.split_sentences).sentences
+            for number, (sentence, hyp) in enumerate(zip(sentences, found[0].hypotheses), 1):
+                if hyp is None or hyp.attention is None:
+                    continue
+                weights = hyp.attention.float()  # (T, S)
+                if stats_handle is not None:
+                    stats = attention_stats(weights, self.thresholds, per_row=True)
+                    record = {"line": line_number, "sentence": number, **stats,
+                              "flags": flags(stats, self.thresholds)}
+                    stats_handle.write(json.dumps(record) + "\n")
+                if self.plot_dir is not None and self.plotted < self.plot_count:
+                    from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
 
-                src, tgt = self.translator.attention_labels(line, hyps[0])
-                attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}.png",
-                                  title=self.translator.detokenize(hyps[0]))
-                self.plotted += 1
+                    src, tgt = self.translator.attention_labels(sentence, hyp)
+                    suffix = "" if len(sentences) == 1 else f"_{number}"
+                    attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}{suffix}.png",
+                                      title=self.translator.detokenize(hyp))
+                    self.plotted += 1
 
     def run(self, lines: Iterable[str], name: str, output: str | None,
             constraints: Iterable[list[str]] | None = None) -> int:
@@ -97,8 +113,8 @@ class Stream:
                 if chunk_terms is not None and len(chunk_terms) < len(numbered):
                     raise DataError(f"--constraints: fewer lines than {name} ({count + len(chunk_terms)})")
                 results = self.translate_chunk(numbered, name, chunk_terms)
-                for (number, _), hyps in zip(numbered, results):
-                    out.writelines(text + "\n" for text in self._format(number - 1, hyps))
+                for (number, _), found in zip(numbered, results):
+                    out.writelines(text + "\n" for text in self._format(number - 1, found))
                 self._diagnose(numbered, results, stats_handle)
                 out.flush()
                 count += len(numbered)

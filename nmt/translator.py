@@ -1,17 +1,20 @@
-"""The one way from text to text: normalize, encode, truncate, batch by tokens, search, detokenize; and the one
-loader of a model, whatever its form.
+"""The one way from text to text: split into sentences, normalize, encode, truncate, batch by tokens, search,
+detokenize, join; and the one loader of a model, whatever its form.
 
 A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine (`nmt.engines`) that searches over
 source ids. `load_translator` opens run folders, checkpoint files (decoded by the PyTorch engine, several as an
 ensemble) or a CTranslate2 export folder. Validation, `nmt-evaluate`, `nmt-translate`, `nmt-serve`,
-`nmt-compare` and the decoding benchmark all translate through it.
+`nmt-compare` and the decoding benchmark all translate through it; texts are split into sentences
+(`nmt.sentences`) by `translations` and what is built on it, never by `search` and `best`, which evaluation uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +29,10 @@ from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
 from nmt.engines.ctranslate2 import MANIFEST, NO_GLOSSARY, CTranslate2Engine, export_files, is_export, read_manifest
 from nmt.engines.pytorch import TorchEngine
-from nmt.errors import CheckpointError, ConfigError, ExportError
+from nmt.errors import CheckpointError, ConfigError, DataError, ExportError
 from nmt.glossary import GlossaryLike, line_terms
 from nmt.rundir import RunDir
+from nmt.sentences import Pieces, split, split_mode
 from nmt.tokenizer import Tokenizer
 from nmt.utils import resolve_device
 
@@ -59,6 +63,30 @@ class ReferenceScore:
     def per_token(self) -> float:
         """The mean log-probability per scored subword (EOS included)."""
         return self.log_prob / self.tokens
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One translation of a text, an entry of its n-best list: the text with each sentence translated, whitespace
+    and line breaks kept. A text of one sentence has its hypothesis's score and log-probability."""
+
+    text: str
+    score: float  # the sum of its sentences' scores (each Hypothesis.score, the length-penalized log-probability)
+    log_prob: float  # the summed natural-log probability of every subword it holds and of each sentence's EOS
+    tokens: int  # the subwords scored, each sentence's EOS included
+    unmet: int = 0  # target terms its sentences lack (a constrained search that reached the length cap)
+    hypotheses: tuple[Hypothesis | None, ...] = field(default=(), compare=False, repr=False)  # one per sentence
+
+    @property
+    def mean_log_prob(self) -> float:
+        """The per-token average log-probability: over all its sentences' tokens, so a token-weighted mean."""
+        return self.log_prob / self.tokens
+
+    @property
+    def confidence(self) -> float:
+        """exp(mean_log_prob), in [0, 1]: the geometric mean of the model's probability for each token it chose.
+        How sure the model was of its own words, not an estimate of the translation's quality."""
+        return math.exp(self.mean_log_prob)
 
 
 class Translator:
@@ -128,37 +156,97 @@ class Translator:
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
-    def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, glossary: GlossaryLike = None,
-                  constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
+    def translations(self, texts: Sequence[str], split_sentences: str | bool = "on", warn: Warn | None = None,
+                     return_attention: bool = False, glossary: GlossaryLike = None,
+                     constraints: Sequence[Sequence[str]] | None = None) -> list[list[Translation]]:
+        """Each text's n-best list (`combine`): its sentences (`nmt.sentences.split` in mode `split_sentences`) are
+        searched in one batch with every other text's; `warn` hears of truncated sentences by their text's index;
+        `glossary` and `constraints` (one list per text) as `sentence_terms` assigns them. A text without subwords
+        gives an empty list."""
+        mode = split_mode(split_sentences)  # checked even for no texts
+        pieces = [split(text, mode) for text in texts]
+        owner = [index for index, piece in enumerate(pieces) for _ in piece.sentences]
+        nbest = self.search(sentences_of(pieces), None if warn is None else lambda j, n: warn(owner[j], n),
+                            return_attention, sentence_terms(pieces, glossary, constraints))
+        return self.assemble(pieces, nbest)
+
+    def assemble(self, pieces: Sequence[Pieces], nbest: Sequence[list[Hypothesis]]) -> list[list[Translation]]:
+        """Each text's n-best list (`combine`) from the n-best lists of all their sentences, in order (`search`
+        of `sentences_of(pieces)`)."""
+        out, start = [], 0
+        for piece in pieces:
+            out.append(self.combine(piece, nbest[start:start + len(piece.sentences)]))
+            start += len(piece.sentences)
+        return out
+
+    def combine(self, pieces: Pieces, nbest: Sequence[list[Hypothesis]]) -> list[Translation]:
+        """A text's n-best list (decode.n_best entries at most, best first) from its sentences' n-best lists: the
+        combinations of one hypothesis per sentence with the highest summed score. The first takes each
+        sentence's best; each later one differs from an earlier one in a single sentence, which takes its next
+        hypothesis. A sentence without subwords translates to ""; a text with none gives an empty list."""
+        if not any(nbest):
+            return []
+        options = [hyps or [None] for hyps in nbest]
+
+        def total(choice: tuple[int, ...]) -> float:
+            return sum(hyp.score for opts, i in zip(options, choice) if (hyp := opts[i]) is not None)
+
+        first = (0,) * len(options)
+        heap, seen, out = [(-total(first), first)], {first}, []
+        while heap and len(out) < self.decode.n_best:
+            _, choice = heapq.heappop(heap)
+            out.append(self._translation(pieces, [opts[i] for opts, i in zip(options, choice)]))
+            for k, i in enumerate(choice):
+                after = (*choice[:k], i + 1, *choice[k + 1:])
+                if i + 1 < len(options[k]) and after not in seen:
+                    seen.add(after)
+                    heapq.heappush(heap, (-total(after), after))
+        return out
+
+    def _translation(self, pieces: Pieces, hyps: Sequence[Hypothesis | None]) -> Translation:
+        found = [hyp for hyp in hyps if hyp is not None]
+        return Translation(pieces.join([self.detokenize(hyp) if hyp is not None else "" for hyp in hyps]),
+                           sum(hyp.score for hyp in found), sum(hyp.log_prob for hyp in found),
+                           sum(len(hyp.tokens) + 1 for hyp in found), sum(hyp.unmet for hyp in found), tuple(hyps))
+
+    def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, split_sentences: str | bool = "on",
+                  glossary: GlossaryLike = None, constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                   **decoding: Any) -> str | list[str]:
-        """The best translation of a line (a str), or of each line of a sequence (a list; "" for a blank line).
-        `glossary` (a `Glossary`, a {source term: target term} mapping, (source, target) pairs, or a TSV/CSV file's
-        path) and `constraints` (the target terms of a str, or a list of them per line) name target terms the
-        translations must contain; `decoding` overrides decode.* settings (beam, length_penalty, ...) for this
-        call; one batch gives what nmt-translate writes for the same lines."""
+        """The best translation of a text (a str), or of each text of a sequence (a list; "" for a blank one).
+        Each text is split into sentences (`split_sentences`: on, off or nonewlines, as `nmt.sentences.split`),
+        translated in one batch and joined with the text's own whitespace. `glossary` (a `Glossary`, a {source
+        term: target term} mapping, (source, target) pairs, or a TSV/CSV file's path) and `constraints` (the
+        target terms of a str, or a list of them per text) name target terms the translations must contain
+        (`sentence_terms`); `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one
+        batch gives what nmt-translate writes for the same lines."""
         lines, one = _lines(text)
-        terms = line_terms(lines, glossary, [constraints] if one and constraints is not None else constraints)
-        out = [translation for translation, _ in self.with_decode(**decoding).best(lines, warn, terms)]
+        constraints = [constraints] if one and constraints is not None else constraints
+        nbest = self.with_decode(**decoding).translations(lines, split_sentences, warn, glossary=glossary,
+                                                          constraints=constraints)
+        out = [found[0].text if found else "" for found in nbest]
         return out[0] if one else out
 
     def best(self, lines: Sequence[str], warn: Warn | None = None,
              terms: Sequence[Sequence[str]] | None = None) -> list[tuple[str, Hypothesis | None]]:
-        """Each line's best translation, as `translate` gives it, with the hypothesis searched (None for a line
-        without subwords, whose translation is ""); `terms` as `search` takes them."""
+        """Each line's best translation, the line searched whole as one sentence (never split: what evaluation
+        scores against aligned references), with its hypothesis (None for a line without subwords, whose
+        translation is ""); `terms` as `search` takes them."""
         return [(self.detokenize(hyps[0]), hyps[0]) if hyps else ("", None)
                 for hyps in self.search(lines, warn, terms=terms)]
 
-    def translate_nbest(self, text: str | Sequence[str], n: int | None = None, *, glossary: GlossaryLike = None,
+    def translate_nbest(self, text: str | Sequence[str], n: int | None = None, *, split_sentences: str | bool = "on",
+                        glossary: GlossaryLike = None,
                         constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
-                        **decoding: Any) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
-        """The n best translations (default: decode.n_best, at most the beam) with their scores, best first: for a
-        str one list of (text, score), for a sequence one such list per line. The score is nmt-translate
-        --scores': the summed log-probability (EOS included) over the GNMT length penalty. `glossary` and
-        `constraints` as `translate` takes them."""
+                        **decoding: Any) -> list[Translation] | list[list[Translation]]:
+        """The n best translations (default: decode.n_best, at most the beam), best first, as `Translation`s (text,
+        score, mean_log_prob, confidence): for a str one list, for a sequence one list per text (`combine` says
+        how a text of several sentences gets its list). The score is nmt-translate --scores': the summed
+        log-probability (EOS included) over the GNMT length penalty, summed over the text's sentences. `glossary`
+        and `constraints` as `translate` takes them."""
         lines, one = _lines(text)
-        terms = line_terms(lines, glossary, [constraints] if one and constraints is not None else constraints)
+        constraints = [constraints] if one and constraints is not None else constraints
         searcher = self.with_decode(**({"n_best": n} if n is not None else {}), **decoding)
-        out = [[(searcher.detokenize(h), h.score) for h in hyps] for hyps in searcher.search(lines, terms=terms)]
+        out = searcher.translations(lines, split_sentences, glossary=glossary, constraints=constraints)
         return out[0] if one else out
 
     def score(self, sources: str | Sequence[str],
@@ -220,6 +308,27 @@ class Translator:
         return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
                 "members": [dataclasses.asdict(m) for m in self.members]}
+
+
+def sentences_of(pieces: Sequence[Pieces]) -> list[str]:
+    """The sentences of split texts, in order: what one search translates for all of them."""
+    return [sentence for piece in pieces for sentence in piece.sentences]
+
+
+def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
+                   constraints: Sequence[Sequence[str]] | None = None) -> list[list[str]] | None:
+    """Per sentence of split texts, the target terms its translation must contain (`nmt.glossary.line_terms`):
+    the glossary's entries are matched in each sentence; a text's own `constraints` (one list per text) go to its
+    sentence, and a text that holds several sentences and constraints is refused (which sentence a term belongs
+    to is not known: split it, or translate it whole with split_sentences off). None when neither is given."""
+    if constraints is not None:
+        line_terms([" ".join(piece.sentences) for piece in pieces], None, constraints)  # checked per text
+        for number, (piece, terms) in enumerate(zip(pieces, constraints), 1):
+            if terms and len(piece.sentences) > 1:
+                raise DataError(f"constraints of text {number}: it holds {len(piece.sentences)} sentences; give "
+                                "constraints for a text of one sentence, or translate it whole (split_sentences off)")
+        constraints = [terms for piece, terms in zip(pieces, constraints) for _ in piece.sentences]
+    return line_terms(sentences_of(pieces), glossary, constraints)
 
 
 def _rounded(weights: torch.Tensor) -> list:

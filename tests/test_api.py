@@ -45,8 +45,8 @@ def test_decoding_settings_apply_per_call_and_are_checked_like_the_config(traine
     translator = nmt.load(trained_run, device="cpu", beam=1)
     assert translator.decode.beam == 1
     nbest = translator.translate_nbest(LINES[0], n=3, beam=3)
-    assert len(nbest) == 3 and [score for _, score in nbest] == sorted((s for _, s in nbest), reverse=True)
-    assert nbest[0][0] == translator.translate(LINES[0], beam=3)
+    assert len(nbest) == 3 and [t.score for t in nbest] == sorted((t.score for t in nbest), reverse=True)
+    assert nbest[0].text == translator.translate(LINES[0], beam=3)
     assert [len(hyps) for hyps in translator.translate_nbest(LINES, n=2, beam=2)] == [2, 2, 0, 2]  # blank: none
     with pytest.raises(nmt.ConfigError, match=r"decode\.n_best \(5\) cannot exceed decode\.beam \(2\)"):
         translator.translate_nbest(LINES[0], n=5, beam=2)

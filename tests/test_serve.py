@@ -83,7 +83,7 @@ def test_settings_equal_the_cli_flags(client, trained_run, tmp_path):
     rows = _nmt_translate(trained_run, tmp_path, lines, "--beam", "3", "--n-best", "2", "--length-penalty", "0.6")
     assert [[h["text"] for h in hyps] for hyps in answer["n_best"]] == [
         [row.split(" ||| ")[1] for row in rows if row.startswith(f"{i} ||| ")] for i in range(2)]
-    assert answer["settings"] == {"beam": 3, "n_best": 2, "length_penalty": 0.6}
+    assert answer["settings"] == {"beam": 3, "n_best": 2, "length_penalty": 0.6, "split_sentences": "on"}
     assert answer["translations"] == [hyps[0]["text"] for hyps in answer["n_best"]]
 
 

@@ -106,6 +106,49 @@ def test_the_deepl_client_gets_nmt_translate_output(server, expected):
     assert [lang.code for lang in client.get_target_languages()] == ["EN-GB", "EN-US"]
 
 
+PARAGRAPH_SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Kinder spielen im Park.", "Eine Frau trinkt Kaffee."]
+PARAGRAPH = "Ein Mann fährt Fahrrad.  Zwei Kinder spielen im Park.\nEine Frau trinkt Kaffee."
+
+
+def test_the_deepl_client_s_split_sentences_is_honoured_and_it_reads_answers_with_a_confidence(server, trained_run,
+                                                                                                tmp_path):
+    import deepl
+
+    client = deepl.Translator(KEY, server_url=server[0])
+    one, two, three = _nmt_translate(trained_run, tmp_path, PARAGRAPH_SENTENCES)
+    whole = _nmt_translate(trained_run, tmp_path, [PARAGRAPH.replace("\n", " ")], "--split-sentences", "off")[0]
+    assert client.translate_text(PARAGRAPH, target_lang="EN-US").text == f"{one}  {two}\n{three}"
+    assert client.translate_text(PARAGRAPH, target_lang="EN-US", split_sentences="1").text == f"{one}  {two}\n{three}"
+    assert client.translate_text(PARAGRAPH, target_lang="EN-US", split_sentences="0").text == whole
+    broken = "Ein Mann\nfährt Fahrrad. Zwei Kinder spielen im Park."  # a line break inside the first sentence
+    nonewlines = client.translate_text(broken, target_lang="EN-US", split_sentences=deepl.SplitSentences.NO_NEWLINES)
+    assert nonewlines.text == f"{_nmt_translate(trained_run, tmp_path, ['Ein Mann fährt Fahrrad.'])[0]} {two}"
+    auth = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    raw = httpx.post(f"{server[0]}/v2/translate", json={"text": [PARAGRAPH, ""], "target_lang": "EN-US"},
+                     headers=auth).json()["translations"]
+    native = httpx.post(f"{server[0]}/translate", json={"src": [PARAGRAPH]}, headers={"Authorization": f"Bearer {KEY}"})
+    assert 0.0 < raw[0]["confidence"] <= 1.0 and raw[0]["confidence"] == native.json()["confidences"][0]
+    assert raw[1] == {"detected_source_language": "DE", "text": "", "billed_characters": 0, "confidence": None}
+    bad = httpx.post(f"{server[0]}/v2/translate", json={"text": ["a"], "target_lang": "EN-US", "split_sentences": "2"},
+                     headers=auth)
+    assert bad.status_code == 400 and "'split_sentences' not supported" in bad.json()["message"]
+
+
+def test_libretranslate_clients_get_paragraphs_split_and_read_answers_with_a_confidence(server, trained_run, tmp_path):
+    from deep_translator import LibreTranslator
+    from libretranslatepy import LibreTranslateAPI
+
+    one, two, three = _nmt_translate(trained_run, tmp_path, PARAGRAPH_SENTENCES)
+    joined = f"{one}  {two}\n{three}"
+    assert LibreTranslateAPI(f"{server[0]}/libretranslate/", api_key=KEY).translate(PARAGRAPH, "de", "en") == joined
+    lt = LibreTranslator(source="de", target="en", api_key=KEY, custom_url=f"{server[0]}/libretranslate/")
+    assert lt.translate(PARAGRAPH) == joined
+    answer = httpx.post(f"{server[0]}/libretranslate/translate",
+                        json={"q": [PARAGRAPH, " "], "source": "de", "target": "en", "api_key": KEY}).json()
+    assert answer["translatedText"] == [joined, ""]
+    assert 0.0 < answer["confidence"][0] <= 1.0 and answer["confidence"][1] is None
+
+
 def test_the_client_examples_of_docs_serve_md_print_nmt_translate_output(server, trained_run, tmp_path):
     text = (REPO / "docs" / "serve.md").read_text(encoding="utf-8")
     examples = re.findall(r"```python\n(.*?)```", text[text.index("## Existing clients"):], re.S)
@@ -327,7 +370,9 @@ def test_libretranslate_alternatives_are_nmt_translates_n_best(local, trained_ru
 def test_libretranslate_keeps_a_texts_lines(local, expected):
     client, clock = local
     answer = _lt(client, clock, data={"q": "\r\n".join(SENTENCES), "source": "de", "target": "en", "api_key": KEY})
-    assert answer.json() == {"translatedText": "\n".join(expected)}
+    assert set(answer.json()) == {"translatedText", "confidence"}
+    assert answer.json()["translatedText"] == "\r\n".join(expected)
+    assert 0.0 < answer.json()["confidence"] <= 1.0
 
 
 @pytest.mark.parametrize("fields,status,words", [

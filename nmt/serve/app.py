@@ -28,16 +28,17 @@ from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import ConfigError, DataError
-from nmt.glossary import Glossary, line_terms
+from nmt.glossary import Glossary
+from nmt.sentences import MODES, split, split_mode
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
 from nmt.serve.limits import HeaderLimits, Limits
 from nmt.serve.metrics import count_sentences
-from nmt.translator import Translator
+from nmt.translator import Translation, Translator, sentence_terms, sentences_of
 from nmt.yamlsafe import MESSAGE, excerpt, short_repr
 
 T = TypeVar("T")
-SETTINGS = ("beam", "n_best", "length_penalty")  # what a request may change, each checked like its CLI flag
+SETTINGS = ("beam", "n_best", "length_penalty")  # search settings a request may change, checked like the CLI flags
 INTEGER_SETTINGS = ("beam", "n_best")
 
 
@@ -156,10 +157,26 @@ async def decode_lines(request: Request, limits: Limits, lines: list[Any], decod
     return await unless_gone(request, work) if lines else []
 
 
-def request_terms(translator: Translator, lines: list[str], glossary: Any,
-                  constraints: Any) -> list[list[str]] | None:
-    """Per line, the target terms a request's `glossary` ({source: target} or [source, target] pairs) and
-    `constraints` (a list of target terms per line) call for; None when it gives neither."""
+async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
+                          decode: DecodeConfig, split_sentences: str, glossary: Glossary | None = None,
+                          constraints: list[Any] | None = None) -> list[list[Translation]]:
+    """Each text's n-best list (`Translator.combine`): the texts checked against the limits, split into sentences
+    (`nmt.sentences.split`), and the sentences decoded in a batch with other requests (the sentence limit counts
+    them); `glossary` and `constraints` (one list of target terms per text) as `translator.sentence_terms` assigns
+    them, a malformed one a 400."""
+    check_text(texts, limits)
+    pieces = [split(text, split_sentences) for text in texts]
+    try:
+        terms = sentence_terms(pieces, glossary, constraints)
+    except DataError as err:
+        raise ApiError(400, str(err)) from None
+    nbest = await decode_lines(request, limits, sentences_of(pieces), decode, terms)
+    return translator.with_decode(decode).assemble(pieces, nbest)
+
+
+def request_glossary(translator: Translator, glossary: Any, constraints: Any) -> Glossary | None:
+    """A request's `glossary` ({source: target} or [source, target] pairs) as a Glossary, once it and
+    `constraints` (a list of target terms per text) have the right shapes and the engine can search for them."""
     if glossary is None and constraints is None:
         return None
     if not translator.engine.abilities.constraints:
@@ -170,9 +187,20 @@ def request_terms(translator: Translator, lines: list[str], glossary: Any,
     if constraints is not None and not isinstance(constraints, list):
         raise ApiError(400, "constraints must be a list holding a list of target terms per line of src")
     try:
-        return line_terms(lines, None if glossary is None else Glossary.of(glossary), constraints)
+        return None if glossary is None else Glossary.of(glossary)
     except DataError as err:
         raise ApiError(400, str(err)) from None
+
+
+def split_setting(value: Any, name: str = "split_sentences") -> str:
+    """A request's sentence-splitting mode (absent: on), or ApiError 400 naming the choices."""
+    if value is None:
+        return "on"
+    try:
+        return split_mode(value)
+    except ConfigError:
+        raise ApiError(400, f"{name} must be true, false or one of {', '.join(MODES)}, got "
+                            f"{json.dumps(value)[:40]}") from None
 
 
 async def _disconnected(request: Request) -> None:
@@ -269,23 +297,27 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
     @app.post("/translate", dependencies=json_post)
     async def translate(request: Request) -> dict[str, Any]:
         body = await read_json(request, limits)
-        check_fields(body, ("src", *SETTINGS, "glossary", "constraints"))
+        check_fields(body, ("src", "split_sentences", *SETTINGS, "glossary", "constraints"))
         lines = body["src"]
         if not isinstance(lines, list):
             raise ApiError(400, f"src must be a list of strings, got {type(lines).__name__}")
         decode = settings(body, translator.decode, SETTINGS, limits)
-        check_text(lines, limits)
-        terms = request_terms(translator, lines, body.get("glossary"), body.get("constraints"))
-        results = await decode_lines(request, limits, lines, decode, terms)
+        mode = split_setting(body.get("split_sentences"))
+        glossary = request_glossary(translator, body.get("glossary"), body.get("constraints"))
+        results = await translate_texts(request, translator, limits, lines, decode, mode, glossary,
+                                        body.get("constraints"))
+        best = [found[0] if found else None for found in results]
         out: dict[str, Any] = {
-            "translations": [translator.detokenize(hyps[0]) if hyps else "" for hyps in results],
-            "scores": [round(hyps[0].score, 4) if hyps else None for hyps in results],
-            "settings": {key: getattr(decode, key) for key in SETTINGS}}
-        if terms is not None:  # how many of its terms each best translation lacks (it reached the length cap)
-            out["unmet"] = [hyps[0].unmet if hyps else 0 for hyps in results]
+            "translations": [t.text if t else "" for t in best],
+            "scores": [round(t.score, 4) if t else None for t in best],
+            "mean_log_probs": [round(t.mean_log_prob, 4) if t else None for t in best],
+            "confidences": [round(t.confidence, 4) if t else None for t in best],
+            "settings": {**{key: getattr(decode, key) for key in SETTINGS}, "split_sentences": mode}}
+        if glossary is not None or body.get("constraints") is not None:  # terms each best translation lacks
+            out["unmet"] = [t.unmet if t else 0 for t in best]
         if decode.n_best > 1:
-            out["n_best"] = [[{"text": translator.detokenize(h), "score": round(h.score, 4)} for h in hyps]
-                             for hyps in results]
+            out["n_best"] = [[{"text": t.text, "score": round(t.score, 4), "mean_log_prob": round(t.mean_log_prob, 4),
+                               "confidence": round(t.confidence, 4)} for t in found] for found in results]
         return out
 
     @app.post("/attention", dependencies=json_post)

@@ -1,6 +1,6 @@
 """What the LibreTranslate- and DeepL-compatible endpoints share: their parameters, read from a JSON body, a form
-(application/x-www-form-urlencoded) or the query string as their clients send them, and texts that may hold
-several lines, each translated as nmt-translate translates a line of a file.
+(application/x-www-form-urlencoded) or the query string as their clients send them. Their texts, which may hold
+several sentences and lines, are translated by `app.translate_texts`, split into sentences.
 
 The pair is the project's: German to English.
 """
@@ -8,18 +8,13 @@ The pair is the project's: German to English.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
 
-from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis
-from nmt.glossary import Glossary, line_terms
-from nmt.serve.app import ApiError, decode_lines, json_object, read_body
+from nmt.serve.app import ApiError, json_object, read_body
 from nmt.serve.limits import Limits
-from nmt.translator import Translator
 
 SOURCE, TARGET = "de", "en"
 NAMES = {SOURCE: "German", TARGET: "English"}
@@ -76,28 +71,3 @@ async def read_params(request: Request, limits: Limits) -> Params:
     for name, value in pairs:
         values.setdefault(name, []).append(value)
     return Params(values=values)
-
-
-def lines_of(text: str) -> list[str]:
-    """The lines of `text` (\\n, \\r\\n or \\r end a line, as when nmt-translate reads a file)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-
-async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: Sequence[str],
-                          decode: DecodeConfig, glossary: Glossary | None = None) -> list[list[list[Hypothesis]]]:
-    """For each text, the n-best list of each of its lines, decoded in a batch with other requests; with a
-    glossary, each line's translation holds the target terms its source terms call for."""
-    per_text = [lines_of(text) for text in texts]
-    lines = [line for text_lines in per_text for line in text_lines]
-    terms = None if glossary is None else line_terms(lines, glossary)
-    results = await decode_lines(request, limits, lines, decode, terms)
-    out, start = [], 0
-    for lines in per_text:
-        out.append(results[start:start + len(lines)])
-        start += len(lines)
-    return out
-
-
-def joined(translator: Translator, text: list[list[Hypothesis]], rank: int = 0) -> str:
-    """A text's translation: each line's hypothesis of `rank` (its best where it has fewer), one line each."""
-    return "\n".join(translator.detokenize(hyps[min(rank, len(hyps) - 1)]) if hyps else "" for hyps in text)

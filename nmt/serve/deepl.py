@@ -5,9 +5,13 @@
 The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard); each key has its own
 glossaries (`nmt.serve.glossaries`). Parameters come as JSON or a form (`text` repeated); settings this server
 cannot honour (tags, several glossaries, style rules, a required formality) are refused, hints it can do
-without (context, sentence splitting, formatting, model type) are ignored. Errors are {"message": "..."} with
-DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have, 413 for a request too large, 429 for
-too many requests, 500 and 503. This server has no character quota, so it never answers 456.
+without (context, formatting, model type) are ignored. `split_sentences` is honoured: "1" (the default) splits
+at sentence ends and line breaks, "nonewlines" at sentence ends only, "0" translates each text whole; a glossary
+applies to each sentence. Beside DeepL's own fields, each translation carries `confidence`: the exp of its
+per-token mean log-probability (in [0, 1]; None for a text without words); DeepL's clients ignore the field.
+Errors are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have,
+413 for a request too large, 429 for too many requests, 500 and 503. This server has no character quota, so it
+never answers 456.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from fastapi.responses import JSONResponse, Response
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import DataError
 from nmt.glossary import FORMATS, Glossary
-from nmt.serve.app import ApiError, QueueFull
+from nmt.serve.app import ApiError, QueueFull, translate_texts
 from nmt.serve.auth import Access, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, joined, read_params, translate_texts
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
@@ -36,6 +40,7 @@ GLOSSARY_PAIRS = [{"source_lang": SOURCE, "target_lang": TARGET}]
 TSV = "text/tab-separated-values"
 FORMALITIES = ("default", "prefer_less", "prefer_more")  # "prefer_": DeepL falls back to the default
 STATUSES = (400, 403, 413, 429, 500, 503)
+SPLIT_MODES = {"0": "off", "1": "on", "nonewlines": "nonewlines"}  # DeepL's split_sentences: nmt.sentences' modes
 
 
 class DeepLError(Exception):
@@ -87,6 +92,17 @@ def _check(params: Params) -> None:
                               f"use one of {', '.join(FORMALITIES)}.")
 
 
+def _split_mode(value: Any) -> str:
+    """DeepL's `split_sentences` ("0", "1" or "nonewlines"; absent: "1") as a mode of `nmt.sentences`."""
+    if value in (None, ""):
+        return "on"
+    key = str(value) if isinstance(value, int) and not isinstance(value, bool) else value  # JSON may send 0 or 1
+    if not isinstance(key, str) or key not in SPLIT_MODES:
+        raise DeepLError(400, f"Value for 'split_sentences' not supported: {short_repr(value)}; use "
+                              f"{', '.join(SPLIT_MODES)}.")
+    return SPLIT_MODES[key]
+
+
 def _text(params: Params, name: str) -> str:
     value = params.get(name)
     if value in (None, ""):
@@ -134,6 +150,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         params = await params_of(request)
         texts = _texts(params)
         _check(params)
+        mode = _split_mode(params.get("split_sentences"))
         glossary = None
         if params.get("glossary_id") not in (None, ""):
             can_use_glossaries()
@@ -141,11 +158,14 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
                 raise DeepLError(400, "Parameter 'source_lang' is required when a glossary is used.")
             glossary = stored(request, _text(params, "glossary_id")).glossary
         try:
-            results = await translate_texts(request, translator, limits, texts, translator.decode, glossary)
+            results = await translate_texts(request, translator, limits, texts, translator.decode, mode,
+                                            glossary)
         except ApiError as err:
             raise DeepLError(_status(err), err.message) from None
-        return {"translations": [{"detected_source_language": SOURCE.upper(), "text": joined(translator, result),
-                                  "billed_characters": len(text)} for text, result in zip(texts, results)]}
+        return {"translations": [
+            {"detected_source_language": SOURCE.upper(), "text": found[0].text if found else "",
+             "billed_characters": len(text), "confidence": round(found[0].confidence, 4) if found else None}
+            for text, found in zip(texts, results)]}
 
     @app.get("/v2/languages")
     async def languages(request: Request) -> list[dict[str, Any]]:

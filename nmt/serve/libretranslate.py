@@ -3,7 +3,10 @@ as LibreTranslate's own server answers them (its app.py), so that its clients wo
 http://HOST:PORT/libretranslate/.
 
 Parameters come as JSON, a form or the query string (`compat.read_params`); unknown ones are ignored, as
-LibreTranslate does. Errors are {"error": "..."} with LibreTranslate's statuses: 400 for any bad request
+LibreTranslate does. Texts are split into sentences, as LibreTranslate splits them. Beside LibreTranslate's own
+fields, an answer carries `confidence`: the exp of the translation's per-token mean log-probability (in [0, 1];
+None for a text without words), one per text like `translatedText`; its clients ignore the field.
+Errors are {"error": "..."} with LibreTranslate's statuses: 400 for any bad request
 (a limit too), 403 for a key, 429 for too many requests, 500 when decoding failed.
 """
 
@@ -14,9 +17,9 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
-from nmt.serve.app import ApiError, QueueFull, settings
+from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
 from nmt.serve.auth import Access, Denied, client_address, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, joined, read_params, translate_texts
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
@@ -103,12 +106,13 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
         if alternatives:
             wanted = {"n_best": alternatives + 1, "beam": max(decode.beam, alternatives + 1)}
             decode = settings(wanted, decode, ("beam", "n_best"), limits)
-        results = await translate_texts(request, translator, limits, texts, decode)
-        best = [joined(translator, text) for text in results]
-        others = [_unique([joined(translator, text, rank) for rank in range(1, alternatives + 1)], main)
-                  for text, main in zip(results, best)]
+        results = await translate_texts(request, translator, limits, texts, decode, "on")
+        best = [found[0].text if found else "" for found in results]
+        others = [_unique([t.text for t in found[1:]], main) for found, main in zip(results, best)]
+        confidence = [round(found[0].confidence, 4) if found else None for found in results]
         single = not isinstance(params.get("q"), list)
-        out: dict[str, Any] = {"translatedText": best[0] if single else best}
+        out: dict[str, Any] = {"translatedText": best[0] if single else best,
+                               "confidence": confidence[0] if single else confidence}
         if alternatives:
             out["alternatives"] = others[0] if single else others
         if params.get("source") == AUTO:
