@@ -151,3 +151,13 @@ def test_evaluation_validation_and_tuning_never_split(trained_run, tmp_path, mon
     cfg = load_config(RunDir(trained_run).config, ["train.eval_bleu=true"])
     scores = validation_scores(translator.engine.model, prepare(cfg), cfg, CPU)
     assert math.isfinite(scores["bleu"])
+
+
+def test_a_glossary_applies_to_each_sentence_and_constraints_need_a_text_of_one_sentence(translator):
+    glossary = {"Hund": "puppy"}
+    one, two = translator.translate(SENTENCES[:2], glossary=glossary)
+    assert translator.translate(" ".join(SENTENCES[:2]), glossary=glossary) == f"{one} {two}"
+    with pytest.raises(nmt.DataError, match="constraints of text 1: it holds 2 sentences"):
+        translator.translate(" ".join(SENTENCES[:2]), constraints=["puppy"])
+    whole = translator.translate(" ".join(SENTENCES[:2]), constraints=["puppy"], split_sentences="off")
+    assert whole == translator.best([" ".join(SENTENCES[:2])], terms=[["puppy"]])[0][0]

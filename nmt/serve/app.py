@@ -153,8 +153,9 @@ async def decode_lines(request: Request, limits: Limits, lines: list[Any], decod
     as `Translator.search` takes them."""
     check_text(lines, limits)
     count_sentences(request, lines)
-    work = queued_batcher(request, limits).translate(lines, decode, terms)
-    return await unless_gone(request, work) if lines else []
+    if not lines:
+        return []
+    return await unless_gone(request, queued_batcher(request, limits).translate(lines, decode, terms))
 
 
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
