@@ -84,7 +84,7 @@ def hf_translate(folder: Path, lines: list[str], batch_size: int, device: torch.
 
 
 def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dict[str, Any]:
-    from nmt.interop.huggingface import export_huggingface
+    from nmt.interop.hf_export import export_huggingface
 
     nmt_greedy = load_translator([args.run], device, "fp32")
     nmt_greedy = nmt_greedy.with_decode(decode_with(nmt_greedy.decode, {"beam": 1, "n_best": 1}))

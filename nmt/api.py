@@ -109,7 +109,7 @@ def export_model(model: str | Path, *, format: str = "ctranslate2", output: str 
         raise ExportError(f"export_model: {', '.join(unknown)} does not apply to format {format} "
                           f"(options: {', '.join(sorted(allowed)) or 'none'})")
     if format == "huggingface":
-        from nmt.interop.huggingface import export_huggingface
+        from nmt.interop.hf_export import export_huggingface
 
         return export_huggingface(model, output)
     return export_ctranslate2(model, output, **options)
@@ -118,7 +118,7 @@ def export_model(model: str | Path, *, format: str = "ctranslate2", output: str 
 def import_model(folder: str | Path, *, output: str | Path) -> dict[str, Any]:
     """Convert a Hugging Face folder (an nmt export, or a Marian/OPUS-MT model; the hf extra) into an nmt
     checkpoint file `output` that `load` reads, as nmt-import does. Returns the manifest it wrote."""
-    from nmt.interop.huggingface import import_huggingface
+    from nmt.interop.hf_import import import_huggingface
 
     return import_huggingface(folder, output)
 

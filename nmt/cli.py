@@ -368,7 +368,7 @@ def export_main(argv: list[str] | None = None) -> int:
         raise ExportError(f"--format {args.format}: unknown export format (known: {', '.join(FORMATS)})")
     check_output("--output", args.output, folder=True)
     if args.format == "huggingface":
-        from nmt.interop.huggingface import export_huggingface
+        from nmt.interop.hf_export import export_huggingface
 
         if args.quantization:
             raise ExportError("--quantization applies to --format ctranslate2 only (a Hugging Face export is float32)")
@@ -384,7 +384,7 @@ def export_main(argv: list[str] | None = None) -> int:
 def import_main(argv: list[str] | None = None) -> int:
     """nmt-import HF_FOLDER: convert a local Marian/OPUS-MT model folder into an nmt checkpoint."""
     from nmt.interop.hf_folder import TOKENIZER_FILES, WEIGHT_FILES
-    from nmt.interop.huggingface import import_huggingface
+    from nmt.interop.hf_import import import_huggingface
 
     parser = Parser(prog="nmt-import", description=import_main.__doc__)
     parser.add_argument("folder", help=f"Hugging Face model folder: config.json, {' or '.join(WEIGHT_FILES)}, "

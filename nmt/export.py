@@ -44,7 +44,7 @@ from nmt.tokenizer import model_pieces
 __all__ = ["FORMATS", "MANIFEST", "QUANTIZATIONS", "ExportError", "export_ctranslate2", "read_manifest",
            "supported_quantizations"]
 
-FORMATS = ("ctranslate2", "huggingface")  # huggingface: nmt.interop.huggingface
+FORMATS = ("ctranslate2", "huggingface")  # huggingface: nmt.interop.hf_export
 
 
 def _np(tensor: torch.Tensor) -> np.ndarray:

@@ -437,7 +437,7 @@ def test_malformed_folder_is_refused_in_one_line(marian_folder, tmp_path, capsys
 
 def test_sinusoid_layouts_differ_by_the_channel_order():
     """Marian's table (numpy, sines then cosines) is ours with its channels in `channel_order`."""
-    from nmt.interop.huggingface import channel_order
+    from nmt.interop.hf_weights import channel_order
     from nmt.models.transformer import sinusoidal_table
 
     length, dim = 64, 12
