@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,12 @@ class Translation:
         """exp(mean_log_prob), in [0, 1]: the geometric mean of the model's probability for each token it chose.
         How sure the model was of its own words, not an estimate of the translation's quality."""
         return math.exp(self.mean_log_prob)
+
+    def __iter__(self) -> Iterator[Any]:
+        """`text, score = translation`: the (text, score) pair translate_nbest used to give; deprecated."""
+        warnings.warn("unpacking a Translation as (text, score) is deprecated; read .text and .score",
+                      DeprecationWarning, stacklevel=2)
+        return iter((self.text, self.score))
 
 
 class Translator:

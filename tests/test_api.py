@@ -48,6 +48,9 @@ def test_decoding_settings_apply_per_call_and_are_checked_like_the_config(traine
     assert len(nbest) == 3 and [t.score for t in nbest] == sorted((t.score for t in nbest), reverse=True)
     assert nbest[0].text == translator.translate(LINES[0], beam=3)
     assert [len(hyps) for hyps in translator.translate_nbest(LINES, n=2, beam=2)] == [2, 2, 0, 2]  # blank: none
+    with pytest.warns(DeprecationWarning, match="read .text and .score"):
+        text, score = nbest[0]  # the old (text, score) pairs still unpack, for one release
+    assert (text, score) == (nbest[0].text, nbest[0].score)
     with pytest.raises(nmt.ConfigError, match=r"decode\.n_best \(5\) cannot exceed decode\.beam \(2\)"):
         translator.translate_nbest(LINES[0], n=5, beam=2)
     with pytest.raises(nmt.ConfigError, match="unknown decoding setting bem"):
