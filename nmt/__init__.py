@@ -18,6 +18,7 @@ from nmt.errors import (
     DataError,
     ExportError,
     FileError,
+    MarkupError,
     NmtError,
     RunLockError,
     TokenizerError,
@@ -34,6 +35,7 @@ _LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api", "load_con
          "load_glossary": "nmt.glossary"}
 
 __all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError", "FileError", "Glossary",
+           "MarkupError",
            "NmtError", "Run", "RunLockError", "TokenizerError", "TrainingError", "TrainingInterrupted", "Translator",
            "__version__", "evaluate", "export_model", "import_model", "load", "load_config", "load_glossary",
            "train"]

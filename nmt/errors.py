@@ -40,6 +40,10 @@ class ExportError(NmtError):
     """A model that cannot be exported, or an export folder that cannot be used; the message says why."""
 
 
+class MarkupError(NmtError, ValueError):
+    """A document that cannot be read as the markup it was said to be (not well-formed XML, declared entities)."""
+
+
 class TrainingInterrupted(NmtError):
     """Training stopped on Ctrl-C or SIGTERM after saving last.pt; the message says how to resume."""
 

@@ -14,7 +14,7 @@ import dataclasses
 import heapq
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,13 @@ from nmt.engines.ctranslate2 import MANIFEST, NO_GLOSSARY, CTranslate2Engine, ex
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import CheckpointError, ConfigError, DataError, ExportError
 from nmt.glossary import GlossaryLike, line_terms
+from nmt.markup import Aligned, splitter, translate_document, word_weights
 from nmt.rundir import RunDir
 from nmt.sentences import Pieces, split, split_mode
 from nmt.tokenizer import Tokenizer
 from nmt.utils import resolve_device
 
+ALIGNMENT_LAYER = -2  # the decoder layer whose cross-attention places inline tags (docs/translating.md says why)
 Warn = Callable[[int, int], None]  # (index of the line, its subword count) of a truncated source
 
 
@@ -308,6 +310,39 @@ class Translator:
         return {"translation": searcher.detokenize(best), "score": round(best.score, 4), "src": src, "tgt": tgt,
                 "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
 
+    def translate_markup(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
+                         split_sentences: str | bool = "nonewlines", **decoding: Any) -> str:
+        """A marked-up document (`format` "html" or "xml") translated with its markup as it was (`nmt.markup`):
+        each block's text is split into sentences (`split_sentences`, as for `translations`; by default a line
+        break is whitespace, as in markup) and translated, and inline tags inside a sentence are placed by the
+        word alignment of `aligned`; an engine without attention (a CTranslate2 export) puts them at their
+        sentence's edges. Text in code, pre, translate="no" elements and elements named in `ignore_tags` is left
+        alone. `decoding` as for `translate`; a document that cannot be read is a `MarkupError`."""
+        return translate_document(document, format, self.with_decode(**decoding).aligned, ignore_tags=ignore_tags,
+                                  split=splitter(split_mode(split_sentences)))
+
+    def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
+        """Each sentence's best translation with its word alignment: the cross-attention of decoder layer `layer`
+        (default ALIGNMENT_LAYER; see `alignment_attention`), averaged over its heads (and an ensemble's members),
+        summed from subwords into the whitespace-separated words of both sides; the search's own attention for a
+        model without layers of heads (a GRU); none where the engine gives no attention."""
+        attention = self.engine.abilities.attention
+        out = []
+        for sentence, hyps in zip(sentences, self.search(sentences, return_attention=attention)):
+            if not hyps:
+                out.append(Aligned(""))
+                continue
+            best, text = hyps[0], self.detokenize(hyps[0])
+            if not attention:
+                out.append(Aligned(text))
+                continue
+            layers = self.engine.layer_attention(self.encode([sentence])[0], list(best.tokens))
+            weights = alignment_attention(layers, layer) if layers else best.attention.float()  # (T + 1, S + 1)
+            src, tgt = self.attention_labels(sentence, best)
+            out.append(Aligned(text, word_weights(src, tgt, weights.numpy(), len(sentence.split()),
+                                                  len(text.split()))))
+        return out
+
     def settings(self) -> dict[str, Any]:
         """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
         number even where it is `auto`), engine, precision, models."""
@@ -336,6 +371,19 @@ def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
                                 "constraints for a text of one sentence, or translate it whole (split_sentences off)")
         constraints = [terms for piece, terms in zip(pieces, constraints) for _ in piece.sentences]
     return line_terms(sentences_of(pieces), glossary, constraints)
+
+
+def alignment_attention(layers: Sequence[tuple[str, torch.Tensor]], layer: int | None = None) -> torch.Tensor:
+    """The attention that aligns words, from `Engine.layer_attention`'s named layers: decoder layer `layer`
+    (counted from 1; default ALIGNMENT_LAYER; negative from the last) of each model, averaged over heads and
+    models; (T, S)."""
+    by_model: dict[str, list[torch.Tensor]] = {}
+    for name, heads in layers:
+        by_model.setdefault(name.rpartition("layer")[0], []).append(heads)
+    chosen = ALIGNMENT_LAYER if layer is None else layer
+    picked = [stack[min(max(chosen - 1 if chosen > 0 else len(stack) + chosen, 0), len(stack) - 1)]
+              for stack in by_model.values()]  # each (h, T, S); a model with fewer layers gives its nearest
+    return torch.stack([heads.float().mean(0) for heads in picked]).mean(0)  # (T, S)
 
 
 def _rounded(weights: torch.Tensor) -> list:

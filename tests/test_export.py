@@ -147,6 +147,12 @@ def test_an_export_declares_that_it_gives_no_attention(exports):
         load_translator([exports / "float32"], CPU).score("Ein Hund läuft.", "A dog runs.")
 
 
+def test_an_export_puts_inline_tags_at_the_edges_of_their_sentence(exports):
+    translator = load_translator([exports / "float32"], CPU)
+    out = translator.translate_markup("<p>Ein <b>Mann</b> fährt Fahrrad.</p>", "html")
+    assert out == f"<p><b>{translator.translate('Ein Mann fährt Fahrrad.')}</b></p>"
+
+
 def test_loading_an_export_keeps_the_torch_thread_count(exports):
     """CTranslate2 shares OpenMP with torch; a second engine or the PyTorch path must not drop to one thread."""
     before = torch.get_num_threads()

@@ -6,6 +6,7 @@ limit and each API's errors."""
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 
 import httpx
@@ -147,6 +149,30 @@ def test_libretranslate_clients_get_paragraphs_split_and_read_answers_with_a_con
                         json={"q": [PARAGRAPH, " "], "source": "de", "target": "en", "api_key": KEY}).json()
     assert answer["translatedText"] == [joined, ""]
     assert 0.0 < answer["confidence"][0] <= 1.0 and answer["confidence"][1] is None
+
+
+def test_the_deepl_client_with_tag_handling_gets_its_markup_back_around_nmt_translate_output(server, expected):
+    import deepl
+
+    client = deepl.Translator(KEY, server_url=server[0])
+    documents = [f"<p>{html.escape(s, quote=False)}</p>" for s in SENTENCES]
+    results = client.translate_text(documents, target_lang="EN-US", tag_handling="html")
+    assert [result.text for result in results] == [f"<p>{html.escape(e, quote=False)}</p>" for e in expected]
+    xml = "<doc><t>Ein <b>Hund</b> läuft.</t><code>Ein Hund</code><keep a='1'>Ein Hund</keep></doc>"
+    out = client.translate_text(xml, target_lang="EN-GB", tag_handling="xml", ignore_tags=["keep"]).text
+    assert out.endswith("</t><code>Ein Hund</code><keep a='1'>Ein Hund</keep></doc>")
+    assert [e.tag for e in ElementTree.fromstring(out).iter()] == ["doc", "t", "b", "code", "keep"]
+    with pytest.raises(deepl.DeepLException, match="not well-formed XML"):
+        client.translate_text("<p>Ein Hund", target_lang="EN-US", tag_handling="xml")
+
+
+def test_libretranslate_format_html_keeps_the_markup_and_translates_the_text(server, expected):
+    document = f"<ul><li class=\"a\">{html.escape(SENTENCES[0], quote=False)}</li>\n<li>{SENTENCES[2]}</li></ul>"
+    answer = httpx.post(f"{server[0]}/libretranslate/translate",
+                        data={"q": document, "source": "de", "target": "en", "format": "html", "api_key": KEY})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"translatedText": f"<ul><li class=\"a\">{html.escape(expected[0], quote=False)}</li>\n"
+                                               f"<li>{html.escape(expected[2], quote=False)}</li></ul>"}
 
 
 def test_the_client_examples_of_docs_serve_md_print_nmt_translate_output(server, trained_run, tmp_path):
@@ -381,7 +407,9 @@ def test_libretranslate_keeps_a_texts_lines(local, expected):
     ({"json": {"q": "a", "source": "fr", "target": "en"}}, 400, "'fr' is not supported"),
     ({"json": {"q": "a", "source": "de", "target": "de"}}, 400, "'de' is not supported"),
     ({"json": {"q": "a", "target": "en"}}, 400, "missing source"),
-    ({"json": {"q": "a", "source": "de", "target": "en", "format": "html"}}, 400, "html format is not supported"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "format": "pdf"}}, 400, "'pdf' format is not supported"),
+    ({"json": {"q": "a", "source": "de", "target": "en", "format": "html", "alternatives": 1}}, 400,
+     "not available with format=html"),
     ({"json": {"q": "a", "source": "de", "target": "en", "alternatives": "x"}}, 400, "not a number"),
     ({"json": {"q": "a", "source": "de", "target": "en", "alternatives": 4}}, 400, "must be <= 3"),
     ({"data": {"q": "a" * 401, "source": "de", "target": "en"}}, 400, "at most 400"),
@@ -416,7 +444,13 @@ def test_libretranslate_malformed_requests_get_its_error_shape_and_the_server_st
     ({"text": ["a"]}, 400, "'target_lang' not specified"),
     ({"text": ["a"], "target_lang": "DE"}, 400, "'target_lang' not supported"),
     ({"text": ["a"], "target_lang": "EN-US", "source_lang": "FR"}, 400, "'source_lang' not supported"),
-    ({"text": ["a"], "target_lang": "EN-US", "tag_handling": "html"}, 400, "'tag_handling' is not supported"),
+    ({"text": ["a"], "target_lang": "EN-US", "tag_handling": "pdf"}, 400, "'tag_handling' not supported"),
+    ({"text": ["<p>a</b>"], "target_lang": "EN-US", "tag_handling": "xml"}, 400, "not well-formed XML at line 1"),
+    ({"text": ["a", "<a/><b>"], "target_lang": "EN-US", "tag_handling": "xml"}, 400, "text 1: not well-formed XML"),
+    ({"text": ["a"], "target_lang": "EN-US", "ignore_tags": "x"}, 400, "needs 'tag_handling'"),
+    ({"text": ["a"], "target_lang": "EN-US", "tag_handling": "xml", "ignore_tags": [1]}, 400, "'ignore_tags' must"),
+    ({"text": ["a"], "target_lang": "EN-US", "tag_handling": "xml", "splitting_tags": "p"}, 400,
+     "'splitting_tags' is not supported"),
     ({"text": ["a"], "target_lang": "EN-US", "formality": "more"}, 400, "formality"),
     ({"text": ["a"] * 9, "target_lang": "EN-US"}, 413, "at most 8"),
     ({"text": ["x" * 50_000], "target_lang": "EN-US"}, 413, "exceeds"),

@@ -1,6 +1,7 @@
 """What the LibreTranslate- and DeepL-compatible endpoints share: their parameters, read from a JSON body, a form
 (application/x-www-form-urlencoded) or the query string as their clients send them. Their texts, which may hold
-several sentences and lines, are translated by `app.translate_texts`, split into sentences.
+several sentences and lines, are translated by `app.translate_texts`, split into sentences, and
+marked-up documents by `translate_documents` (`Translator.translate_markup`).
 
 The pair is the project's: German to English.
 """
@@ -8,13 +9,17 @@ The pair is the project's: German to English.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
 
-from nmt.serve.app import ApiError, json_object, read_body
+from nmt.errors import MarkupError
+from nmt.serve.app import ApiError, check_text, json_object, queued_batcher, read_body, unless_gone
 from nmt.serve.limits import Limits
+from nmt.serve.metrics import count_sentences
+from nmt.translator import Translator
 
 SOURCE, TARGET = "de", "en"
 NAMES = {SOURCE: "German", TARGET: "English"}
@@ -71,3 +76,25 @@ async def read_params(request: Request, limits: Limits) -> Params:
     for name, value in pairs:
         values.setdefault(name, []).append(value)
     return Params(values=values)
+
+
+async def translate_documents(request: Request, translator: Translator, limits: Limits, texts: Sequence[str],
+                              format: str, ignore_tags: Sequence[str] = (), mode: str = "nonewlines") -> list[str]:
+    """Each text translated as a document in `format` (html or xml) with its markup kept, its blocks split into
+    sentences in `mode`, on the batcher's worker; a document that cannot be read is an ApiError 400 naming it."""
+    check_text(list(texts), limits)
+    count_sentences(request, texts)
+
+    def work() -> list[str] | ApiError:
+        out = []
+        for number, text in enumerate(texts):
+            try:
+                out.append(translator.translate_markup(text, format, ignore_tags=ignore_tags, split_sentences=mode))
+            except MarkupError as err:  # the client's document, not the server, is at fault
+                return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
+        return out
+
+    result = await unless_gone(request, queued_batcher(request, limits).run(work))
+    if isinstance(result, ApiError):
+        raise result
+    return result

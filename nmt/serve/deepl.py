@@ -4,14 +4,16 @@
 
 The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard); each key has its own
 glossaries (`nmt.serve.glossaries`). Parameters come as JSON or a form (`text` repeated); settings this server
-cannot honour (tags, several glossaries, style rules, a required formality) are refused, hints it can do
-without (context, formatting, model type) are ignored. `split_sentences` is honoured: "1" (the default) splits
-at sentence ends and line breaks, "nonewlines" at sentence ends only, "0" translates each text whole; a glossary
-applies to each sentence. Beside DeepL's own fields, each translation carries `confidence`: the exp of its
-per-token mean log-probability (in [0, 1]; None for a text without words); DeepL's clients ignore the field.
-Errors are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have,
-413 for a request too large, 429 for too many requests, 500 and 503. This server has no character quota, so it
-never answers 456.
+cannot honour (several glossaries, style rules, a required formality, DeepL's own splitting rules for tags) are
+refused, hints it can do without (context, formatting, model type, outline detection) are ignored. `tag_handling`
+(xml or html) translates each text as a document with its markup kept, `ignore_tags` naming elements left alone
+(split `nonewlines` unless `split_sentences` says otherwise). `split_sentences` is honoured: "1" (the default)
+splits at sentence ends and line breaks, "nonewlines" at sentence ends only, "0" translates each text whole; a
+glossary applies to each sentence. Beside DeepL's own fields, each translation carries `confidence`: the exp of its
+per-token mean log-probability (in [0, 1]; None for a text without words); DeepL's clients ignore the field. Errors
+are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have, 413 for a
+request too large, 429 for too many requests, 500 and 503. This server has no character quota, so it never answers
+456.
 """
 
 from __future__ import annotations
@@ -28,14 +30,16 @@ from nmt.errors import DataError
 from nmt.glossary import FORMATS, Glossary
 from nmt.serve.app import ApiError, QueueFull, translate_texts
 from nmt.serve.auth import Access, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, translate_documents
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
 
 TARGETS = {"EN": "English", "EN-GB": "English (British)", "EN-US": "English (American)"}
-REFUSED = ("tag_handling", "glossary_ids", "style_id", "custom_instructions", "translation_memory_id")
+REFUSED = ("glossary_ids", "style_id", "custom_instructions", "translation_memory_id", "splitting_tags",
+           "non_splitting_tags")
+TAG_HANDLING = ("xml", "html")
 GLOSSARY_PAIRS = [{"source_lang": SOURCE, "target_lang": TARGET}]
 TSV = "text/tab-separated-values"
 FORMALITIES = ("default", "prefer_less", "prefer_more")  # "prefer_": DeepL falls back to the default
@@ -90,6 +94,23 @@ def _check(params: Params) -> None:
     if formality not in (None, "", *FORMALITIES):
         raise DeepLError(400, f"'formality' {short_repr(formality)} is not supported for the target language; "
                               f"use one of {', '.join(FORMALITIES)}.")
+
+
+def _tags(params: Params) -> tuple[str | None, list[str]]:
+    """`tag_handling` (None: plain text) and the `ignore_tags` (a comma-separated string, or a list in JSON)."""
+    handling = params.get("tag_handling")
+    if handling in (None, ""):
+        handling = None
+    elif handling not in TAG_HANDLING:
+        raise DeepLError(400, f"Value for 'tag_handling' not supported: {short_repr(handling)}; use xml or html.")
+    ignore = params.all("ignore_tags") or []
+    names = ignore.split(",") if isinstance(ignore, str) else ignore
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise DeepLError(400, "Parameter 'ignore_tags' must be a comma-separated string or a list of strings.")
+    names = [part.strip() for name in names for part in name.split(",") if part.strip()]
+    if names and handling is None:
+        raise DeepLError(400, "Parameter 'ignore_tags' needs 'tag_handling' (xml or html).")
+    return handling, names
 
 
 def _split_mode(value: Any) -> str:
@@ -150,7 +171,19 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         params = await params_of(request)
         texts = _texts(params)
         _check(params)
+        handling, ignore_tags = _tags(params)
         mode = _split_mode(params.get("split_sentences"))
+        if handling is not None:
+            if params.get("glossary_id") not in (None, ""):
+                raise DeepLError(400, "Parameter 'glossary_id' cannot be combined with 'tag_handling' here.")
+            if params.get("split_sentences") in (None, ""):
+                mode = "nonewlines"  # as DeepL splits tagged text
+            try:
+                outputs = await translate_documents(request, translator, limits, texts, handling, ignore_tags, mode)
+            except ApiError as err:
+                raise DeepLError(_status(err), err.message) from None
+            return {"translations": [{"detected_source_language": SOURCE.upper(), "text": output,
+                                      "billed_characters": len(text)} for text, output in zip(texts, outputs)]}
         glossary = None
         if params.get("glossary_id") not in (None, ""):
             can_use_glossaries()

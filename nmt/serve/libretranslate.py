@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI, Request
 
 from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
 from nmt.serve.auth import Access, Denied, client_address, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, translate_documents
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 from nmt.yamlsafe import short_repr
@@ -60,7 +60,8 @@ def _alternatives(value: Any, limits: Limits) -> int:
     return number
 
 
-def _languages(params: Params) -> None:
+def _languages(params: Params) -> str:
+    """Check the language pair; the text format (text or html)."""
     source, target = params.get("source"), params.get("target")
     for name, value in (("source", source), ("target", target)):
         if not value:
@@ -71,10 +72,9 @@ def _languages(params: Params) -> None:
     if target != TARGET:
         raise ApiError(400, f"{short_repr(target)} is not supported: this server translates {SOURCE} to {TARGET}")
     text_format = params.get("format") or "text"
-    if text_format == "html":
-        raise ApiError(400, "html format is not supported by this server: send plain text (format=text)")
-    if text_format != "text":
-        raise ApiError(400, f"{short_repr(text_format)} format is not supported (format=text)")
+    if text_format not in ("text", "html"):
+        raise ApiError(400, f"{short_repr(text_format)} format is not supported (format=text or html)")
+    return text_format
 
 
 def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Access) -> None:
@@ -100,8 +100,14 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
 
     async def translation(params: Params, request: Request) -> dict[str, Any]:
         texts = _texts(params.get("q"))
-        _languages(params)
+        html = _languages(params) == "html"
         alternatives = _alternatives(params.get("alternatives"), limits)
+        single = not isinstance(params.get("q"), list)
+        if html and alternatives:
+            raise ApiError(400, "Invalid request: alternatives are not available with format=html")
+        if html:
+            best = await translate_documents(request, translator, limits, texts, "html")
+            return {"translatedText": best[0] if single else best} | _detected(params, single, len(texts))
         decode = translator.decode
         if alternatives:
             wanted = {"n_best": alternatives + 1, "beam": max(decode.beam, alternatives + 1)}
@@ -110,14 +116,11 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
         best = [found[0].text if found else "" for found in results]
         others = [_unique([t.text for t in found[1:]], main) for found, main in zip(results, best)]
         confidence = [round(found[0].confidence, 4) if found else None for found in results]
-        single = not isinstance(params.get("q"), list)
         out: dict[str, Any] = {"translatedText": best[0] if single else best,
                                "confidence": confidence[0] if single else confidence}
         if alternatives:
             out["alternatives"] = others[0] if single else others
-        if params.get("source") == AUTO:
-            out["detectedLanguage"] = dict(DETECTED) if single else [dict(DETECTED) for _ in texts]
-        return out
+        return out | _detected(params, single, len(texts))
 
     browser_post = [Depends(app.state.origin_check)]  # forms need no CORS preflight: check the Origin
 
@@ -154,6 +157,13 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
 
         return await checked(request, answer)
 
+
+
+def _detected(params: Params, single: bool, count: int) -> dict[str, Any]:
+    """The detectedLanguage field of an answer to source=auto (none otherwise)."""
+    if params.get("source") != AUTO:
+        return {}
+    return {"detectedLanguage": dict(DETECTED) if single else [dict(DETECTED) for _ in range(count)]}
 
 
 def _unique(texts: list[str], main: str) -> list[str]:

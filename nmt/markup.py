@@ -1,0 +1,580 @@
+"""Translating a marked-up document (HTML or XML) and giving back its markup as it was.
+
+The document is read with a real parser, the standard library's: `html.parser` for HTML (lenient, as browsers
+are) and expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused,
+so no entity can expand). Each event keeps its text exactly as written, so that everything not translated comes
+back byte for byte: tags with their attributes, comments, declarations, entities, whitespace between blocks.
+
+A block's text (a paragraph, a heading, a list item; in XML an element holding text of its own) is the unit
+translated, with the inline elements inside it (`Ein <b>großer</b> Hund`): its plain text is split into sentences,
+each sentence is translated with its word alignment (`Aligned`), and each inline tag is placed in the translation
+before the first or after the last target word aligned to the source words it covers. Tags keep their order and
+balance whatever the alignment says. Without an alignment (an engine without attention), an inline element's
+tags go to the edges of its sentence. Text inside `<code>`, `<pre>`, `<script>`, `<style>`, elements with
+`translate="no"` and elements named in `ignore_tags` is left alone; such an element ends a block.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import xml.parsers.expat
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+import numpy as np
+
+from nmt.errors import MarkupError
+from nmt.sentences import split
+
+FORMATS = ("html", "xml")
+IGNORED = frozenset({"code", "pre"})  # both formats: their text is left alone
+HTML_IGNORED = frozenset({"script", "style", "textarea"})
+# HTML elements that flow inside a sentence (the phrasing content that formats words); any other element ends a
+# block, and so does one of these holding a block or ignored element
+HTML_INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em", "font", "i",
+                         "img", "ins", "kbd", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub",
+                         "sup", "time", "tt", "u", "var", "wbr"})
+HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+                       "source", "track", "wbr"})
+# what translated text must not hold as it is (HTML allows ">" in text; XML not in "]]>")
+HTML_ESCAPES = {"&": "&amp;", "<": "&lt;"}
+XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+WRAPPER = "nmt-fragment"  # the element an XML fragment is parsed inside (never written out)
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """One sentence's translation and its word alignment: `weights[t, s]` says how much target word t (of
+    `text.split()`) comes from source word s (of the sentence's `split()`); None where the engine gives none."""
+
+    text: str
+    weights: np.ndarray | None = None  # (target words, source words)
+
+
+SentenceTranslator = Callable[[list[str]], list[Aligned]]
+Splitter = Callable[[str], list[tuple[int, int]]]  # a text's sentences as (start, end) character spans
+
+
+@dataclass
+class _Token:
+    """One parser event with its text as written."""
+
+    kind: str  # text, start, end, empty (an element without content), other (comment, declaration, CDATA, ...)
+    raw: str
+    value: str = ""  # text: the characters it stands for (entities decoded)
+    entity: bool = False  # text written as an entity or character reference
+    name: str = ""
+    element: int = -1  # start, end, empty: the element it opens or closes
+
+
+@dataclass
+class _Element:
+    name: str
+    parent: int  # -1: the document
+    ignored: bool  # its text is left alone (so is everything inside it)
+    start: int  # its start (or empty) token
+    end: int | None = None  # its end token; None when an HTML element is closed implicitly or is empty
+    has_text: bool = False  # non-blank text directly inside it
+    inline: bool = False
+
+
+@dataclass
+class _Document:
+    tokens: list[_Token] = field(default_factory=list)
+    elements: list[_Element] = field(default_factory=list)
+    root_text: bool = False  # non-blank text outside every element
+
+
+def translate_document(document: str, format: str, translate: SentenceTranslator, *,
+                       ignore_tags: Collection[str] = (), split: Splitter | None = None) -> str:
+    """`document` with the text of its blocks translated by `translate` (all sentences in one call) and its markup
+    as it was; `split` cuts a block's text into sentences (default: one sentence per block). `format` is "html"
+    or "xml"; a document that cannot be read is a `MarkupError`."""
+    if format not in FORMATS:
+        raise MarkupError(f"format {format!r}: choose one of {', '.join(FORMATS)}")
+    if not isinstance(document, str):
+        raise MarkupError(f"expected the document as a str, got {type(document).__name__}")
+    names = [ignore_tags] if isinstance(ignore_tags, str) else list(ignore_tags)
+    if not all(isinstance(name, str) for name in names):
+        raise MarkupError("ignore_tags: give element names (str)")
+    if format == "html":  # HTML's names know no case
+        names = [name.lower() for name in names] + list(HTML_IGNORED)
+    ignored = frozenset(IGNORED | set(names))
+    doc = _read_html(document, ignored) if format == "html" else _read_xml(document, ignored)
+    _mark_inline(doc, format)
+    escapes = XML_ESCAPES if format == "xml" else HTML_ESCAPES
+    runs = _runs(doc)
+    blocks = [_Block(doc.tokens[start:end], split or _whole, escapes) for start, end in runs]
+    sentences = [sentence for block in blocks for sentence in block.sentences()]
+    results = translate(sentences) if sentences else []
+    if len(results) != len(sentences):
+        raise MarkupError(f"the translator gave {len(results)} translations for {len(sentences)} sentences")
+    out, done, at = [], 0, 0
+    for (start, end), block in zip(runs, blocks):
+        out += [token.raw for token in doc.tokens[at:start]]
+        count = len(block.spans)
+        out.append(block.render(results[done:done + count]))
+        done, at = done + count, end
+    out += [token.raw for token in doc.tokens[at:]]
+    return "".join(out)
+
+
+def splitter(mode: str | bool = "nonewlines") -> Splitter:
+    """`nmt.sentences.split` in `mode` (a `split_sentences` setting) as a `Splitter`."""
+    def spans(text: str) -> list[tuple[int, int]]:
+        pieces, out, at = split(text, mode), [], 0
+        for gap, sentence in zip(pieces.gaps, pieces.sentences):
+            at += len(gap)
+            out.append((at, at + len(sentence)))
+            at += len(sentence)
+        return out
+    return spans
+
+
+def word_weights(src_pieces: Sequence[str], tgt_pieces: Sequence[str], weights: np.ndarray, src_words: int,
+                 tgt_words: int) -> np.ndarray:
+    """Subword attention (rows: target pieces, columns: source pieces, either side may end in EOS, which is
+    dropped) summed into words: (tgt_words, src_words). A sentencepiece piece starting with "▁" starts a word."""
+    rows = _word_index([p for p in tgt_pieces if p != "</s>"], tgt_words)
+    cols = _word_index([p for p in src_pieces if p != "</s>"], src_words)
+    out = np.zeros((tgt_words, src_words), dtype=np.float64)
+    if tgt_words and src_words:
+        np.add.at(out, (rows[:, None], cols[None, :]), weights[:len(rows), :len(cols)])
+    return out
+
+
+def _word_index(pieces: Sequence[str], words: int) -> np.ndarray:
+    """The word each piece belongs to (counting words by pieces that start with "▁"), within [0, words)."""
+    index, current = [], -1
+    for piece in pieces:
+        if piece.startswith("\u2581") or current < 0:
+            current += 1
+        index.append(min(current, max(words - 1, 0)))
+    return np.asarray(index, dtype=np.int64)
+
+
+def _whole(text: str) -> list[tuple[int, int]]:
+    """The text's one sentence: everything but its leading and trailing whitespace."""
+    start = len(text) - len(text.lstrip())
+    return [(start, len(text.rstrip()))]
+
+
+class _HtmlEvents(HTMLParser):
+    """html.parser's events with the offset in the document where each begins."""
+
+    def __init__(self, document: str) -> None:
+        super().__init__(convert_charrefs=False)
+        self.events: list[tuple[str, int, str, str, dict]] = []  # kind, offset, text, name, attributes
+        self.line_starts = [0] + [i + 1 for i, c in enumerate(document) if c == "\n"]
+
+    def _add(self, kind: str, value: str = "", name: str = "", attrs: list | None = None) -> None:
+        line, column = self.getpos()
+        attributes = {key: value or "" for key, value in attrs or ()}
+        self.events.append((kind, self.line_starts[line - 1] + column, value, name, attributes))
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self._add("empty" if tag in HTML_VOID else "start", name=tag, attrs=attrs)
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self._add("empty", name=tag, attrs=attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._add("end", name=tag)
+
+    def handle_data(self, data: str) -> None:
+        self._add("text", data)
+
+    def handle_entityref(self, name: str) -> None:
+        self._add("entity")
+
+    def handle_charref(self, name: str) -> None:
+        self._add("entity")
+
+    def handle_comment(self, data: str) -> None:
+        self._add("other")
+
+    def handle_decl(self, decl: str) -> None:
+        self._add("other")
+
+    def unknown_decl(self, data: str) -> None:
+        self._add("other")
+
+    def handle_pi(self, data: str) -> None:
+        self._add("other")
+
+
+def _read_html(document: str, ignored: frozenset[str]) -> _Document:
+    parser = _HtmlEvents(document)
+    parser.feed(document)
+    parser.close()
+    events = parser.events
+    doc, builder = _Document(), _Builder(ignored)
+    if events and events[0][1] > 0:
+        doc.tokens.append(_Token("other", document[:events[0][1]]))
+    for number, (kind, offset, value, name, attrs) in enumerate(events):
+        raw = document[offset:events[number + 1][1] if number + 1 < len(events) else len(document)]
+        if kind == "text":
+            if not raw.startswith(value):
+                value = raw
+            doc.tokens.append(_Token("text", value, value))
+            if len(raw) > len(value):  # what html.parser passed over without an event (a stray "</>")
+                doc.tokens.append(_Token("other", raw[len(value):]))
+        elif kind == "entity" and html.unescape(raw) != raw:
+            doc.tokens.append(_Token("text", raw, html.unescape(raw), entity=True))
+        elif kind == "entity":  # a name HTML does not know: markup to keep as written, not text
+            doc.tokens.append(_Token("other", raw))
+        else:
+            builder.add(doc, kind, raw, name, attrs)
+    builder.finish(doc)
+    return doc
+
+
+def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
+    """Expat's events, each with its text as written; a fragment (text and elements without one root, as DeepL's
+    clients send) is read inside a wrapper element that is not part of the result."""
+    data = document.encode("utf-8")
+    fragment = not document.lstrip().startswith(("<?xml", "<!DOCTYPE"))
+    head = f"<{WRAPPER}>".encode() if fragment else b""
+    parser = xml.parsers.expat.ParserCreate()
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    events: list[tuple[str, int, str, str, dict]] = []  # kind, byte offset in `data`, text, name, attributes
+    in_cdata = []
+
+    def add(kind: str, value: str = "", name: str = "", attrs: dict | None = None) -> None:
+        events.append((kind, parser.CurrentByteIndex - len(head), value, name, attrs or {}))
+
+    def refuse(*_args: object) -> None:
+        raise MarkupError("the XML declares entities, which are not expanded here; send it without a DTD")
+
+    def cdata(starts: bool) -> None:
+        in_cdata.append(True) if starts else in_cdata.pop()
+        add("other")
+
+    parser.StartElementHandler = lambda name, attrs: add("start", name=name, attrs=attrs)
+    parser.EndElementHandler = lambda name: add("end", name=name)
+    parser.CharacterDataHandler = lambda text: add("other" if in_cdata else "text", text)
+    parser.StartCdataSectionHandler = lambda: cdata(True)
+    parser.EndCdataSectionHandler = lambda: cdata(False)
+    parser.EntityDeclHandler = parser.UnparsedEntityDeclHandler = refuse
+    parser.DefaultHandler = lambda _text: add("other")
+    try:
+        parser.Parse(head, False)
+        parser.Parse(data, False)
+        parser.Parse(f"</{WRAPPER}>".encode() if fragment else b"", True)
+    except xml.parsers.expat.ExpatError as err:
+        if fragment and parser.ErrorByteIndex >= len(head) + len(data):
+            raise MarkupError(f"not well-formed XML: {_unclosed(events, data)} is not closed") from None
+        column = err.offset - (len(head) if err.lineno == 1 else 0)
+        raise MarkupError(f"not well-formed XML at line {err.lineno}, column {column + 1}: "
+                          f"{xml.parsers.expat.ErrorString(err.code)}") from None
+    if fragment:
+        events = events[1:-1]
+    doc, builder = _Document(), _Builder(ignored)
+    if events and events[0][1] > 0:
+        doc.tokens.append(_Token("other", document[:len(data[:events[0][1]].decode("utf-8"))]))
+    for number, (kind, offset, value, name, attrs) in enumerate(events):
+        raw = data[offset:events[number + 1][1] if number + 1 < len(events) else len(data)].decode("utf-8")
+        if kind == "text":
+            doc.tokens.append(_Token("text", raw, value, entity=raw != value))
+        elif kind == "end" and raw == "":  # <x/>: expat's end event has no text of its own
+            builder.close_empty(doc)
+        else:
+            builder.add(doc, kind, raw, name, attrs)
+    builder.finish(doc)
+    return doc
+
+
+def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str:
+    """The innermost element left open at the end of a fragment's events, and where it starts."""
+    stack = []
+    for kind, offset, _value, name, _attrs in events[1:]:
+        if kind == "start":
+            stack.append((name, offset))
+        elif kind == "end" and stack:
+            stack.pop()
+    name, offset = stack[-1]
+    before = data[:offset].decode("utf-8")
+    line = before.count("\n") + 1
+    return f"<{name}> at line {line}, column {len(before) - (before.rfind(chr(10)) + 1) + 1}"
+
+
+class _Builder:
+    """Elements from start and end tokens: an end tag closes its open element and any left open inside it (as
+    HTML allows); one that closes no open element is kept as other markup."""
+
+    def __init__(self, ignored: frozenset[str]) -> None:
+        self.ignored, self.stack = ignored, []
+        self.open_names: dict[str, int] = {}  # how many open elements have each name
+
+    def add(self, doc: _Document, kind: str, raw: str, name: str = "", attrs: dict | None = None) -> None:
+        parent = self.stack[-1] if self.stack else -1
+        if kind in ("start", "empty"):
+            no = str((attrs or {}).get("translate", "")).strip().lower() == "no"
+            ignored = name in self.ignored or no or (parent >= 0 and doc.elements[parent].ignored)
+            doc.elements.append(_Element(name, parent, ignored, len(doc.tokens)))
+            doc.tokens.append(_Token(kind, raw, name=name, element=len(doc.elements) - 1))
+            if kind == "start":
+                self.stack.append(len(doc.elements) - 1)
+                self.open_names[name] = self.open_names.get(name, 0) + 1
+        elif kind == "end" and self.open_names.get(name):
+            while True:
+                element = self.stack.pop()
+                self.open_names[doc.elements[element].name] -= 1
+                if doc.elements[element].name == name:
+                    break
+            doc.elements[element].end = len(doc.tokens)
+            doc.tokens.append(_Token("end", raw, name=name, element=element))
+        else:
+            doc.tokens.append(_Token("other", raw))
+
+    def close_empty(self, doc: _Document) -> None:
+        element = self.stack.pop()
+        self.open_names[doc.elements[element].name] -= 1
+        doc.tokens[doc.elements[element].start].kind = "empty"
+
+    def finish(self, doc: _Document) -> None:
+        """Note which elements (and whether the document itself) hold text directly, and where each token is."""
+        for owner, token in zip(_owners(doc), doc.tokens):
+            if token.kind == "text" and token.value.strip():
+                if owner < 0:
+                    doc.root_text = True
+                else:
+                    doc.elements[owner].has_text = True
+
+
+def _owners(doc: _Document) -> list[int]:
+    """The element each token stands in (-1: the document); a tag's is its element's parent."""
+    owners, open_elements = [], []
+    for token in doc.tokens:
+        if token.kind == "end":
+            while open_elements and open_elements.pop() != token.element:
+                pass
+        owners.append(doc.elements[token.element].parent if token.element >= 0 else
+                      open_elements[-1] if open_elements else -1)
+        if token.kind == "start":
+            open_elements.append(token.element)
+    return owners
+
+
+def _mark_inline(doc: _Document, format: str) -> None:
+    """An element is inline when it flows inside a sentence (HTML: its name says so; XML: the element around it
+    holds text of its own) and holds only inline elements. Children come after their parents: one backward pass."""
+    blocky = [False] * len(doc.elements)
+    for number in range(len(doc.elements) - 1, -1, -1):
+        element = doc.elements[number]
+        if format == "html":
+            flows = element.name in HTML_INLINE
+        else:
+            flows = doc.elements[element.parent].has_text if element.parent >= 0 else doc.root_text
+        element.inline = flows and not element.ignored and not blocky[number]
+        if not element.inline and element.parent >= 0:
+            blocky[element.parent] = True
+
+
+def _runs(doc: _Document) -> list[tuple[int, int]]:
+    """The blocks as (start, end) token ranges: maximal runs of text and inline markup outside ignored elements."""
+    outside = [not doc.elements[token.element].inline if token.element >= 0 else
+               owner >= 0 and doc.elements[owner].ignored for owner, token in zip(_owners(doc), doc.tokens)]
+    runs, start = [], None
+    for number, out in enumerate([*outside, True]):
+        if not out and start is None:
+            start = number
+        elif out and start is not None:
+            runs.append((start, number))
+            start = None
+    return runs
+
+
+@dataclass
+class _Event:
+    """An inline tag in a block: where it stands in the plain text, and what it does there."""
+
+    token: _Token
+    offset: int
+    role: str  # open, close (of an element with both tags in the block), point (any other markup)
+    side: str = "after"  # at a space in the translation: before it (a closing tag, markup written right after a
+    # word), after it (an opening tag, markup written right before a word), or free (whitespace on both sides)
+
+
+class _Block:
+    """A run of text and inline markup: its plain text, its sentences, and the tags to place in the translation.
+
+    Tags are placed between units: each word's leading punctuation, its core and its trailing punctuation, so that
+    `<i>sitzt</i>.` keeps its full stop outside the tag in the translation too."""
+
+    def __init__(self, tokens: list[_Token], split: Splitter, escapes: dict[str, str]) -> None:
+        self.tokens, self.events, self.escapes = tokens, [], escapes
+        chars: list[str] = []
+        self.raws: list[str] = []  # each plain character as written
+        self.entities: dict[str, str] = {}  # a character the block writes as an entity, as it writes it
+        closed = {token.element for token in tokens if token.kind == "end"}
+        length = 0
+        for token in tokens:
+            if token.kind == "text":
+                chars.append(token.value)
+                length += len(token.value)
+                self.raws += [token.raw] + [""] * (len(token.value) - 1) if token.entity else list(token.value)
+                if token.entity and len(token.value) == 1:
+                    self.entities[token.value] = token.raw
+                continue
+            role = "open" if token.kind == "start" and token.element in closed else \
+                "close" if token.kind == "end" else "point"
+            self.events.append(_Event(token, length, role))
+        self.plain = "".join(chars)
+        self.offsets: dict[int, list[int]] = {}  # the offsets of each element's tags in the block
+        for event in self.events:
+            self.offsets.setdefault(event.token.element, []).append(event.offset)
+        for event in self.events:
+            space_before = event.offset == 0 or self.plain[event.offset - 1].isspace()
+            space_after = event.offset == len(self.plain) or self.plain[event.offset].isspace()
+            if event.role == "close" or event.role == "point" and space_after and not space_before:
+                event.side = "before"
+            elif event.role == "point" and space_before and space_after:
+                event.side = "free"
+        self.spans = [(s, e) for s, e in split(self.plain) if self.plain[s:e].strip()] if self.plain.strip() else []
+        self.units = _units(self.plain)  # (start, end, word, kind) of each source unit
+        self.starts, self.ends = [u[0] for u in self.units], [u[1] for u in self.units]
+        self.word_starts = [u[0] for n, u in enumerate(self.units) if n == 0 or self.units[n - 1][2] != u[2]]
+        self.sentence_starts = [s for s, _ in self.spans]
+        self.sentence_ends = [e for _, e in self.spans]
+
+    def sentences(self) -> list[str]:
+        return [self.plain[s:e] for s, e in self.spans]
+
+    def render(self, results: Sequence[Aligned]) -> str:
+        """The block's translation with its inline tags placed, in their order."""
+        if not self.spans:
+            return "".join(token.raw for token in self.tokens)
+        targets = [_units(result.text) for result in results]
+        links = [_links(result, len(result.text.split())) for result in results]  # each (target words,) or None
+        keys = [self._place(event, targets, links) for event in self.events]
+        for number in range(1, len(keys)):  # tags keep their order: none goes before one that preceded it
+            keys[number] = max(keys[number], keys[number - 1])
+        at: dict[tuple[int, int], list[_Event]] = {}
+        for event, key in zip(self.events, keys):
+            at.setdefault(key, []).append(event)
+        out, previous = [], 0
+        for number, (start, end) in enumerate(self.spans):
+            out.append(self._gap_text(previous, start, 2 * number, at))
+            out.append(self._sentence_text(results[number].text, targets[number], 2 * number + 1, at))
+            previous = end
+        out.append(self._gap_text(previous, len(self.plain), 2 * len(self.spans), at))
+        return "".join(out)
+
+    def _place(self, event: _Event, targets: list[list[tuple[int, int, int, int]]],
+               links: list[tuple[np.ndarray, list[int]] | None]) -> tuple[int, int]:
+        """Where a tag goes: (2i, offset) in the whitespace before sentence i (as it stood), or (2i + 1, b) at
+        boundary b between the target units of sentence i."""
+        gap = self._gap(event.offset)
+        if gap is not None:
+            return gap, event.offset
+        first = event.role != "close"
+        covered = range(0)
+        if event.role != "point":
+            low, high = sorted(self.offsets[event.token.element])
+            covered = range(bisect.bisect_right(self.ends, low), bisect.bisect_left(self.starts, high))
+        if not covered:  # a point, or an empty element: beside the translation of the unit it is written at
+            following = bisect.bisect_left(self.starts, event.offset)
+            if event.side == "before" or following == len(self.starts):
+                covered, first = range(following - 1, following), False
+            else:
+                covered, first = range(following, following + 1), True
+        sentence = self._sentence_of(self.starts[covered[0] if first else covered[-1]])
+        first_word = bisect.bisect_left(self.word_starts, self.spans[sentence][0])
+        start, end = self.spans[sentence]
+        inside = range(max(covered.start, bisect.bisect_left(self.starts, start)),
+                       min(covered.stop, bisect.bisect_left(self.starts, end)))
+        source = (self.units[inside[0]][2] - first_word, self.units[inside[-1]][2] - first_word)
+        kinds = {self.units[u][3] for u in inside} if len(inside) <= 6 else {0, 1, 2}
+        return 2 * sentence + 1, _edge(links[sentence], targets[sentence], source, kinds, first)
+
+    def _gap(self, offset: int) -> int | None:
+        """The whitespace between sentences (2i: the one before sentence i) that holds `offset` strictly."""
+        after = bisect.bisect_left(self.sentence_ends, offset)  # the first sentence not ending before it
+        if after == len(self.spans):
+            return 2 * after
+        return 2 * after if offset < self.sentence_starts[after] else None
+
+    def _sentence_of(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self.sentence_starts, offset) - 1)
+
+    def _gap_text(self, start: int, end: int, gap: int, at: dict) -> str:
+        """The whitespace from `start` to `end` as written, with the tags placed in it."""
+        out = []
+        for offset in range(start, end + 1):
+            out += [event.token.raw for event in at.pop((gap, offset), [])]
+            if offset < end:
+                out.append(self.raws[offset])
+        return "".join(out)
+
+    def _sentence_text(self, text: str, units: list[tuple[int, int, int, int]], key: int, at: dict) -> str:
+        """A translated sentence with its tags: at a space, closing tags go before it and the others after it."""
+        out = []
+        for boundary in range(len(units) + 1):
+            events = at.pop((key, boundary), [])
+            space = 0 < boundary < len(units) and units[boundary - 1][2] != units[boundary][2]
+            before = 0
+            while space and before < len(events) and events[before].side == "before":
+                before += 1
+            free = before  # markup written between spaces gets a space of its own
+            while space and free < len(events) and events[free].side == "free":
+                free += 1
+            out += [e.token.raw for e in events[:before]] + [" "] * space
+            out += [e.token.raw + " " for e in events[before:free]] + [e.token.raw for e in events[free:]]
+            if boundary < len(units):
+                start, end = units[boundary][:2]
+                out.append("".join(self.entities.get(c) or self.escapes.get(c, c) for c in text[start:end]))
+        return "".join(out)
+
+
+def _links(result: Aligned, target_words: int) -> tuple[np.ndarray, list[int]] | None:
+    """The sentence's word alignment (target words, source words) and the source word each target word comes from
+    most, or None where there is no alignment to use."""
+    weights = result.weights
+    if weights is None or weights.ndim != 2 or weights.shape[0] != target_words or not weights.shape[1]:
+        return None
+    return weights, np.argmax(weights, axis=1).tolist()
+
+
+def _edge(links: tuple[np.ndarray, list[int]] | None, units: list[tuple[int, int, int, int]],
+          source: tuple[int, int], kinds: set[int], first: bool) -> int:
+    """The unit boundary before the first (or after the last) target unit of the words that come most from the
+    source words `source` (first and last; else the words these weigh most in), of the `kinds` of unit the tag
+    covers in the source; without an alignment, the sentence's edge."""
+    if links is None:
+        return 0 if first else len(units)
+    weights, rows = links
+    low, high = source
+    words = {t for t, s in enumerate(rows) if low <= s <= high}
+    words = words or {int(np.argmax(weights[:, s])) for s in range(low, min(high + 1, weights.shape[1]))}
+    chosen = [u for u, (_, _, word, kind) in enumerate(units) if word in words and kind in kinds] or \
+        [u for u, (_, _, word, _) in enumerate(units) if word in words]
+    if not chosen:
+        return 0 if first else len(units)
+    return min(chosen) if first else max(chosen) + 1
+
+
+def _units(text: str) -> list[tuple[int, int, int, int]]:
+    """The units of `text` as (start, end, word, kind): each whitespace-separated word as its leading punctuation
+    (kind 0), its core (1) and its trailing punctuation (2), those of them it has; a word of punctuation only is
+    one core."""
+    units, number, start = [], 0, None
+    for position, char in enumerate(text + " "):
+        if not char.isspace():
+            if start is None:
+                start = position
+            continue
+        if start is None:
+            continue
+        word = text[start:position]
+        alnum = [i for i, c in enumerate(word) if c.isalnum()]
+        if not alnum:
+            units.append((start, position, number, 1))
+        else:
+            lead, trail = alnum[0], alnum[-1] + 1
+            parts = ((0, lead, 0), (lead, trail, 1), (trail, len(word), 2))
+            units += [(start + a, start + b, number, kind) for a, b, kind in parts if b > a]
+        number, start = number + 1, None
+    return units

@@ -1,0 +1,306 @@
+"""nmt.markup with scripted translators: markup comes back as written (checked with the standard library's
+parsers), inline tags follow the word alignment given and keep their order and balance whatever it says, ignored
+elements are left alone, and malformed or hostile documents give one MarkupError or a correct result."""
+
+from __future__ import annotations
+
+import random
+import xml.etree.ElementTree as ElementTree
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from nmt.errors import MarkupError
+from nmt.markup import Aligned, translate_document, word_weights
+
+
+def same(sentences: list[str]) -> list[Aligned]:
+    """Each sentence as its own translation, word for word."""
+    return [Aligned(s, np.eye(len(s.split()))) for s in sentences]
+
+
+def upper(sentences: list[str]) -> list[Aligned]:
+    return [Aligned(s.upper(), np.eye(len(s.split()))) for s in sentences]
+
+
+def scripted(table: dict[str, tuple[str, list[int]]]):
+    """A translator from a table: sentence -> (translation, the source word each target word comes from)."""
+    def translate(sentences: list[str]) -> list[Aligned]:
+        out = []
+        for sentence in sentences:
+            text, links = table[sentence]
+            weights = np.zeros((len(text.split()), len(sentence.split())))
+            weights[np.arange(len(links)), links] = 1.0
+            out.append(Aligned(text, weights))
+        return out
+    return translate
+
+
+def shuffled(seed: int):
+    """Translations that reverse the words, with random alignments."""
+    rng = np.random.default_rng(seed)
+
+    def translate(sentences: list[str]) -> list[Aligned]:
+        return [Aligned(" ".join(reversed(s.split())), rng.random((len(s.split()), len(s.split()))))
+                for s in sentences]
+    return translate
+
+
+class Tags(HTMLParser):
+    """The tags of a document in order, as the standard library's HTML parser reads them."""
+
+    def __init__(self, document: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.feed(document)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append(self.get_starttag_text())
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self.tags.append(self.get_starttag_text())
+
+    def handle_endtag(self, tag: str) -> None:
+        self.tags.append(f"</{tag}>")
+
+
+def balanced(tags: list[str]) -> bool:
+    stack = []
+    for tag in tags:
+        if tag.startswith("</"):
+            if not stack or stack.pop() != tag[2:-1]:
+                return False
+        elif not tag.endswith("/>") and tag[1:].split()[0].rstrip(">") not in ("img", "br"):
+            stack.append(tag[1:].split()[0].rstrip(">"))
+    return not stack
+
+
+PAGE = ("<!DOCTYPE html>\n<html lang=de><head><title>Hunde &amp; Katzen</title></head>\n<body>\n"
+        "<h1 class='x'>Zwei <em>gro&#223;e</em> Hunde</h1>\n<!-- ein Kommentar -->\n"
+        "<p>Ein <a href=\"/a?x=1&amp;y=2\" title='T&uuml;r'>Mann &amp; <b>sein</b> Hund</a> laufen.<br>"
+        "Eine Frau <i>sitzt</i>.</p>\n<ul><li>Erstens</li><li>Zweitens <img src=a.png alt=Bild> hier</li></ul>\n"
+        "</body></html>\n")
+
+
+def test_a_word_for_word_translation_gives_the_document_back_byte_for_byte():
+    assert translate_document(PAGE, "html", same) == PAGE
+    fragment = 'Ein <b a="1">gro&#223;er</b> &amp; <x/>Hund<!-- c --> <?pi x?>mit &lt;Ball&gt;.'
+    assert translate_document(fragment, "xml", same) == fragment
+    document = '<?xml version="1.0" encoding="utf-8"?>\n<doc>\n  <t>Ein <b>Hund</b></t>\n</doc>\n'
+    assert translate_document(document, "xml", same) == document
+
+
+def test_text_is_translated_and_tags_attributes_and_entities_come_back_as_written():
+    out = translate_document(PAGE, "html", upper)
+    assert Tags(out).tags == Tags(PAGE).tags
+    assert "<h1 class='x'>ZWEI <em>GROSSE</em> HUNDE</h1>" in out  # "ß" has no entity of its own in the output
+    assert '<a href="/a?x=1&amp;y=2" title=\'T&uuml;r\'>MANN &amp; <b>SEIN</b> HUND</a> LAUFEN.' in out
+    assert "<!-- ein Kommentar -->" in out and "<title>HUNDE &amp; KATZEN</title>" in out
+    assert "<li>ZWEITENS <img src=a.png alt=Bild> HIER</li>" in out
+
+
+def test_an_inline_tag_surrounds_the_target_words_aligned_to_its_source_words():
+    translate = scripted({"Ein großer Hund": ("A big dog", [0, 1, 2]),
+                          "Ich habe den Hund gesehen": ("I have seen the dog", [0, 1, 4, 2, 3]),
+                          "Das Haus ist rot": ("The house is red", [0, 1, 2, 3])})
+    assert translate_document("<p>Ein <b>großer</b> Hund</p>", "html", translate) == "<p>A <b>big</b> dog</p>"
+    assert translate_document("Ich habe <i>den Hund</i> gesehen", "html", translate) == \
+        "I have seen <i>the dog</i>"
+    assert translate_document("<p>Das <b>Haus</b> ist <i>rot</i></p>", "xml", translate) == \
+        "<p>The <b>house</b> is <i>red</i></p>"
+    # a tag around words whose translations move apart covers the words between them
+    assert translate_document("Ich <b>habe den</b> Hund gesehen", "html", translate) == \
+        "I <b>have seen the</b> dog"
+
+
+def test_tags_keep_their_order_and_balance_whatever_the_alignment():
+    document = ("<p>Ein <b>sehr <i>großer</i> und</b> <a href='#'>lauter <span>Hund</span></a> bellt "
+                "<u>hier</u> <img src=x> laut<b></b> heute <em>im <strong>Park</strong></em>.</p>")
+    for seed in range(20):
+        out = translate_document(document, "html", shuffled(seed))
+        assert Tags(out).tags == Tags(document).tags
+        assert balanced(Tags(out).tags)
+        ElementTree.fromstring(out.replace("<img src=x>", "<img/>").replace("href='#'", ""))
+
+
+def test_text_in_code_pre_translate_no_and_ignored_elements_is_left_alone():
+    seen: list[str] = []
+
+    def translate(sentences: list[str]) -> list[Aligned]:
+        seen.extend(sentences)
+        return upper(sentences)
+
+    document = ("<p>Ein Satz <code>x = y</code> und mehr</p><pre>  Vor  <b>formatiert</b></pre>"
+                "<div translate=\"no\">Nicht <b>das</b></div><p translate='yes'>Dies ja</p>"
+                "<keep>Nein <b>nein</b></keep>"
+                "<script>var a = '<p>x</p>';</script><style>p { color: red }</style>")
+    out = translate_document(document, "html", translate, ignore_tags={"keep"})
+    assert out == ("<p>EIN SATZ <code>x = y</code> UND MEHR</p><pre>  Vor  <b>formatiert</b></pre>"
+                   "<div translate=\"no\">Nicht <b>das</b></div><p translate='yes'>DIES JA</p>"
+                   "<keep>Nein <b>nein</b></keep><script>var a = '<p>x</p>';</script><style>p { color: red }</style>")
+    assert seen == ["Ein Satz", "und mehr", "Dies ja"]
+    xml_doc = "<d><t>Ein Hund</t><code>Kein Hund</code><t translate='no'>Auch <b>nicht</b></t></d>"
+    assert translate_document(xml_doc, "xml", upper) == \
+        "<d><t>EIN HUND</t><code>Kein Hund</code><t translate='no'>Auch <b>nicht</b></t></d>"
+
+
+def test_without_an_alignment_inline_tags_go_to_the_edges_of_their_sentence():
+    def plain(sentences: list[str]) -> list[Aligned]:
+        return [Aligned({"Ein großer Hund": "A big dog"}[s]) for s in sentences]
+
+    assert translate_document("<p>Ein <b>großer</b> Hund</p>", "html", plain) == "<p><b>A big dog</b></p>"
+    assert translate_document("Ein <br/>großer Hund<img src='x'/>", "xml", plain) == \
+        "<br/>A big dog<img src='x'/>"
+
+
+def test_a_tag_across_sentences_stays_balanced_and_whitespace_between_sentences_is_kept():
+    def two(text: str) -> list[tuple[int, int]]:
+        cut = text.index(".") + 1
+        start = cut + len(text[cut:]) - len(text[cut:].lstrip())
+        return [(len(text) - len(text.lstrip()), cut), (start, len(text.rstrip()))]
+
+    document = "<p> Ein <b>Hund. \n  Eine</b> Katze. </p>"
+    out = translate_document(document, "html", upper, split=two)
+    assert out == "<p> EIN <b>HUND. \n  EINE</b> KATZE. </p>"
+    out = translate_document(document, "html", shuffled(1), split=two)
+    assert Tags(out).tags == Tags(document).tags and "\n  " in out
+
+
+def test_not_well_formed_xml_is_one_markup_error_naming_the_place():
+    for document, message in (("<p>Ein <b>Hund</p>", "at line 1, column 17: mismatched tag"),
+                              ("<p>Ein\n <b>Hund", ": <b> at line 2, column 2 is not closed"),
+                              ("Hund &nbsp; Katze", "at line 1, column 6: undefined entity"),
+                              ("<a></b>", "at line 1, column 6: mismatched tag")):
+        with pytest.raises(MarkupError, match=f"^not well-formed XML ?{message}$"):
+            translate_document(document, "xml", upper)
+    with pytest.raises(MarkupError, match="format 'pdf'"):
+        translate_document("x", "pdf", upper)
+
+
+def test_html_with_unclosed_and_stray_tags_comes_back_as_written():
+    document = "<p>Ein <b>großer Hund<p>Zwei</i> Katzen</div><li>Drei"
+    out = translate_document(document, "html", upper)
+    assert out == "<p>EIN <b>GROSSER HUND<p>ZWEI</i> KATZEN</div><li>DREI"
+
+
+def test_entity_bombs_do_not_expand():
+    bomb = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+            + "".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10 if i > 1 else "&lol;" * 10}">'
+                      for i in range(1, 10)) + ']><lolz>&lol9;</lolz>')
+    with pytest.raises(MarkupError, match="declares entities"):
+        translate_document(bomb, "xml", upper)
+    out = translate_document(bomb.replace('<?xml version="1.0"?>', ""), "html", same)
+    assert out == bomb.replace('<?xml version="1.0"?>', "")  # html.parser never expands declared entities
+    external = '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><x>&e;</x>'
+    with pytest.raises(MarkupError, match="declares entities"):
+        translate_document(external, "xml", upper)
+
+
+@pytest.mark.parametrize("format", ["html", "xml"])
+def test_ten_thousand_nested_elements_are_translated_with_their_tags(format):
+    document = "<div>" * 10_000 + "Ein Hund" + "</div>" * 10_000
+    assert translate_document(document, format, upper) == "<div>" * 10_000 + "EIN HUND" + "</div>" * 10_000
+    if format == "html":  # the same ten thousand inline elements around one sentence
+        inline = "<p>" + "<b>" * 10_000 + "Ein Hund" + "</b>" * 10_000 + "</p>"
+        assert translate_document(inline, format, shuffled(0)) == inline.replace("Ein Hund", "Hund Ein")
+
+
+@pytest.mark.parametrize("document", ["<p></p>", "<br/>", "<p> <b> </b> </p>", "<!-- nur -->", " ", "", "<a><b/></a>"])
+def test_a_document_without_text_comes_back_unchanged_and_nothing_is_translated(document):
+    def never(sentences: list[str]) -> list[Aligned]:
+        raise AssertionError(sentences)
+
+    for format in ("html", "xml"):
+        assert translate_document(document, format, never) == document
+
+
+def test_word_weights_sum_subword_attention_into_words():
+    weights = np.arange(20, dtype=float).reshape(4, 5)  # 3 target pieces and EOS; 4 source pieces and EOS
+    out = word_weights(["▁Ein", "▁groß", "er", "▁Hund", "</s>"], ["▁A", "▁big", "▁dog", "</s>"], weights, 3, 3)
+    assert out.tolist() == [[0, 3, 3], [5, 13, 8], [10, 23, 13]]
+
+
+def test_random_documents_round_trip_word_for_word():
+    rng = random.Random(7)
+    tags = ["b", "i", "span", "a", "em"]
+    for _ in range(50):
+        parts, stack = [], []
+        for _ in range(rng.randint(1, 30)):
+            roll = rng.random()
+            if roll < 0.2:
+                name = rng.choice(tags)
+                parts.append(f"<{name}>")
+                stack.append(name)
+            elif roll < 0.35 and stack:
+                parts.append(f"</{stack.pop()}>")
+            else:
+                parts.append(rng.choice(["Hund ", "Katze", " &amp; ", " und ", "Ball."]))
+        document = "<p>" + "".join(parts) + "".join(f"</{name}>" for name in reversed(stack)) + "</p>"
+        out = translate_document(document, "html", shuffled(rng.randint(0, 99)))
+        assert Tags(out).tags == Tags(document).tags
+        assert sorted(out.replace("<", " <").replace(">", "> ").split()) != [] and balanced(Tags(out).tags)
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from nmt.translator import load_translator
+
+    return load_translator(trained_run, "cpu")
+
+
+def test_a_trained_model_translates_a_document_as_its_plain_text_with_every_tag_kept(translator):
+    document = "<p>Ein <b>Mann</b> fährt <i class='x'>Fahrrad</i>.</p>\n<p>Zwei <em>Hunde</em> spielen.</p>"
+    out = translator.translate_markup(document, "html")
+    assert Tags(out).tags == Tags(document).tags
+    paragraphs = [ElementTree.fromstring(p).itertext() for p in out.split("\n")]
+    assert ["".join(p) for p in paragraphs] == translator.translate(["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen."])
+
+
+def test_the_alignment_has_a_row_per_target_word_and_a_column_per_source_word(translator):
+    sentences = ["Ein Mann fährt Fahrrad.", "Zwei kleine Hunde spielen im Schnee.", ""]
+    results = translator.aligned(sentences)
+    assert [r.text for r in results] == translator.translate(sentences)
+    for sentence, result in zip(sentences[:2], results):
+        assert result.weights.shape == (len(result.text.split()), len(sentence.split()))
+        assert np.all(result.weights >= 0) and np.all(result.weights.sum(axis=1) > 0)  # each word attends
+    assert results[2] == Aligned("")
+    for layer in (1, -1):
+        assert translator.aligned(sentences[:1], layer=layer)[0].weights.shape == results[0].weights.shape
+
+
+@pytest.fixture(scope="module")
+def service(translator):
+    from nmt.serve.limits import Limits
+    from nmt.serve.service import create_service
+    from tests.test_serve import TestClient
+
+    with TestClient(create_service(translator, Limits(max_chars=200_000))) as client:
+        yield client
+
+
+BOMB = ('<!DOCTYPE lolz [<!ENTITY lol "lol">' + "".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10}">'
+                                                       for i in range(2, 10)) + "]><lolz>&lol9;</lolz>")
+HOSTILE = {"unclosed": "<p>Ein <b>Hund", "bomb": BOMB, "nested": "<div>" * 10_000 + "Ein Hund." + "</div>" * 10_000,
+           "tags only": "<p><br/><img src='x'/></p>", "stray end": "</b>Ein Hund.</i>"}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_documents_get_a_translation_or_the_apis_own_error_and_the_server_stays_healthy(service, name):
+    document = HOSTILE[name]
+    deepl_key = {"Authorization": "DeepL-Auth-Key any-key-will-do"}
+    for handling in ("xml", "html"):
+        answer = service.post("/v2/translate", json={"text": [document], "target_lang": "EN-US",
+                                                     "tag_handling": handling}, headers=deepl_key)
+        if answer.status_code == 400:  # only XML refuses: a malformed document, or one that declares entities
+            assert handling == "xml" and set(answer.json()) == {"message"}, answer.text
+            assert "not well-formed XML" in answer.json()["message"] or "declares entities" in answer.json()["message"]
+        else:
+            assert answer.status_code == 200, answer.text
+            assert Tags(answer.json()["translations"][0]["text"]).tags == Tags(document).tags
+            assert "lollol" not in answer.text
+    answer = service.post("/libretranslate/translate", json={"q": document, "source": "de", "target": "en",
+                                                             "format": "html"})
+    assert answer.status_code == 200 and Tags(answer.json()["translatedText"]).tags == Tags(document).tags
+    assert service.get("/health").status_code == 200
