@@ -41,7 +41,7 @@ from nmt.compare import (
     load_run,
     test_sources,
 )
-from nmt.config import ModelConfig, load_config
+from nmt.config import ModelConfig, load_config, parse_overrides
 from nmt.data import evaluation_splits
 from nmt.diagnostics import Thresholds
 from nmt.errors import ConfigError
@@ -110,7 +110,7 @@ def train(config: Path, overrides: list[str], logs: Path, restart: bool = False)
     KeyboardInterrupt goes on.
     """
     try:
-        run_dir = load_config(config, overrides[1::2]).run_dir
+        run_dir = load_config(config, parse_overrides(overrides[1::2])).run_dir
     except ConfigError:
         run_dir = Path("runs") / config.stem
     (run_dir / FAILED_NOTE).unlink(missing_ok=True)  # an earlier attempt's verdict

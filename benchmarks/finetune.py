@@ -27,8 +27,8 @@ from benchmarks.common import (
 )
 from nmt.checkpoint import find_checkpoint, load_bundle
 from nmt.cli import Parser, command
-from nmt.data import sha256_file
 from nmt.errors import CheckpointError
+from nmt.fileio import sha256_file
 from nmt.rundir import RunDir
 
 MODULE = "benchmarks.finetune"

@@ -28,8 +28,7 @@ from benchmarks.common import (
     table_header,
     write_result,
 )
-from nmt.api import load_config
-from nmt.cli import command, config_parser
+from nmt.cli import command, config_from_args, config_parser
 from nmt.run import prepare_trainer
 
 MODULE = "benchmarks.profile_step"
@@ -102,7 +101,7 @@ def markdown_table(record: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = arguments(argv)
     args = parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
+    cfg = config_from_args(args)
     set_threads(args.threads or cfg.train.threads)
     trainer = prepare_trainer(cfg, torch.device("cpu"))
     groups = trainer.batch_groups()

@@ -39,8 +39,8 @@ from benchmarks.common import (
     write_or_check,
 )
 from benchmarks.profile_step import markdown_table as profile_table
-from nmt.api import load_config
 from nmt.cli import command
+from nmt.config import load_config
 from nmt.errors import FileError
 
 MODULE = "benchmarks.run_all"
@@ -83,7 +83,7 @@ def _commands(args: argparse.Namespace) -> list[list[str]]:
         commands += [_script("train", [config, "--seconds", str(args.seconds), "--warmup-steps",
                                                 str(args.warmup_steps)], common) for config in args.configs]
     if "decode" in args.only:
-        run = Path(args.run) if args.run else load_config(DECODE_CONFIG, []).run_dir
+        run = Path(args.run) if args.run else load_config(DECODE_CONFIG).run_dir
         if run.exists():
             commands.append(_script("decode", [str(run), "--split", "test", "--limit",
                                                         str(args.decode_limit)], common))

@@ -32,8 +32,7 @@ from benchmarks.common import (
     sync,
     write_result,
 )
-from nmt.api import load_config
-from nmt.cli import command, config_parser
+from nmt.cli import command, config_from_args, config_parser
 from nmt.data import Batch
 from nmt.flops import training_flops
 from nmt.run import prepare_trainer
@@ -73,7 +72,7 @@ def host_syncs(update: Callable[[], object], device: torch.device) -> int | None
 def main(argv: list[str] | None = None) -> int:
     argv = arguments(argv)
     args = parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
+    cfg = config_from_args(args)
     device = pick_device(cfg.train.device)
     set_threads(args.threads or cfg.train.threads)
     began = time.perf_counter()

@@ -3,7 +3,8 @@
 The public API (see docs/python.md): `load` a model and translate, `train` from a config, `evaluate` a model,
 `load_config`, `export_model`, `import_model` and `load_glossary`; the types `Translator`, `Run`, `Config`,
 `Glossary`; and the error types, all subclasses of `NmtError`.
-Importing nmt is cheap: torch is imported when a function that needs it is first used.
+Importing nmt is cheap: `load_config` and the types of the config need no torch; torch is imported when a
+function that needs it is first used.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from nmt.config import Config
+from nmt.config import Config, load_config
 from nmt.errors import (
     CheckpointError,
     ConfigError,
@@ -29,7 +30,7 @@ from nmt.errors import (
 __version__ = "0.1.0"
 
 # Names that import torch, each from its module, on first use.
-_LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api", "load_config": "nmt.api",
+_LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api",
          "export_model": "nmt.api", "import_model": "nmt.api",
          "Translator": "nmt.translator", "Run": "nmt.run", "Glossary": "nmt.glossary",
          "load_glossary": "nmt.glossary"}

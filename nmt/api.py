@@ -1,7 +1,7 @@
 """The public API, for notebooks and scripts: what the console commands do, as functions.
 
     import nmt
-    run = nmt.train("configs/sample_transformer.yaml", overrides=["train.max_steps=100"])
+    run = nmt.train("configs/sample_transformer.yaml", overrides={"train.max_steps": 100})
     translator = nmt.load(run.path, device="cpu", beam=5)
     translator.translate("Ein Hund läuft.")
 
@@ -13,54 +13,33 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.config import Config, to_dict
-from nmt.config import load_config as _load_yaml
+from nmt.config import ConfigSource, Overrides, as_overrides, load_config
 from nmt.errors import ConfigError, ExportError
-from nmt.models import check_model_config
 from nmt.run import Run, train_run
 from nmt.translator import Translator, load_translator
 
-ConfigSource = str | Path | Mapping[str, Any] | Config
 Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of them: an ensemble
 _DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
-def load_config(config: ConfigSource, overrides: Sequence[str] = ()) -> Config:
-    """A checked Config from a YAML path, a mapping in the YAML's shape, or a Config; `overrides` are
-    `key=value` strings as for `--set`. Everything is checked (attention variants included) before any data
-    is read; a problem is a ConfigError naming the key (and the file)."""
-    if isinstance(overrides, str):
-        raise ConfigError(f"overrides: expected a list of key=value strings, got the string {overrides[:60]!r}")
-    if isinstance(config, (str, Path)):
-        cfg, where = _load_yaml(config, list(overrides)), f"{config}: "
-    else:
-        raw = to_dict(config) if isinstance(config, Config) else config
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"config: expected a path, a mapping or a Config, got {type(config).__name__}")
-        cfg, where = _load_yaml(dict(raw), list(overrides)), ""
-    try:
-        check_model_config(cfg.model)
-    except ConfigError as err:
-        raise ConfigError(f"{where}{err}") from None
-    return cfg
-
-
-def train(config: ConfigSource, overrides: Sequence[str] = (), restart: bool = False,
+def train(config: ConfigSource, overrides: Overrides | None = None, restart: bool = False,
           evaluate_test: bool = True) -> Run:
     """Prepare the data (cached), train (or resume), choose the final model and score it on the test split.
 
-    `restart` deletes an earlier run of the same name; `evaluate_test` False skips the test report. Ctrl-C
-    saves last.pt and raises `nmt.TrainingInterrupted`, which says how to resume; training the same config
-    again resumes exactly. Under torchrun every rank calls this.
+    `config` and `overrides` are as for `nmt.load_config` (`overrides={"train.max_steps": 60}`). `restart` deletes
+    an earlier run of the same name; `evaluate_test` False skips the test report. Ctrl-C saves last.pt and raises
+    `nmt.TrainingInterrupted`, which says how to resume; training the same config again resumes exactly. Under
+    torchrun every rank calls this.
     """
-    cfg = load_config(config, overrides)
-    return train_run(cfg, restart, evaluate_test, command=_call("nmt.train", config, overrides))
+    changes = as_overrides(overrides, "nmt.train")
+    cfg = load_config(config, changes)
+    return train_run(cfg, restart, evaluate_test, command=_call("nmt.train", config, changes))
 
 
 def load(model: Models, *more: str | Path, device: str | torch.device = "auto",
@@ -90,7 +69,7 @@ def evaluate(model: Models, *more: str | Path, split: str = "test",
         name, (sources, refs) = f"file_{Path(src).stem}", read_pair(Path(src), Path(ref))
     else:
         name, (sources, refs) = split, split_pair(translator.cfg, split)
-    report, hyps = score_translations(translator, sources, refs, name, _call("nmt.evaluate", model, ()))
+    report, hyps = score_translations(translator, sources, refs, name, _call("nmt.evaluate", model, {}))
     return report | {"hypotheses": hyps}
 
 
@@ -136,10 +115,10 @@ def _models(function: str, model: Models, more: Sequence[Any]) -> list[str | Pat
     return [*(model if isinstance(model, (list, tuple)) else [model]), *more]
 
 
-def _call(function: str, subject: Any, overrides: Sequence[str]) -> str:
+def _call(function: str, subject: Any, overrides: Overrides) -> str:
     """How a report records a call from Python (the command line of a console command, for the CLI)."""
     shown = str(subject) if isinstance(subject, (str, Path)) else type(subject).__name__
-    return f"{function}({shown!r}{f', overrides={list(overrides)!r}' if overrides else ''})"
+    return f"{function}({shown!r}{f', overrides={dict(overrides)!r}' if overrides else ''})"
 
 
-__all__ = ["Run", "Translator", "evaluate", "export_model", "import_model", "load", "load_config", "train"]
+__all__ = ["Run", "Translator", "evaluate", "export_model", "import_model", "load", "train"]

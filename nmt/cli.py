@@ -19,26 +19,28 @@ from typing import TYPE_CHECKING, NoReturn
 
 import torch
 
-from nmt.api import load_config
 from nmt.checkpoint import average_checkpoints, load_bundle, save_bundle
 from nmt.config import (
     AUTO,
     STOP_RULES,
     TUNED_PENALTIES,
     UNTUNED_PENALTY,
+    Config,
     Range,
+    load_config,
+    parse_overrides,
     reference_markdown,
+    variant_reference,
 )
 from nmt.data import prepare, read_pair, summary
 from nmt.diagnostics import Thresholds
-from nmt.errors import ConfigError, ExportError, NmtError, TrainingInterrupted
+from nmt.errors import MESSAGE, ConfigError, ExportError, NmtError, TrainingInterrupted, excerpt, short_repr
 from nmt.evaluation import summary as eval_summary
 from nmt.fileio import check_input, check_output, describe_os_error
 from nmt.run import check_data_paths, train_run
 from nmt.rundir import RunDir
 from nmt.signals import Interrupted, exit_status, terminate_cleanly
 from nmt.utils import resolve_device
-from nmt.yamlsafe import MESSAGE, excerpt, short_repr
 
 if TYPE_CHECKING:
     from nmt.translator import Translator
@@ -137,6 +139,11 @@ def config_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     return parser
 
 
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The checked config of a `config_parser` command line: its file with the `--set` overrides applied."""
+    return load_config(args.config, parse_overrides(args.overrides))
+
+
 def setup_logging() -> None:
     """The process's log lines on stderr: torchrun's rank 0 (or a lone process) at INFO, the other ranks at
     WARNING. The library adds the run's train.log itself while a training runs."""
@@ -211,7 +218,7 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
+    cfg = config_from_args(args)
     check_data_paths(cfg)
     print(summary(prepare(cfg)))
     return 0
@@ -227,7 +234,7 @@ def train_main(argv: list[str] | None = None) -> int:
                         help="skip the final test-set evaluation (decode.length_penalty auto is still tuned on the "
                              "validation split)")
     args = parser.parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
+    cfg = config_from_args(args)
     setup_logging()
     run = train_run(cfg, args.restart, not args.no_evaluate, command_line("nmt-train", argv))
     if run.report is not None:
@@ -463,8 +470,6 @@ def compare_main(argv: list[str] | None = None) -> int:
 
 def config_reference() -> str:
     """docs/config.md: every key, from the dataclasses, then each attention variant's own settings."""
-    from nmt.models.attention import variant_reference
-
     return f"{reference_markdown()}\n{variant_reference()}"
 
 

@@ -1,7 +1,12 @@
 """The library's exception types, in one place and without dependencies, so that every layer can raise them and
-every caller (the console commands, a notebook, a server) can catch them from `nmt`."""
+every caller (the console commands, a notebook, a server) can catch them from `nmt`; and how their messages quote
+a value without its size (the CLI, the config loader and the server all cut what they echo with `short_repr` and
+`excerpt`)."""
 
 from __future__ import annotations
+
+import reprlib
+from typing import Any
 
 
 class NmtError(Exception):
@@ -50,3 +55,24 @@ class TrainingInterrupted(NmtError):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.signum = signum
+
+
+# ---------------------------------------------------------------------------------------------- messages
+
+EXCERPT = 60  # characters of a long value that a message quotes
+MESSAGE = 1000  # characters of a whole error message (a few paths and excerpts fit)
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """`text`, or its first `limit` characters marked as cut and with the length of the whole."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
+def short_repr(value: Any) -> str:
+    """repr(value) as a short, marked excerpt: a message stays one short line whatever the input holds (a config,
+    a request, a command-line argument). A long string keeps its first EXCERPT characters and says its length."""
+    if isinstance(value, str) and len(value) > EXCERPT:
+        return f"{value[:EXCERPT]!r}... ({len(value):,} characters in all)"
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, EXCERPT, EXCERPT, EXCERPT
+    return excerpt(short.repr(value), 2 * EXCERPT)

@@ -21,13 +21,12 @@ import torch
 
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import TUNED_PENALTIES, UNTUNED_PENALTY, Config, config_from_dict, to_dict
-from nmt.data import evaluation_files, evaluation_splits, read_pair, sha256_file
+from nmt.data import evaluation_files, evaluation_splits, read_pair
 from nmt.engines.ctranslate2 import is_export, store_decode
-from nmt.errors import ConfigError, DataError
-from nmt.fileio import atomic_output, check_output, write_json
+from nmt.errors import ConfigError, DataError, short_repr
+from nmt.fileio import atomic_output, check_output, sha256_file, write_json
 from nmt.rundir import RunDir
 from nmt.translator import Translator
-from nmt.yamlsafe import short_repr
 
 
 class Scorer:

@@ -24,7 +24,6 @@ import torch
 
 from nmt.checkpoint import Loaded, load_model
 from nmt.config import to_dict
-from nmt.data import sha256_file
 from nmt.engines.ctranslate2 import (
     FORMAT_VERSION,
     MANIFEST,
@@ -36,7 +35,7 @@ from nmt.engines.ctranslate2 import (
     supported_quantizations,
 )
 from nmt.errors import ExportError
-from nmt.fileio import new_mode
+from nmt.fileio import new_mode, sha256_file
 from nmt.models.transformer import Transformer, sinusoidal_table
 from nmt.tokenizer import model_pieces
 

@@ -1,9 +1,11 @@
-"""Safe file output: atomic writes, OS errors in plain words, and outputs that can never replace an input."""
+"""Safe file output and input: atomic writes, OS errors in plain words, outputs that can never replace an input,
+and reads of regular files only (their bytes, their sha256)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -12,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from nmt.errors import FileError
+from nmt.errors import DataError, FileError
 
 # Errors only a write can cause: inside an output block they are the output's fault, whoever raised them.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
@@ -214,3 +216,16 @@ def read_regular(path: str | Path, flag: str = "", limit: int | None = None) -> 
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes; a path that is not a regular file (a FIFO, a device) is a DataError."""
+    try:
+        check_regular(path)
+    except FileError as err:
+        raise DataError(str(err)) from None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -17,9 +17,9 @@ import torch
 
 from nmt.checkpoint import find_checkpoint, load_bundle
 from nmt.config import Config, ModelConfig, config_from_dict, to_dict
-from nmt.data import sha256_file
 from nmt.engines.ctranslate2 import is_export
 from nmt.errors import CheckpointError, ConfigError, ExportError, TokenizerError
+from nmt.fileio import sha256_file
 from nmt.tokenizer import Tokenizer
 
 TRAINING_ONLY = ("dropout", "attention_dropout")  # model settings that do not change what the weights compute

@@ -71,7 +71,7 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
     raises TrainingInterrupted, which says how to resume; signal handlers are installed only during the call.
     """
     parent = load_parent(cfg) if cfg.train.init_from else None  # a bad parent is refused before anything is written
-    if parent is not None:
+    if parent is not None:  # the child's config, made here once: every step below takes it
         cfg = parent.child_config(cfg)
     own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
     where = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
@@ -175,15 +175,14 @@ def prepare_trainer(cfg: Config, where: torch.device | None = None, say: Callabl
                     parent: Parent | None = None) -> Trainer:
     """The set-up of a training without its run: the config's data prepared (cached, as nmt-prepare does) and
     a Trainer on `where` (None: train.device). Nothing is written to the run folder. With a `parent`
-    (train.init_from), the data is encoded with the parent's tokenizer and the model takes its settings.
+    (train.init_from), `cfg` is the child's (`parent.child_config`) and the data is encoded with the parent's
+    tokenizer.
 
     Under torchrun rank 0 prepares first and the others then read its cache (and meet its error, if any);
     rank 0 tells `say` what it prepared.
     """
     where = where or resolve_device(cfg.train.device)
     place = current(where)
-    if parent is not None:
-        cfg = parent.child_config(cfg)
     if place.rank:
         barrier(place)
     try:

@@ -333,24 +333,21 @@ class Trainer:
         """
         best, k, checkpoints = self.progress.best, self.cfg.train.average_last, self.checkpoints
         model = build_model(self.cfg.model, self.vocab).to(self.device)
-        if k <= 1 or len(best) < 2:
-            final = checkpoints.final(None)
-            bundle = load_bundle(final)
-            model.load_state_dict(bundle.model)
-            return final, {"checkpoint": RunDir.BEST}, model, bundle.progress
-        averaged = checkpoints.average(best, k)
-        model.load_state_dict(averaged.model)
-        metric, score = ranking(self.cfg.train, validation_scores(model, self.data, self.cfg, self.device))
-        sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
-        choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
-                  "best": sign * best[0]["score"]}
-        if score >= best[0]["score"]:
-            log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
-                     choice["averaged_steps"], metric, choice["average"], choice["best"])
-            return checkpoints.final(averaged), {"checkpoint": RunDir.AVERAGED, **choice}, model, averaged.progress
-        log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
-                    "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"],
-                    choice["best"])
+        choice: dict[str, Any] = {}
+        if k > 1 and len(best) >= 2:
+            averaged = checkpoints.average(best, k)
+            model.load_state_dict(averaged.model)
+            metric, score = ranking(self.cfg.train, validation_scores(model, self.data, self.cfg, self.device))
+            sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
+            choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
+                      "best": sign * best[0]["score"]}
+            if score >= best[0]["score"]:
+                log.info("final model: the average of steps %s (validation %s %.3f; best.pt %.3f)",
+                         choice["averaged_steps"], metric, choice["average"], choice["best"])
+                return checkpoints.final(averaged), {"checkpoint": RunDir.AVERAGED, **choice}, model, averaged.progress
+            log.warning("final model: best.pt, as the average of steps %s validates worse (%s %.3f against %.3f); "
+                        "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"],
+                        choice["best"])
         final = checkpoints.final(None)
         bundle = load_bundle(final)
         model.load_state_dict(bundle.model)

@@ -1,34 +1,15 @@
-"""Safe YAML for untrusted configs, and values quoted in messages without their size (the CLI, the config loader
-and the server all cut what they echo with `short_repr` and `excerpt`)."""
+"""Safe YAML for untrusted configs."""
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Hashable
 from typing import Any
 
 import yaml
 
+from nmt.errors import short_repr
+
 MAX_DEPTH = 32  # a config nests four levels at most (section, train_corpora, entry, file)
-
-
-EXCERPT = 60  # characters of a long value that a message quotes
-MESSAGE = 1000  # characters of a whole error message (a few paths and excerpts fit)
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """`text`, or its first `limit` characters marked as cut and with the length of the whole."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
-
-
-def short_repr(value: Any) -> str:
-    """repr(value) as a short, marked excerpt: a message stays one short line whatever the input holds (a config,
-    a request, a command-line argument). A long string keeps its first EXCERPT characters and says its length."""
-    if isinstance(value, str) and len(value) > EXCERPT:
-        return f"{value[:EXCERPT]!r}... ({len(value):,} characters in all)"
-    short = reprlib.Repr()
-    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, EXCERPT, EXCERPT, EXCERPT
-    return excerpt(short.repr(value), 2 * EXCERPT)
 
 
 class StrictLoader(yaml.SafeLoader):

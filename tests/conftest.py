@@ -181,8 +181,8 @@ def untrained_run(folder: Path, name: str = "untrained", arch: str = "transforme
     that need a model of some shape or vocabulary, not a trained one."""
     import torch
 
-    from nmt.api import load_config
     from nmt.checkpoint import save_bundle
+    from nmt.config import load_config
     from nmt.data import prepare
     from nmt.trainer import Trainer
 

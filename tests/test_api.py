@@ -172,13 +172,13 @@ def test_evaluate_gives_the_report_nmt_evaluate_writes(trained_run, tmp_path):
 
 def test_load_config_takes_a_path_a_mapping_or_a_config_and_names_the_key(tmp_path):
     path = tiny_config(tmp_path)
-    from_file = nmt.load_config(path, ["train.lr=1e-4"])
-    from_mapping = nmt.load_config(yaml.safe_load(path.read_text(encoding="utf-8")), ["train.lr=1e-4"])
+    from_file = nmt.load_config(path, {"train.lr": 1e-4})
+    from_mapping = nmt.load_config(yaml.safe_load(path.read_text(encoding="utf-8")), {"train.lr": 1e-4})
     assert from_file == from_mapping == nmt.load_config(from_file) and from_file.train.lr == 1e-4
     with pytest.raises(nmt.ConfigError, match=r"model\.self_attention_settings\.windw \(did you mean 'window'"):
         nmt.load_config({"model": {"self_attention": "local", "self_attention_settings": {"windw": 4}}})
     with pytest.raises(nmt.ConfigError, match=r"tiny\.yaml: unknown key 'train\.lrr'"):
-        nmt.load_config(path, ["train.lrr=1"])
+        nmt.load_config(path, {"train.lrr": 1})
     assert issubclass(nmt.ConfigError, ValueError) and issubclass(nmt.ConfigError, nmt.NmtError)
 
 
@@ -187,7 +187,11 @@ def test_train_of_an_invalid_config_raises_config_error_naming_the_key_and_write
     with pytest.raises(nmt.ConfigError, match=r"train\.lr: got -1\.0"):
         nmt.train(raw)
     with pytest.raises(nmt.ConfigError, match=r"unknown key 'train\.max_step'.*max_steps"):
+        nmt.train(_raw(tmp_path / "work"), overrides={"train.max_step": 3})
+    with pytest.warns(DeprecationWarning, match=r"nmt\.train\(overrides=\[\.\.\.\]\)") as caught, \
+            pytest.raises(nmt.ConfigError, match=r"unknown key 'train\.max_step'.*max_steps"):
         nmt.train(_raw(tmp_path / "work"), overrides=["train.max_step=3"])
+    assert [w.filename for w in caught] == [__file__], "one warning, pointing at the caller's line"
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["tiny.yaml"]  # no run folder, no cache
 
 
@@ -199,7 +203,7 @@ def _caller_state() -> tuple:
 
 def test_train_returns_a_run_and_leaves_root_logging_and_signal_handlers_as_they_were(tmp_path):
     before = _caller_state()
-    run = nmt.train(_raw(tmp_path), overrides=["train.max_steps=10"])
+    run = nmt.train(_raw(tmp_path), overrides={"train.max_steps": 10})
     assert _caller_state() == before
     assert isinstance(run, nmt.Run) and run.steps == 10 and run.path == tmp_path / "runs" / "tiny"
     assert run.checkpoint is not None and run.checkpoint.is_file() and run.report["split"] == "test"

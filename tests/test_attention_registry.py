@@ -12,10 +12,19 @@ import torch
 import yaml
 
 import nmt
-from nmt.config import ModelConfig, Range, VariantSetting, config_from_dict, to_dict
+from nmt.config import (
+    ModelConfig,
+    Range,
+    VariantSetting,
+    check_attention,
+    config_from_dict,
+    settings_of,
+    to_dict,
+    variant_reference,
+)
 from nmt.errors import ConfigError
 from nmt.flops import forward_flops, linear_flops
-from nmt.models import build_model, check_model_config
+from nmt.models import build_model
 from nmt.models.attention import (
     SELF_ATTENTION,
     FullAttention,
@@ -23,9 +32,7 @@ from nmt.models.attention import (
     register_rnn_attention,
     register_self_attention,
     self_attention_variants,
-    settings_of,
     unregister_self_attention,
-    variant_reference,
 )
 from nmt.tokenizer import VocabInfo
 from tests.conftest import REPO, tiny_config
@@ -85,7 +92,7 @@ def test_a_variant_with_its_own_setting_needs_nothing_outside_its_file(decayed, 
     with pytest.raises(ConfigError, match=r"model\.self_attention_settings\.dekay \(did you mean 'decay'"):
         nmt.load_config(config_with(tmp_path, dekay=0.25))
 
-    check_model_config(cfg.model)
+    check_attention(cfg.model)
     torch.manual_seed(0)
     model = build_model(cfg.model, VOCAB).eval()
     assert isinstance(model.self_core, DecayedAttention) and model.self_core.decay == 0.25
@@ -115,7 +122,7 @@ def test_configs_of_runs_from_before_settings_blocks_load_with_their_settings() 
         raw = yaml.safe_load((runs / f"cmp_multi30k_transformer_{name}" / "config.yaml").read_text(encoding="utf-8"))
         assert raw["model"]["window"] == 8 and raw["model"]["stride"] == 8
         model = config_from_dict(raw).model
-        check_model_config(model)
+        check_attention(model)
         blocks[name] = model.self_attention_settings
     assert blocks == {"full": {}, "local": {"window": 8}, "sparse": {"window": 8, "stride": 8}, "linear": {}}
     local = build_model(config_from_dict({"model": {"self_attention": "local", "window": 3}}).model, VOCAB)

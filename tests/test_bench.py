@@ -18,8 +18,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.api import load_config
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, load_config
 from nmt.flops import forward_flops, linear_flops, training_flops
 from nmt.models import build_model
 from nmt.processes import descendants
@@ -571,5 +570,5 @@ def test_trace_calls_prints_the_hops_that_reach_the_target():
     assert done.returncode == 0, done.stderr
     trace = json.loads(done.stdout)
     assert trace["chain"][-1] == target and "nmt/cli.py:prepare_main" in trace["chain"]
-    assert "nmt/cli.py:prepare_main -> nmt/api.py:load_config" in trace["hops"]
+    assert "nmt/cli.py:prepare_main -> nmt/cli.py:config_from_args" in trace["hops"]
     assert trace["hop_count"] == len(trace["hops"]) and trace["files_before"] == len(trace["files"])

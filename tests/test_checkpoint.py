@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import nmt.checkpoint as ck
-from nmt.api import load_config
 from nmt.cli import average_main, train_main, translate_main
+from nmt.config import load_config
 from nmt.data import prepare
 from nmt.trainer import Trainer
 from tests.conftest import fails_cleanly, tiny_config
@@ -22,7 +22,7 @@ from tests.conftest import fails_cleanly, tiny_config
 @pytest.fixture(scope="module")
 def trainer(tmp_path_factory) -> Trainer:
     folder = tmp_path_factory.mktemp("bundle")
-    cfg = load_config(str(tiny_config(folder)), [])
+    cfg = load_config(str(tiny_config(folder)))
     return Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
 
 

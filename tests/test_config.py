@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import math
+import os
 import re
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -21,11 +25,13 @@ from nmt.config import (
     TrainConfig,
     check_ranges,
     load_config,
+    parse_overrides,
     reference_markdown,
     save_config,
     to_dict,
 )
 from nmt.errors import ConfigError
+from tests.conftest import REPO
 
 
 def write(tmp_path, data, name="c.yaml"):
@@ -96,19 +102,76 @@ def test_a_config_built_in_code_is_valid_and_has_a_stopping_rule(tmp_path):
 def test_unknown_attention_lists_valid_names(tmp_path):
     path = write(tmp_path, {"model": {"arch": "transformer", "self_attention": "fancy"}, "train": {"max_steps": 5}})
     with pytest.raises(ConfigError, match="full") as err:
-        nmt.load_config(str(path), [])
+        nmt.load_config(str(path))
     assert "fancy" in str(err.value) and str(path) in str(err.value)
 
 
 def test_overrides_are_typed(tmp_path):
     path = write(tmp_path, {"train": {"max_steps": 5}})
-    cfg = load_config(path, ["train.lr=3e-4", "model.heads=8", "train.betas=[0.9, 0.99]", "name=run2"])
+    cfg = load_config(path, {"train.lr": 3e-4, "model.heads": 8, "train.betas": [0.9, 0.99], "name": "run2"})
     assert cfg.train.lr == pytest.approx(3e-4) and cfg.model.heads == 8
     assert cfg.train.betas == [0.9, 0.99] and cfg.name == "run2"
     with pytest.raises(ConfigError, match="model.heads: expected int"):
-        load_config(path, ["model.heads=many"])
+        load_config(path, {"model.heads": "many"})
+    for wrong in ("train.max_steps=5", ["train.max_steps", 5], {5: 1}):
+        with pytest.raises(ConfigError, match="overrides: .*'train.max_steps'"):
+            load_config(path, wrong)
+
+
+def test_command_line_overrides_are_read_as_yaml_into_the_mapping(tmp_path):
+    path = write(tmp_path, {"train": {"max_steps": 5}})
+    overrides = parse_overrides(["train.lr=3e-4", "model.heads=8", "train.betas=[0.9, 0.99]", "name=run2"])
+    assert overrides == {"train.lr": "3e-4", "model.heads": 8, "train.betas": [0.9, 0.99], "name": "run2"}
+    assert load_config(path, overrides) == load_config(
+        path, {"train.lr": 3e-4, "model.heads": 8, "train.betas": [0.9, 0.99], "name": "run2"})
+    assert list(parse_overrides(["model={heads: 2}", "model.d_model=64", "model={heads: 8}"])) == [
+        "model.d_model", "model"], "a key given again applies where it was last given, as --set does"
+    with pytest.raises(ConfigError, match="model.heads: expected int"):
+        load_config(path, parse_overrides(["model.heads=many"]))
     with pytest.raises(ConfigError, match="key=value"):
-        load_config(path, ["model.heads"])
+        parse_overrides(["model.heads"])
+
+
+def test_overrides_as_key_value_strings_still_work_with_one_deprecation_warning(tmp_path):
+    path = write(tmp_path, {"train": {"max_steps": 5}})
+    with pytest.warns(DeprecationWarning) as caught:
+        old = load_config(path, ["train.max_steps=60", "model.attention=dot"])
+    assert old == load_config(path, {"train.max_steps": 60, "model.attention": "dot"})
+    assert len(caught) == 1 and "\n" not in str(caught[0].message) and "overrides={" in str(caught[0].message)
+    assert caught[0].filename == __file__, "the warning points at the caller's line"
+
+
+def test_load_config_checks_attention_variants_without_torch(tmp_path):
+    path = write(tmp_path, {"model": {"self_attention": "local", "self_attention_settings": {"windw": 4}}})
+    code = ("import sys, nmt\n"
+            "assert nmt.load_config is nmt.config.load_config\n"
+            f"for config, overrides in (({str(path)!r}, None), ({{}}, {{'model.self_attention': 'fancy'}})):\n"
+            "    try:\n"
+            "        nmt.load_config(config, overrides)\n"
+            "    except nmt.ConfigError as err:\n"
+            "        print(err)\n"
+            "print('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{path}: unknown key model.self_attention_settings.windw (did you mean 'window'?)",
+        "model.self_attention: 'fancy' is not one of full, local, sparse, linear", "False"]
+
+
+def test_every_built_in_variant_is_declared_to_the_config_without_torch():
+    """A class the model code registers under a name the config did not declare would be refused by every config
+    loaded before torch: the names and settings declared without torch are exactly the registered ones."""
+    from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+
+    code = ("import json, nmt.config as c; print(json.dumps({f: {n: [s.name for s in settings] for n, settings in "
+            "c.declared_variants(f).items()} for f in c.FAMILIES}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    registered = {family: {name: [s.name for s in cls.settings] for name, cls in registry.items()}
+                  for family, registry in (("rnn", RNN_ATTENTION), ("self", SELF_ATTENTION))}
+    assert json.loads(done.stdout) == registered
 
 
 def test_invalid_yaml_names_line(tmp_path):
@@ -202,10 +265,10 @@ def test_huge_and_non_finite_numbers_are_refused_for_every_setting(tmp_path, val
     path = write(tmp_path, {"train": {"max_steps": 5}})
     for key in _number_keys():
         with pytest.raises(ConfigError, match=rf"^{re.escape(f'{path}: {key}: ')}") as err:
-            load_config(path, [f"{key}={value}"])
+            load_config(path, parse_overrides([f"{key}={value}"]))
         assert len(str(err.value)) < 200 + len(str(path))
     with pytest.raises(ConfigError, match="model.self_attention_settings.window: got 1000000"):
-        nmt.load_config(path, ["model.self_attention=local", f"model.self_attention_settings={{window: {10**30}}}"])
+        nmt.load_config(path, {"model.self_attention": "local", "model.self_attention_settings": {"window": 10**30}})
 
 
 @pytest.mark.parametrize("data,words", [
@@ -233,7 +296,7 @@ def test_a_huge_string_in_a_config_is_refused_with_a_short_message(tmp_path, dat
 def test_out_of_range_numbers_name_key_value_and_range(tmp_path, override, key):
     path = write(tmp_path, {"train": {"max_steps": 5}})
     with pytest.raises(ConfigError) as err:
-        load_config(path, [override])
+        load_config(path, parse_overrides([override]))
     message = str(err.value)
     value_and_range = r"got -?[\w.]+, allowed: (a finite number|an integer|a number in) .+"
     assert re.fullmatch(rf"{re.escape(f'{path}: {key}: ')}{value_and_range}", message), message
@@ -263,7 +326,7 @@ def test_deep_nesting_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"c\.yaml line 1: .*nested deeper"):
         load_config(path)
     with pytest.raises(ConfigError, match="name"):
-        load_config(write(tmp_path, {"train": {"max_steps": 5}}), ["name=" + "[" * 5000 + "]" * 5000])
+        load_config(write(tmp_path, {"train": {"max_steps": 5}}), parse_overrides(["name=" + "[" * 5000 + "]" * 5000]))
 
 
 @pytest.mark.parametrize("text,key,line", [
@@ -291,9 +354,9 @@ def test_messages_show_a_bounded_value(tmp_path, data):
 
 def test_set_fills_an_empty_section(tmp_path):
     path = write(tmp_path, "train:\n  max_steps: 5\ndecode:\n")
-    assert load_config(path, ["decode.beam=2"]).decode.beam == 2
-    with pytest.raises(ConfigError, match=r"c\.yaml: --set train\.lr\.x: 'lr' is not a section"):
-        load_config(path, ["train.lr=0.1", "train.lr.x=1"])
+    assert load_config(path, {"decode.beam": 2}).decode.beam == 2
+    with pytest.raises(ConfigError, match=r"c\.yaml: override 'train\.lr\.x': 'lr' is not a section"):
+        load_config(path, {"train.lr": 0.1, "train.lr.x": 1})
 
 
 @pytest.mark.parametrize("dataset", ["sample", "multi30k"])

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from benchmarks.gpu_check import kill_tree
-from nmt.api import load_config
 from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
 from nmt.cli import train_main
+from nmt.config import load_config
 from nmt.data import prepare
 from nmt.distributed import Control, Dist
 from nmt.trainer import Trainer
@@ -144,7 +144,7 @@ def _map_elsewhere(value):
 
 
 def test_rng_restore_from_a_checkpoint_mapped_to_another_device(tmp_path, monkeypatch):
-    cfg = load_config(str(tiny_config(tmp_path)), [])
+    cfg = load_config(str(tiny_config(tmp_path)))
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
     save_bundle(trainer.bundle(), tmp_path / "last.pt")
     expected = (torch.rand(5), np.random.rand(5))

@@ -13,7 +13,7 @@ import yaml
 import nmt
 from nmt.checkpoint import find_checkpoint, load_bundle
 from nmt.cli import train_main
-from nmt.data import sha256_file
+from nmt.fileio import sha256_file
 from nmt.finetune import load_parent
 from nmt.run import prepare_trainer
 from nmt.rundir import RunDir, read_metrics
@@ -57,7 +57,7 @@ def child_config(folder: Path, parent: Path, **sections: dict) -> dict:
 def test_a_child_uses_its_parent_s_tokenizer_and_first_validates_as_its_parent(trained_run, tmp_path):
     cfg = nmt.load_config(child_config(tmp_path, trained_run))
     parent, said = load_parent(cfg), []
-    trainer = prepare_trainer(cfg, resolve_device("cpu"), said.append, parent)
+    trainer = prepare_trainer(parent.child_config(cfg), resolve_device("cpu"), said.append, parent)
     trainer.start_from(parent)
     assert not any("training sentencepiece" in line for line in said), said
     assert any("no sentencepiece model is trained" in line for line in said), said
@@ -81,7 +81,7 @@ def test_a_fine_tuned_child_beats_its_parent_on_a_corpus_the_parent_never_saw(tr
     record = {"path": str(parent_file), "sha256": sha256_file(parent_file)}
     assert run.report["parent"] == record and load_bundle(run.checkpoint).progress["parent"] == record
     assert RunDir(run.path).tokenizer.is_dir() and run.config.train.init_from == str(trained_run)
-    resumed = nmt.train(raw, overrides=["train.max_steps=160"], evaluate_test=False)  # the child's own last.pt
+    resumed = nmt.train(raw, overrides={"train.max_steps": 160}, evaluate_test=False)  # the child's own last.pt
     assert resumed.steps == 160 and "resumed from" in (run.path / "train.log").read_text(encoding="utf-8")
 
 

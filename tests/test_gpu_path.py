@@ -19,8 +19,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 import nmt.distributed
-from nmt.api import load_config
 from nmt.checkpoint import save_bundle
+from nmt.config import load_config
 from nmt.data import collate, prepare
 from nmt.data.batching import prefetch
 from nmt.distributed import Control, Dist
@@ -78,7 +78,7 @@ def trainers(tmp_path_factory) -> dict[str, Trainer]:
     folder = tmp_path_factory.mktemp("gpu_path")
     found = {}
     for arch in ("transformer", "rnn"):
-        cfg = load_config(str(tiny_config(folder, name=arch, arch=arch)), [])
+        cfg = load_config(str(tiny_config(folder, name=arch, arch=arch)))
         found[arch] = Trainer(cfg, prepare(cfg, log=lambda _m: None), META)
     return found
 
@@ -163,7 +163,7 @@ def test_a_cpu_run_never_calls_cuda_rng_functions(tmp_path, monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("a CPU run called a torch.cuda RNG function")
 
-    cfg = load_config(str(tiny_config(tmp_path, train={"max_steps": 2})), [])
+    cfg = load_config(str(tiny_config(tmp_path, train={"max_steps": 2})))
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     for name in ("get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all"):

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from nmt.config import ModelConfig
-from nmt.errors import ConfigError
-from nmt.models import build_model, check_model_config, count_parameters
+from nmt.models import build_model, count_parameters
 from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, FullAttention, SelfAttention
 from nmt.models.attention.local import _band_block, band_spans
 from nmt.models.base import Seq2Seq
@@ -360,14 +359,6 @@ def test_gru_encoder_ignores_padding() -> None:
 
 
 # Factory.
-
-def test_check_model_config_lists_valid_names() -> None:
-    with pytest.raises(ConfigError, match="model.attention: 'bahdanau'.*additive.*none"):
-        check_model_config(ModelConfig(arch="rnn", attention="bahdanau"))
-    with pytest.raises(ConfigError, match="model.self_attention: 'performer'.*full.*linear"):
-        check_model_config(ModelConfig(arch="transformer", self_attention="performer"))
-    check_model_config(ModelConfig(arch="rnn", self_attention="unused by rnn"))
-
 
 def test_build_model_logs_size_and_ties_embeddings(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="nmt.models"):

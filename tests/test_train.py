@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import nmt.trainer
-from nmt.api import load_config
 from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
 from nmt.cli import train_main
+from nmt.config import load_config
 from nmt.data import prepare
 from nmt.errors import TrainingError
 from nmt.trainer import Trainer
@@ -64,7 +64,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
 
 
 def _trainer(tmp_path, **sections) -> Trainer:
-    cfg = load_config(str(tiny_config(tmp_path, **sections)), [])
+    cfg = load_config(str(tiny_config(tmp_path, **sections)))
     return Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device(cfg.train.device))
 
 
@@ -128,7 +128,7 @@ def test_each_epoch_is_validated_when_update_groups_span_epochs(tmp_path):
     assert [e["epoch"] for e in lines if e["type"] == "valid"] == [1, 2, 3]
 
 
-def _resumed(trained_copy, overrides: list[str], before: Path | None = None) -> Trainer:
+def _resumed(trained_copy, overrides: dict[str, object], before: Path | None = None) -> Trainer:
     """A trainer resumed from the copy of the shared trained run (60 updates, validated at 30 and 60, the best 2
     kept), with config `overrides`; `before`: where to save its initial weights before it resumes."""
     config, run = trained_copy
@@ -143,7 +143,7 @@ def _resumed(trained_copy, overrides: list[str], before: Path | None = None) -> 
 def _with_second_best(trained_copy, tmp_path, replace_with: str) -> tuple[Trainer, Path]:
     """A trained trainer averaging its best 2 checkpoints, whose second best file is swapped for `replace_with`:
     "best" (a copy of best.pt) or "untrained" (the initial weights)."""
-    trainer = _resumed(trained_copy, ["train.average_last=2"], before=tmp_path / "untrained.pt")
+    trainer = _resumed(trained_copy, {"train.average_last": 2}, before=tmp_path / "untrained.pt")
     run, best = trainer.checkpoints.run, trainer.progress.best
     assert len(best) == 2
     shutil.copyfile(run.best if replace_with == "best" else tmp_path / "untrained.pt", run.checkpoint(best[1]["path"]))
@@ -175,7 +175,7 @@ def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(trained
 def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_average(trained_copy):
     """--no-evaluate with a fixed length penalty chooses no final model: the run folder then stands for best.pt,
     not for an averaged.pt that an earlier end of the run made from other checkpoints."""
-    trainer = _resumed(trained_copy, ["decode.length_penalty=1.0"])
+    trainer = _resumed(trained_copy, {"decode.length_penalty": 1.0})
     folder = trainer.checkpoints.run.path
     shutil.copyfile(folder / "checkpoints" / "best.pt", folder / "checkpoints" / "averaged.pt")
     assert trainer.finish(False, "nmt-train").checkpoint is None
@@ -183,7 +183,7 @@ def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_averag
 
 
 def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:
-    cfg = load_config(str(tiny_config(tmp_path, name=name, train={"device": "cpu", "batch_tokens": 400, **train})), [])
+    cfg = load_config(str(tiny_config(tmp_path, name=name, train={"device": "cpu", "batch_tokens": 400, **train})))
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device("cpu"))
     if resume:
         trainer.resume(cfg.run_dir / "checkpoints" / "last.pt")

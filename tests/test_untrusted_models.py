@@ -24,8 +24,8 @@ import torch
 from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint
 from nmt.cli import import_main
 from nmt.config import ModelConfig
-from nmt.data import sha256_file
 from nmt.errors import CheckpointError
+from nmt.fileio import sha256_file
 from nmt.models import check_weights
 from nmt.tokenizer import VocabInfo
 from tests.conftest import REPO, untrained_run

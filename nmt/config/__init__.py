@@ -1,8 +1,9 @@
 """Typed configuration: one dataclass per YAML section, validated before any data is read.
 
-fields.py holds the building blocks (Range, `setting`), model.py the model section, decoding.py the
-decode section, sections.py the other sections, Config and the cross-field checks, loading.py YAML
-in and out, reference.py the generated key reference.
+fields.py holds the building blocks (Range, `setting`), model.py the model section, variants.py the attention
+variants and their settings, decoding.py the decode section, sections.py the other sections, Config and the
+cross-field checks, overrides.py the overrides (and the command line's `key=value` syntax), loading.py
+`load_config` and YAML out, reference.py the generated key reference.
 """
 
 from nmt.config.decoding import (
@@ -26,42 +27,68 @@ from nmt.config.fields import (
     read_settings,
     setting,
 )
-from nmt.config.loading import config_from_dict, load_config, parse_override, save_config, to_dict
+from nmt.config.loading import ConfigSource, config_from_dict, load_config, save_config, to_dict
 from nmt.config.model import ModelConfig, check_model
+from nmt.config.overrides import Overrides, as_overrides, parse_overrides
 from nmt.config.reference import reference_markdown
 from nmt.config.sections import FILES_KEYS, Config, DataConfig, TokenizerConfig, TrainConfig, validate, validate_new_run
+from nmt.config.variants import (
+    FAMILIES,
+    STRIDE,
+    WINDOW,
+    check_attention,
+    declare_variant,
+    declared_variants,
+    family_of,
+    settings_of,
+    variant_reference,
+    withdraw_variant,
+)
 
 __all__ = [
     "AT_LEAST_ONE",
     "AUTO",
+    "FAMILIES",
     "FILES_KEYS",
     "FRACTION",
     "NON_NEGATIVE",
     "POSITIVE",
     "STOP_RULES",
+    "STRIDE",
     "TUNED_PENALTIES",
     "UNTUNED_PENALTY",
+    "WINDOW",
     "Config",
+    "ConfigSource",
     "DataConfig",
     "DecodeConfig",
     "ModelConfig",
+    "Overrides",
     "Range",
     "Section",
     "TokenizerConfig",
     "TrainConfig",
     "VariantSetting",
+    "as_overrides",
+    "check_attention",
     "check_decode",
     "check_model",
     "check_ranges",
     "config_from_dict",
+    "declare_variant",
+    "declared_variants",
     "decode_with",
+    "family_of",
     "load_config",
-    "parse_override",
+    "parse_overrides",
     "read_settings",
     "reference_markdown",
     "save_config",
     "setting",
+    "settings_of",
     "to_dict",
     "validate",
     "validate_new_run",
+    "variant_reference",
+    "withdraw_variant",
 ]

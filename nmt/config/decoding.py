@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nmt.config.fields import Range, Section, setting
-from nmt.errors import ConfigError
-from nmt.yamlsafe import short_repr
+from nmt.errors import ConfigError, short_repr
 
 AUTO = "auto"  # decode.length_penalty chosen on the validation split
 TUNED_PENALTIES = (0.6, 1.0, 1.5, 2.0)  # the penalties `auto` tries

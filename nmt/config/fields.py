@@ -8,8 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from nmt.errors import ConfigError
-from nmt.yamlsafe import short_repr
+from nmt.errors import ConfigError, short_repr
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""From YAML and `--set key=value` overrides to a checked Config, and back to YAML."""
+"""From YAML (or a mapping, or a Config) and overrides to a checked Config, and back to YAML."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from typing import Any
 import yaml
 
 from nmt.config.model import upgrade_model_section
+from nmt.config.overrides import Overrides, as_overrides
 from nmt.config.sections import Config, validate_new_run
-from nmt.errors import ConfigError, FileError
+from nmt.errors import ConfigError, FileError, short_repr
 from nmt.fileio import atomic_output, cause, read_regular
-from nmt.yamlsafe import short_repr, strict_yaml
+from nmt.yamlsafe import strict_yaml
 
+ConfigSource = str | Path | Mapping[str, Any] | Config  # a YAML file, a mapping in its shape, or a Config
 MAX_TEXT = 4096  # characters of a config string: a path as long as Linux allows (PATH_MAX)
 
 
@@ -109,20 +111,8 @@ def _set_path(tree: dict, dotted: str, value: Any) -> None:
             node[part] = {}
         node = node[part]
         if not isinstance(node, dict):
-            raise ConfigError(f"--set {dotted}: '{part}' is not a section")
+            raise ConfigError(f"override {short_repr(dotted)}: {short_repr(part)} is not a section")
     node[parts[-1]] = value
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """Split `key.path=value`; the value is read as YAML (so 3, 0.1, true, [1, 2] keep their types)."""
-    if "=" not in text:
-        raise ConfigError(f"--set '{text}': expected key=value, for example train.lr=3e-4")
-    key, raw = text.split("=", 1)
-    try:
-        value = strict_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
 
 
 def config_from_dict(raw: dict) -> Config:
@@ -134,10 +124,18 @@ def config_from_dict(raw: dict) -> Config:
     return _build(Config, raw, "")
 
 
-def load_config(source: str | Path | Mapping[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config (or take a mapping in its shape), apply `--set key=value` overrides, and validate it."""
+def load_config(source: ConfigSource, overrides: Overrides | None = None) -> Config:
+    """The checked Config of a YAML file, a mapping in its shape or a Config, with `overrides` applied: a mapping
+    of dotted keys to Python values, `{"train.max_steps": 60, "model.attention": "dot"}` (the list of `key=value`
+    strings it once took still works, with a DeprecationWarning). Everything is checked, attention variants
+    included, before any data is read; a problem is a ConfigError naming the key (and the file and line)."""
+    changes = as_overrides(overrides)
+    if isinstance(source, Config):
+        return _new_run(to_dict(source), changes)
     if isinstance(source, Mapping):
-        return _new_run(copy.deepcopy(dict(source)), overrides)
+        return _new_run(copy.deepcopy(dict(source)), changes)
+    if not isinstance(source, (str, Path)):
+        raise ConfigError(f"config: expected a path, a mapping or a Config, got {type(source).__name__}")
     path = Path(source)
     try:
         text = read_regular(path).decode("utf-8")
@@ -158,15 +156,14 @@ def load_config(source: str | Path | Mapping[str, Any], overrides: list[str] | t
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
     try:
-        return _new_run(raw, overrides)
+        return _new_run(raw, changes)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
 
 
-def _new_run(raw: dict, overrides: list[str] | tuple[str, ...]) -> Config:
+def _new_run(raw: dict, overrides: dict[str, Any]) -> Config:
     """The config a run starts from: `raw` with the overrides applied, checked as a whole."""
-    for text_override in overrides:
-        key, value = parse_override(text_override)
+    for key, value in overrides.items():
         _set_path(raw, key, value)
     cfg = config_from_dict(raw)
     validate_new_run(cfg)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nmt.config.fields import FRACTION, Range, Section, setting
+from nmt.config.variants import check_attention
 from nmt.errors import ConfigError
 
 ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward activations of model.activation
@@ -29,7 +30,7 @@ class ModelConfig(Section):
     positions: str = setting("sinusoidal", "transformer: position encoding.", ("sinusoidal", "learned"))
     max_positions: int = setting(1024, "transformer: longest sequence learned positions cover.",
                                  bounds=Range(1, 1_000_000))
-    self_attention: str = setting("full", "transformer: self-attention variant (see nmt.models.attention).")
+    self_attention: str = setting("full", "transformer: self-attention variant (see nmt.config.variants).")
     self_attention_settings: dict[str, Any] = setting(
         {}, "transformer: the self-attention variant's own settings, e.g. `{window: 8}` for local (each variant "
             "declares and checks its own; see the variant table below).")
@@ -37,7 +38,7 @@ class ModelConfig(Section):
     emb_dim: int = setting(256, "rnn: embedding size.", bounds=Range(1, 65536))
     hidden_size: int = setting(512, "rnn: decoder GRU size (encoder: half per direction).", bounds=Range(2, 65536))
     attention: str = setting("additive", "rnn: attention of the decoder over the encoder "
-                                         "(see nmt.models.attention).")
+                                         "(see nmt.config.variants).")
     attention_settings: dict[str, Any] = setting({}, "rnn: the attention variant's own settings (none of the "
                                                      "built-in ones has any).")
     input_feeding: bool = setting(True, "rnn: feed the previous attentional vector into the decoder GRU.")
@@ -49,8 +50,8 @@ class ModelConfig(Section):
 
 
 def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
-    """The checks that need more than one model key: `max_tokens` is data.max_tokens, `joint_vocab` is
-    tokenizer.joint."""
+    """The checks that need more than one model key, the attention variant's settings among them: `max_tokens` is
+    data.max_tokens, `joint_vocab` is tokenizer.joint."""
     if m.arch == "transformer" and m.d_model % m.heads:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
     if m.arch == "transformer" and m.max_positions < max_tokens + 2:
@@ -63,6 +64,7 @@ def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
+    check_attention(m)
 
 
 # Before variants had settings blocks, their settings were model keys of their own, and every saved config holds

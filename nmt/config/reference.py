@@ -18,7 +18,14 @@ def _type_name(hint: Any) -> str:
 def reference_markdown() -> str:
     """Markdown reference of every key, generated from the dataclasses."""
     lines = ["# Configuration reference", "",
-             "Generated from `nmt/config/` by `nmt-config-doc`; do not edit by hand.", ""]
+             "Generated from `nmt/config/` by `nmt-config-doc`; do not edit by hand.", "",
+             "A config is a YAML file of the sections below. `nmt.load_config(source, overrides=None)` reads one (or "
+             "a dict in its shape, or a `Config`) and changes keys with `overrides`, a dict of dotted keys to "
+             "Python values: `nmt.load_config(\"run.yaml\", overrides={\"train.max_steps\": 60, \"model.attention\": "
+             "\"dot\"})`. On the command line `--set train.max_steps=60` does the same, its value read as YAML. "
+             "Every key is checked when the config is loaded, each attention variant's own settings included, "
+             "before any data is read and without importing torch: an unknown key is refused with the nearest "
+             "valid one, a bad value with the key, the file and (for YAML errors) the line.", ""]
     top = typing.get_type_hints(Config)
     simple = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(top[f.name])]
     sections = [f for f in dataclasses.fields(Config) if dataclasses.is_dataclass(top[f.name])]

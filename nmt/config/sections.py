@@ -11,8 +11,7 @@ from typing import ClassVar
 from nmt.config.decoding import DecodeConfig, check_decode
 from nmt.config.fields import FRACTION, Range, Section, setting
 from nmt.config.model import ModelConfig, check_model
-from nmt.errors import ConfigError
-from nmt.yamlsafe import short_repr
+from nmt.errors import ConfigError, short_repr
 
 
 @dataclass

@@ -21,7 +21,7 @@ from nmt.data.sources import (
     sample_dir,
 )
 from nmt.data.store import IdFile, RaggedIds, Split
-from nmt.data.text import normalize, read_lines, read_pair, sha256_file
+from nmt.data.text import normalize, read_lines, read_pair
 
 __all__ = [
     "CACHE_FORMAT",
@@ -52,6 +52,5 @@ __all__ = [
     "resolve_corpora",
     "resolve_files",
     "sample_dir",
-    "sha256_file",
     "summary",
 ]

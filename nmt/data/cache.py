@@ -13,8 +13,9 @@ import sentencepiece
 
 from nmt.config import Config
 from nmt.data.store import Split, load_split
-from nmt.data.text import is_gzip, sha256_file
+from nmt.data.text import is_gzip
 from nmt.errors import DataError
+from nmt.fileio import sha256_file
 from nmt.tokenizer import Tokenizer, VocabInfo
 
 CACHE_FORMAT = 3  # 3: the tokenizer sample is drawn after dedup

@@ -12,8 +12,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from nmt.config import Config, DataConfig
-from nmt.data.text import sha256_file
 from nmt.errors import DataError
+from nmt.fileio import sha256_file
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}

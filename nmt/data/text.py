@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import gzip
-import hashlib
 import itertools
 import unicodedata
 import zlib
@@ -16,17 +15,6 @@ from typing import BinaryIO
 
 from nmt.errors import DataError, FileError
 from nmt.fileio import check_regular, read_regular
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with _reading(path):
-        check_regular(path)
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def normalize(line: str, lowercase: bool) -> str:

@@ -32,11 +32,10 @@ import sentencepiece as spm
 import torch
 
 from nmt.config import DecodeConfig, config_from_dict
-from nmt.data import sha256_file
 from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
 from nmt.engines import Abilities
 from nmt.errors import ExportError
-from nmt.fileio import atomic_output
+from nmt.fileio import atomic_output, sha256_file
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from nmt.checkpoint import Loaded, load_model
-from nmt.data import sha256_file
 from nmt.errors import ExportError
 from nmt.export import publish_export
+from nmt.fileio import sha256_file
 from nmt.interop.hf_weights import CLASSES, hf_kind, import_transformers, quiet, to_hf_weights
 from nmt.rundir import RunDir
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_pieces

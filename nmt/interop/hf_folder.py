@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-from nmt.errors import ExportError, FileError
+from nmt.errors import ExportError, FileError, short_repr
 from nmt.fileio import cause, read_regular
-from nmt.yamlsafe import short_repr
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # each may also be sharded: <name>.index.json
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")

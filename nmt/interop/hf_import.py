@@ -15,12 +15,11 @@ import torch
 
 from nmt.checkpoint import save_checkpoint
 from nmt.config import Config, config_from_dict, to_dict
-from nmt.errors import CheckpointError, ExportError
+from nmt.errors import CheckpointError, ExportError, short_repr
 from nmt.interop.hf_folder import ModelFolder, pick_tensors
 from nmt.interop.hf_weights import CLASSES, from_hf_weights, import_transformers, needed_tensors, quiet
 from nmt.models import build_model, check_weights
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
-from nmt.yamlsafe import short_repr
 
 ADDED_PAD = "<nmt_pad>"  # the piece name of the padding row added where the pad token is the decoder start
 # transformers' ACT2FN names -> model.activation ("silu" and "swish" are both x * sigmoid(x))

@@ -10,36 +10,23 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.errors import CheckpointError, ConfigError
-from nmt.models.attention import settings_of
+from nmt.errors import CheckpointError, excerpt
 from nmt.models.base import Seq2Seq
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import Transformer
-from nmt.yamlsafe import excerpt
 
 if TYPE_CHECKING:
     from nmt.tokenizer import VocabInfo
 
-__all__ = ["ARCHITECTURES", "Seq2Seq", "build_model", "check_model_config", "check_weights", "count_parameters"]
+__all__ = ["ARCHITECTURES", "Seq2Seq", "build_model", "check_weights", "count_parameters"]
 
 log = logging.getLogger(__name__)
 
 ARCHITECTURES: dict[str, type[Seq2Seq]] = {"rnn": RNNSeq2Seq, "transformer": Transformer}
 
-# The attention family each architecture builds its variant from.
-_FAMILY = {"rnn": "rnn", "transformer": "self"}
-
 # Elements of the tensors a model computes instead of loading (the sinusoid tables, max_positions x d_model):
 # 512 MiB in float32, far above any real model's, and the one allocation the weights' shapes do not bound.
 MAX_COMPUTED = 1 << 27
-
-
-def check_model_config(model_cfg: ModelConfig) -> None:
-    """Raise ConfigError for an unknown architecture or attention variant (listing the valid names), or for a
-    variant setting its block does not take."""
-    if model_cfg.arch not in ARCHITECTURES:
-        raise ConfigError(f"model.arch: '{model_cfg.arch}' is not one of {', '.join(ARCHITECTURES)}")
-    settings_of(model_cfg, _FAMILY[model_cfg.arch])
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -51,8 +38,8 @@ def check_weights(model_cfg: ModelConfig, vocab: VocabInfo, weights: Mapping[str
     """Refuse (CheckpointError naming the first tensor at fault) weights that are not exactly the tensors of the
     model these settings build, before that model is allocated: the model is built on the meta device, which
     gives every shape and holds no memory. Settings from an untrusted file cannot make a model larger than the
-    weights that come with them, nor compute tensors of more than MAX_COMPUTED elements."""
-    check_model_config(model_cfg)
+    weights that come with them, nor compute tensors of more than MAX_COMPUTED elements. `model_cfg` is checked
+    (as every Config's model section is when built)."""
     with torch.device("meta"):
         expected = ARCHITECTURES[model_cfg.arch](model_cfg, vocab)
     shapes = {key: tuple(value.shape) for key, value in expected.state_dict().items()}
@@ -74,8 +61,7 @@ def check_weights(model_cfg: ModelConfig, vocab: VocabInfo, weights: Mapping[str
 
 
 def build_model(model_cfg: ModelConfig, vocab: VocabInfo) -> Seq2Seq:
-    """Build the model `model_cfg.arch` names, and log its size."""
-    check_model_config(model_cfg)
+    """Build the model `model_cfg.arch` names (settings checked as every Config's are), and log its size."""
     model = ARCHITECTURES[model_cfg.arch](model_cfg, vocab)
     log.info("model: %s, %d parameters", model_cfg.arch, count_parameters(model))
     return model

@@ -27,7 +27,7 @@ from nmt.config import DecodeConfig, decode_with
 from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
-from nmt.errors import ConfigError, DataError
+from nmt.errors import MESSAGE, ConfigError, DataError, excerpt, short_repr
 from nmt.glossary import Glossary
 from nmt.sentences import MODES, split, split_mode
 from nmt.serve.batcher import Batcher
@@ -35,7 +35,6 @@ from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
 from nmt.serve.limits import HeaderLimits, Limits
 from nmt.serve.metrics import count_sentences
 from nmt.translator import Translation, Translator, sentence_terms, sentences_of
-from nmt.yamlsafe import MESSAGE, excerpt, short_repr
 
 T = TypeVar("T")
 SETTINGS = ("beam", "n_best", "length_penalty")  # search settings a request may change, checked like the CLI flags

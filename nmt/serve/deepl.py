@@ -26,7 +26,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from nmt.engines.ctranslate2 import NO_GLOSSARY
-from nmt.errors import DataError
+from nmt.errors import DataError, short_repr
 from nmt.glossary import FORMATS, Glossary
 from nmt.serve.app import ApiError, QueueFull, translate_texts
 from nmt.serve.auth import Access, header_key
@@ -34,7 +34,6 @@ from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, transla
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
-from nmt.yamlsafe import short_repr
 
 TARGETS = {"EN": "English", "EN-GB": "English (British)", "EN-US": "English (American)"}
 REFUSED = ("glossary_ids", "style_id", "custom_instructions", "translation_memory_id", "splitting_tags",

@@ -19,9 +19,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, short_repr
 from nmt.serve.limits import HeaderLimits
-from nmt.yamlsafe import short_repr
 
 JSON = "application/json"
 HOST = re.compile(r"(?P<name>[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?|\[(?P<ipv6>[0-9a-f:.]+)\])(:(?P<port>[0-9]{1,5}))?",

@@ -17,12 +17,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
+from nmt.errors import short_repr
 from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
 from nmt.serve.auth import Access, Denied, client_address, header_key
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, translate_documents
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
-from nmt.yamlsafe import short_repr
 
 PREFIX = "/libretranslate"
 AUTO = "auto"

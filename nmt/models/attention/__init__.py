@@ -14,7 +14,8 @@ Masks are bool and True where attending is allowed (the same convention as `src_
 base.py holds the interfaces and the registries; rnn.py the GRU decoder's attentions; full.py, local.py (the
 banded kernel), sparse.py and linear.py the self-attention variants. A new variant is one module: its class,
 `@register_self_attention(name)` (or `register_rnn_attention`), its `settings`, `from_config` when its
-constructor needs more than its settings, and `flops`; then its import line below, which registers it.
+constructor needs more than its settings, and `flops`; then its import line below, which registers it. A built-in
+variant is also declared by name and settings in nmt/config/variants.py, so that configs are checked without torch.
 """
 
 from nmt.models.attention.base import (
@@ -26,10 +27,8 @@ from nmt.models.attention.base import (
     register_rnn_attention,
     register_self_attention,
     self_attention_variants,
-    settings_of,
     unregister_rnn_attention,
     unregister_self_attention,
-    variant_reference,
 )
 
 # Importing a variant's module registers it; the registries, and so every list of valid names, follow this order.
@@ -68,8 +67,6 @@ __all__ = [
     "register_rnn_attention",
     "register_self_attention",
     "self_attention_variants",
-    "settings_of",
     "unregister_rnn_attention",
     "unregister_self_attention",
-    "variant_reference",
 ]

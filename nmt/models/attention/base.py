@@ -2,9 +2,11 @@
 
 A variant is one class in its family's module, registered with `register_rnn_attention(name)` or
 `register_self_attention(name)`. It lists the settings of its own in `settings` (read from its family's block,
-`model.self_attention_settings` or `model.attention_settings`, and checked by `settings_of`), builds itself from
-the config in `from_config`, and reports its FLOPs in `flops`. Outside its module only the import that
-registers it names it (the package's __init__, or whatever code defines a variant of its own).
+`model.self_attention_settings` or `model.attention_settings`, and checked by `nmt.config.settings_of`), builds
+itself from the config in `from_config`, and reports its FLOPs in `flops`. Registering a class declares its name
+and settings to the config (nmt.config.variants, where the built-in ones are declared so that a config is checked
+without torch). Outside its module only the import that registers it names it (the package's __init__, or
+whatever code defines a variant of its own).
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from typing import ClassVar, TypeVar
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig, VariantSetting, read_settings
-from nmt.errors import ConfigError
+from nmt.config import FAMILIES, ModelConfig, VariantSetting, declare_variant, settings_of, withdraw_variant
 from nmt.kernels import Dropout
 
 
@@ -110,23 +111,22 @@ class SelfAttention(nn.Module):
 RNN_ATTENTION: dict[str, type[RNNAttention]] = {}
 SELF_ATTENTION: dict[str, type[SelfAttention]] = {}
 
-# The ModelConfig field that names each family's variant, and its registry; the variant's block is <field>_settings.
-_FAMILIES: dict[str, tuple[str, dict]] = {"rnn": ("attention", RNN_ATTENTION),
-                                          "self": ("self_attention", SELF_ATTENTION)}
+_REGISTRIES: dict[str, dict] = {"rnn": RNN_ATTENTION, "self": SELF_ATTENTION}
 R = TypeVar("R", bound=RNNAttention)
 S = TypeVar("S", bound=SelfAttention)
 
 
 def _register(family: str, name: str, cls: type) -> None:
-    key, registry = _FAMILIES[family]
+    registry = _REGISTRIES[family]
     if name in registry:
-        raise ValueError(f"model.{key}: a variant '{name}' is already registered")
+        raise ValueError(f"model.{FAMILIES[family]}: a variant '{name}' is already registered")
+    declare_variant(family, name, cls.settings)
     registry[name] = cls
 
 
 def _unregister(family: str, name: str) -> None:
-    key, registry = _FAMILIES[family]
-    del registry[name]
+    del _REGISTRIES[family][name]
+    withdraw_variant(family, name)
 
 
 def register_rnn_attention(name: str) -> Callable[[type[R]], type[R]]:
@@ -158,27 +158,3 @@ def unregister_self_attention(name: str) -> None:
 def self_attention_variants() -> list[str]:
     """The names `model.self_attention` takes, in registration order."""
     return list(SELF_ATTENTION)
-
-
-def settings_of(cfg: ModelConfig, family: str) -> dict[str, object]:
-    """The checked settings of the configured variant of `family` ("rnn" or "self"), from its block."""
-    key, registry = _FAMILIES[family]
-    name = getattr(cfg, key)
-    if name not in registry:
-        raise ConfigError(f"model.{key}: {str(name)[:60]!r} is not one of {', '.join(registry)}")
-    return read_settings(registry[name].settings, getattr(cfg, f"{key}_settings"), f"model.{key}_settings")
-
-
-def variant_reference() -> str:
-    """Markdown table of every registered variant's own settings, for the config reference."""
-    lines = ["## Attention variant settings", "",
-             "Each variant reads its own settings from its family's block: `model.self_attention_settings` "
-             "(transformer) or `model.attention_settings` (rnn). A variant not listed has none.", "",
-             "| block | variant | key | type | default | meaning |", "|---|---|---|---|---|---|"]
-    for key, registry in _FAMILIES.values():
-        for name, cls in registry.items():
-            for s in cls.settings:
-                doc = s.doc + (f" Allowed: {s.bounds.describe(s.type is int)}." if s.bounds else "")
-                lines.append(f"| `model.{key}_settings` | `{name}` | `{s.name}` | {s.type.__name__} | "
-                             f"`{s.default!r}` | {doc} |")
-    return "\n".join(lines) + "\n"

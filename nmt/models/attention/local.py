@@ -8,12 +8,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt.config import ModelConfig, Range, VariantSetting
-from nmt.models.attention.base import linear_flops, register_self_attention, settings_of
+from nmt.config import WINDOW, ModelConfig, settings_of
+from nmt.models.attention.base import linear_flops, register_self_attention
 from nmt.models.attention.full import FullAttention
-
-WINDOW = VariantSetting("window", int, 8, "transformer local/sparse attention: neighbours seen on each side.",
-                        bounds=Range(1, 1_000_000))
 
 
 def within_window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torch.Tensor:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from nmt.config import Range, VariantSetting
+from nmt.config import STRIDE, WINDOW
 from nmt.models.attention.base import register_self_attention
 from nmt.models.attention.full import FullAttention
-from nmt.models.attention.local import WINDOW, within_window
-
-STRIDE = VariantSetting("stride", int, 8, "transformer sparse attention: every stride-th position is also seen.",
-                        bounds=Range(1, 1_000_000))
+from nmt.models.attention.local import within_window
 
 
 @register_self_attention("sparse")

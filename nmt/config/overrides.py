@@ -1,0 +1,56 @@
+"""Overrides of config keys: the mapping `load_config` takes (`{"train.max_steps": 60}`), and the command line's
+`key=value` strings (`--set`), parsed here and only here into that mapping."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from nmt.errors import ConfigError, short_repr
+from nmt.yamlsafe import strict_yaml
+
+Overrides = Mapping[str, Any]  # dotted key -> Python value: {"train.max_steps": 60, "model.attention": "dot"}
+
+
+def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
+    """The mapping of `--set key.path=value` strings, in their order (a key given again takes the place of its
+    last occurrence); each value is read as YAML, so 3, 0.1, true, [1, 2] keep their types."""
+    overrides: dict[str, Any] = {}
+    for text in texts:
+        if "=" not in text:
+            raise ConfigError(f"--set {short_repr(text)}: expected key=value, for example train.lr=3e-4")
+        key, raw = text.split("=", 1)
+        try:
+            value = strict_yaml(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        overrides.pop(key.strip(), None)
+        overrides[key.strip()] = value
+    return overrides
+
+
+def as_overrides(overrides: Overrides | Iterable[str] | None, function: str = "nmt.load_config") -> dict[str, Any]:
+    """`overrides` as the mapping of dotted keys to values that `function` (the caller's caller) applies. The
+    list of `key=value` strings it once took is still read, through `parse_overrides`, with a
+    DeprecationWarning."""
+    if overrides is None:
+        return {}
+    if isinstance(overrides, Mapping):
+        for key in overrides:
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"overrides: a key must be a dotted config key such as 'train.max_steps', "
+                                  f"not {short_repr(key)}")
+        return dict(overrides)
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise ConfigError(f"overrides: expected a mapping such as {{'train.max_steps': 60}}, got "
+                          f"{type(overrides).__name__} {short_repr(overrides)}")
+    texts = list(overrides)
+    if not all(isinstance(text, str) for text in texts):
+        raise ConfigError(f"overrides: expected a mapping such as {{'train.max_steps': 60}}, got "
+                          f"{short_repr(texts)}")
+    warnings.warn(f"{function}(overrides=[...]) with key=value strings is deprecated; pass a mapping, e.g. "
+                  "overrides={'train.max_steps': 60}", DeprecationWarning, stacklevel=3)
+    return parse_overrides(texts)
