@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nmt.config.fields import FRACTION, Range, Section, setting
-from nmt.config.variants import check_attention
 from nmt.errors import ConfigError
 
 ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward activations of model.activation
@@ -50,8 +49,8 @@ class ModelConfig(Section):
 
 
 def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
-    """The checks that need more than one model key, the attention variant's settings among them: `max_tokens` is
-    data.max_tokens, `joint_vocab` is tokenizer.joint."""
+    """The checks that need more than one model key: `max_tokens` is data.max_tokens, `joint_vocab` is
+    tokenizer.joint."""
     if m.arch == "transformer" and m.d_model % m.heads:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
     if m.arch == "transformer" and m.max_positions < max_tokens + 2:
@@ -64,7 +63,6 @@ def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
-    check_attention(m)
 
 
 # Before variants had settings blocks, their settings were model keys of their own, and every saved config holds

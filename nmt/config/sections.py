@@ -11,6 +11,7 @@ from typing import ClassVar
 from nmt.config.decoding import DecodeConfig, check_decode
 from nmt.config.fields import FRACTION, Range, Section, setting
 from nmt.config.model import ModelConfig, check_model
+from nmt.config.variants import check_attention
 from nmt.errors import ConfigError, short_repr
 
 
@@ -158,6 +159,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"name: {short_repr(cfg.name)} must be 1 to 200 letters, digits, '_', '-' or '.', not "
                           "starting with a dot (it names a folder under run_root)")
     check_model(cfg.model, cfg.data.max_tokens, cfg.tokenizer.joint)
+    check_attention(cfg.model)
     check_decode(cfg.decode)
     tr = cfg.train
     if len(tr.betas) != 2:
