@@ -533,7 +533,7 @@ def _links(result: Aligned, target_words: int) -> tuple[np.ndarray, list[int]] |
     """The sentence's word alignment (target words, source words) and the source word each target word comes from
     most, or None where there is no alignment to use."""
     weights = result.weights
-    if weights is None or weights.ndim != 2 or weights.shape[0] != target_words or not weights.shape[1]:
+    if weights is None or weights.ndim != 2 or weights.shape[0] != target_words or 0 in weights.shape:
         return None
     return weights, np.argmax(weights, axis=1).tolist()
 

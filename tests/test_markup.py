@@ -155,6 +155,13 @@ def test_without_an_alignment_inline_tags_go_to_the_edges_of_their_sentence():
         "<br/>A big dog<img src='x'/>"
 
 
+def test_a_sentence_translated_to_nothing_keeps_its_inline_tags_balanced():
+    def empty(sentences: list[str]) -> list[Aligned]:
+        return [Aligned("", np.zeros((0, len(s.split())))) for s in sentences]  # no target word: a (0, S) alignment
+
+    assert translate_document("<p>Ein <b>großer</b> Hund</p>", "html", empty) == "<p><b></b></p>"
+
+
 def test_a_tag_across_sentences_stays_balanced_and_whitespace_between_sentences_is_kept():
     def two(text: str) -> list[tuple[int, int]]:
         cut = text.index(".") + 1
