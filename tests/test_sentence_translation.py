@@ -148,7 +148,7 @@ def test_evaluation_validation_and_tuning_never_split(trained_run, tmp_path, mon
     assert report["hypotheses"] == [text for text, _ in translator.best(TRICKY)] and report["sentences"] == 2
     assert nmt.evaluate(trained_run, device="cpu")["sentences"] == len(split_pair(translator.cfg, "test")[0])
     assert {row["length_penalty"] for row in tune_length_penalty(translator, (1.0,))["table"]} == {1.0}
-    cfg = load_config(RunDir(trained_run).config, ["train.eval_bleu=true"])
+    cfg = load_config(RunDir(trained_run).config, {"train.eval_bleu": True})
     scores = validation_scores(translator.engine.model, prepare(cfg), cfg, CPU)
     assert math.isfinite(scores["bleu"])
 
