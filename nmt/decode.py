@@ -115,6 +115,27 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
     return [results[sent] for sent in range(batch)]
 
 
+def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tensor, eos: int,
+            k: int) -> tuple[torch.Tensor, ...]:
+    """One beam step's best 2K expansions of each sentence, from its rows' `log_probs` (n*width, V) and summed
+    `scores` (n, width), only EOS allowed in the rows `at_limit` (n*width,): the best 2K of each row first, then of
+    each sentence, so no (n, width * V) sum is formed. Returns the log-probs as masked, each row's best tokens
+    (n*width, C), and each sentence's 2K candidates: summed scores, rows and tokens (n, 2K)."""
+    n, width = scores.shape
+    if at_limit.any():
+        only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
+        only_eos[:, eos] = log_probs[:, eos]
+        log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
+    row_scores, row_tokens = log_probs.topk(min(2 * k, log_probs.size(-1)), dim=1)  # (n*width, C)
+    per_row = row_scores.size(1)
+    candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
+    top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
+    top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=scores.device)[:, None]  # (n, 2K)
+    picked = (top_rows * per_row + top_ids % per_row).view(-1)  # (n*2K,) flat positions in row_tokens
+    top_tokens = row_tokens.view(-1).gather(0, picked).view_as(top_ids)  # (n, 2K)
+    return log_probs, row_tokens, top_scores, top_rows, top_tokens
+
+
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
                 return_attention: bool = False) -> list[list[Hypothesis]]:
@@ -145,22 +166,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
         n = active.numel()
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n*width, V)
-        vocab = log_probs.size(-1)
         at_limit = (limit <= step).repeat_interleave(width)  # (n*width,)
-        if at_limit.any():
-            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
-            only_eos[:, eos] = log_probs[:, eos]
-            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
-        # The best 2K expansions of each row, then of each sentence: no (n, width * V) sum is formed.
-        row_scores, row_tokens = log_probs.topk(min(2 * k, vocab), dim=1)  # (n*width, C)
-        per_row = row_scores.size(1)
-        candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
-        top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
-        top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=device)[:, None]  # (n, 2K)
-        picked = (top_rows * per_row + top_ids % per_row).view(-1)  # (n*2K,) flat positions in row_tokens
-        top_tokens = row_tokens.view(-1).gather(0, picked).view_as(top_ids)  # (n, 2K)
+        log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
         is_eos = top_tokens == eos  # (n, 2K)
         normed = top_scores / gnmt_penalty(step + 1, length_penalty)  # (n, 2K) every candidate has step+1 tokens
         new_done = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, <=K)
@@ -178,7 +187,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
                 del kept[k:]
                 if len(kept) == k:
                     worst[group] = kept[-1].score
-        alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(min(k, top_ids.size(1)), dim=1)  # (n, <=K)
+        alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(min(k, top_scores.size(1)), dim=1)  # (n, <=K)
         if pick.size(1) < k:  # fewer candidates than beams (a vocabulary under K): the missing beams start dead
             missing = k - pick.size(1)
             alive_scores = torch.cat([alive_scores, alive_scores.new_full((n, missing), NEG_INF)], dim=1)  # (n, K)
@@ -242,26 +251,15 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         n = len(active)
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n*width, V)
-        vocab = log_probs.size(-1)
         at_limit = (limit <= step).repeat_interleave(width)  # (n*width,)
         lacking = torch.tensor([p.unmet > 0 for p in progress], device=device) & ~at_limit  # (n*width,)
         if lacking.any():  # no EOS while a term is unmet
             eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
             eos_column[:, eos] = lacking
             log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
-        if at_limit.any():
-            only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
-            only_eos[:, eos] = log_probs[:, eos]
-            log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
-        row_scores, row_tokens = log_probs.topk(min(2 * k, vocab), dim=1)  # (n*width, C)
-        per_row = row_scores.size(1)
-        candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
-        top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)
-        top_rows = top_ids // per_row + torch.arange(0, n * width, width, device=device)[:, None]  # (n, 2K)
-        picked = (top_rows * per_row + top_ids % per_row).view(-1)  # (n*2K,) flat positions in row_tokens
-        top_tokens = row_tokens.view(-1).gather(0, picked).view_as(top_ids)  # (n, 2K)
+        log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
         # Each row's best token, the tokens its unmet terms want, and EOS where it has met them all (it may score
         # below the best 2K, which hypotheses lacking terms fill), scored in one gather
         extra = [(row, token) for row, p in enumerate(progress)
