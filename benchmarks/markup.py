@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from eflomal import Aligner
 
 from benchmarks.common import (
     add_device,
@@ -42,6 +41,7 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE
+from nmt.errors import NmtError
 from nmt.evaluation import split_pair
 from nmt.markup import Aligned, SentenceTranslator, splitter, translate_document
 from nmt.translator import ALIGNMENT_LAYER, Translator, load_translator
@@ -171,6 +171,10 @@ def run_documents(docs: list[tuple[str, dict]], translate: SentenceTranslator) -
 def eflomal_links(pairs: list[tuple[str, str]], train: tuple[list[str], list[str]]) -> dict[tuple[str, str], set]:
     """eflomal's links (source word, target word), both directions intersected, of each pair, trained on the pairs
     with the training set."""
+    try:
+        from eflomal import Aligner
+    except ImportError:
+        raise NmtError("eflomal is not installed; install the align extra: pip install -e '.[align]'") from None
     unique = list(dict.fromkeys(pairs))
     sources = [s.lower() for s in train[0]] + [s.lower() for s, _ in unique]
     targets = [t.lower() for t in train[1]] + [t.lower() for _, t in unique]
