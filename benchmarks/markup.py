@@ -82,7 +82,8 @@ def documents(lines: list[str]) -> list[tuple[str, dict[str, int]]]:
             before += len(words)
             if line_number % 3 == 0:
                 low, high = max(0, chosen - rng.randint(0, 1)), min(len(words) - 1, chosen + rng.randint(0, 1))
-                words[low], words[high] = "<strong>" + words[low], words[high] + "</strong>"
+                words[low] = "<strong>" + words[low]  # one statement each: low may be high
+                words[high] = words[high] + "</strong>"
             parts.append(" ".join(words))
         out.append(("<p>" + " ".join(parts) + "</p>", judged))
     return out

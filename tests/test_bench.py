@@ -572,3 +572,15 @@ def test_trace_calls_prints_the_hops_that_reach_the_target():
     assert trace["chain"][-1] == target and "nmt/cli.py:prepare_main" in trace["chain"]
     assert "nmt/cli.py:prepare_main -> nmt/cli.py:config_from_args" in trace["hops"]
     assert trace["hop_count"] == len(trace["hops"]) and trace["files_before"] == len(trace["files"])
+
+
+def test_the_markup_benchmarks_documents_are_balanced_html_with_one_judged_tag_per_line():
+    from benchmarks.markup import Read, balanced, documents
+
+    lines = (REPO / "data" / "sample" / "test.de").read_text(encoding="utf-8").splitlines()[:60]
+    docs = documents(lines)
+    assert sum(len(judged) for _, judged in docs) == sum(1 for line in lines if line.split())
+    for document, judged in docs:
+        read = Read(document)
+        assert balanced(read.tags), document  # the wider <strong> opens even where it covers one word
+        assert set(judged) <= set(read.spans)
