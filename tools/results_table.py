@@ -150,8 +150,9 @@ def _cells(models: list[Model]) -> list[str]:
     return cells
 
 
-def _updates(models: list[Model]) -> str:
-    low, high = min(m.updates for m in models), max(m.updates for m in models)
+def _updates(counts: list[int]) -> str:
+    """The range of update counts of some models ("1,000", or "1,995–2,660")."""
+    low, high = min(counts), max(counts)
     return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
@@ -170,11 +171,12 @@ def _group_rows(models: list[Model]) -> list[tuple[tuple[int, float], list[str]]
             seeds = sorted({m.run.get("seed", m.cfg.train.seed) for m in runs})
             who = (f"{len(runs)} seeds ({', '.join(map(str, seeds))})" if len(runs) > 1
                    else f"seed {seeds[0]}")
-            rows.append(markdown_row([f"{words}: `{group}`", who, _updates(runs), *_cells(runs),
+            rows.append(markdown_row([f"{words}: `{group}`", who, _updates([m.updates for m in runs]), *_cells(runs),
                                       ", ".join(sorted({m.commit for m in runs}))]))
         for ensemble in (m for m in members if m.kind == "ensemble"):
             rows.append(markdown_row([f"{words}: ensemble `{ensemble.name}`",
-                                      f"{len(ensemble.run['members'])} models", _updates([ensemble]),
+                                      f"{len(ensemble.run['members'])} models",
+                                      _updates([member["updates"] for member in ensemble.run["members"]]),
                                       *_cells([ensemble]), ensemble.commit]))
         mean_bleu = statistics.mean(m.scores["test"]["bleu"] for m in (runs or members))
         ranked.append(((order, -mean_bleu), rows))
