@@ -200,17 +200,19 @@ def test_sparse_attends_exactly_to_its_pattern(causal: bool) -> None:
 
 @pytest.mark.parametrize("causal, chunk", [(False, 64), (True, 64), (True, 4), (True, 1)])
 def test_linear_attention_matches_reference(causal: bool, chunk: int, monkeypatch) -> None:
-    """The causal form's chunks (one, a split with a shorter last chunk, one position each) all give the sums."""
+    """The causal form's chunks (one, a split with a shorter last chunk, one position each) all give the sums
+    written out position by position over the real keys: outputs and gradients."""
     from nmt.models.attention import linear
 
     monkeypatch.setattr(linear, "CHUNK", chunk)
     torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 6, 4) for _ in range(3))
+    q, k, v = (torch.randn(2, 2, 6, 4, requires_grad=True) for _ in range(3))
+    weight = torch.randn(2, 2, 6, 4)  # a loss that reaches every output
     keys = key_mask([6, 4], 6)
     core = self_core("linear")
     out, _ = core(q, k, v, core.build_mask(6, keys, causal, q.device), causal)
     phi_q, phi_k = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
-    expected = torch.zeros_like(out)
+    rows = []
     for b in range(2):
         for i in range(6):
             num, den = torch.zeros(2, 4), torch.zeros(2, 1)
@@ -218,8 +220,13 @@ def test_linear_attention_matches_reference(causal: bool, chunk: int, monkeypatc
                 if keys[b, j] and (j <= i or not causal):
                     sim = (phi_q[b, :, i] * phi_k[b, :, j]).sum(-1, keepdim=True)  # (h, 1)
                     num, den = num + sim * v[b, :, j], den + sim
-            expected[b, :, i] = num / den
+            rows.append(num / den)
+    expected = torch.stack(rows).view(2, 6, 2, 4).transpose(1, 2)  # (B, h, T, d)
     torch.testing.assert_close(out, expected)
+    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
+    expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
+    for grad, expected_grad in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, expected_grad)
 
 
 @pytest.mark.parametrize("name", list(SELF_ATTENTION))

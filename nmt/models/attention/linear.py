@@ -24,7 +24,8 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     products, which made training several times slower than full attention."""
     nums, dens = [], []
     state = norm = None  # sum phi(k) v^T (B, h, d, dv) and sum phi(k) (B, h, d) of the chunks so far
-    for start in range(0, fq.shape[2], CHUNK):
+    length = fq.shape[2]
+    for start in range(0, length, CHUNK):
         q, k, val = (x[:, :, start:start + CHUNK] for x in (fq, fk, v))  # (B, h, C, d), (B, h, C, d), (B, h, C, dv)
         scores = (q @ k.transpose(-2, -1)).tril()  # (B, h, C, C)
         num, den = scores @ val, scores.sum(-1, keepdim=True)  # (B, h, C, dv), (B, h, C, 1)
@@ -32,6 +33,8 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
             num, den = num + q @ state, den + q @ norm[..., None]
         nums.append(num)
         dens.append(den)
+        if start + CHUNK >= length:
+            break  # no chunk follows to read the sums
         chunk_state, chunk_norm = k.transpose(-2, -1) @ val, k.sum(2)  # (B, h, d, dv), (B, h, d)
         state = chunk_state if state is None else state + chunk_state
         norm = chunk_norm if norm is None else norm + chunk_norm
