@@ -40,9 +40,9 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, decode_with
-from nmt.decode import max_lengths
 from nmt.evaluation import split_pair
 from nmt.fileio import sha256_file
+from nmt.search import max_lengths
 from nmt.translator import load_translator
 
 MODULE = "benchmarks.hf_agreement"

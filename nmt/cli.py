@@ -1,6 +1,6 @@
 """The console commands: parse the arguments, call the library, print one-line errors and set the exit status.
 
-Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluation, nmt.translate, ...);
+Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluation, nmt.stream, ...);
 this module owns what only a process should: logging set-up on stderr, the signal-exit policy, exit codes, and
 the flags. The benchmarks and nmt-serve (nmt/serve/command.py) build their commands from the same pieces.
 """
@@ -307,7 +307,7 @@ def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
     from nmt.glossary import load_glossary
     from nmt.sentences import MODES
-    from nmt.translate import Stream, check_paths, translate_file
+    from nmt.stream import Stream, check_paths, translate_file
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
     parser.add_argument("--checkpoint", "-c", action="append", required=True, metavar="MODEL",

@@ -26,13 +26,13 @@ from sacrebleu.significance import PairedTest
 from nmt.checkpoint import load_model
 from nmt.config import Config, load_config
 from nmt.data import normalize
-from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, summarize
 from nmt.errors import CheckpointError, ConfigError, DataError
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.rundir import RunDir, read_metrics
+from nmt.search import Hypothesis
 from nmt.translator import Translator, from_loaded
 from nmt.utils import resolve_device
 

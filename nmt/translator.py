@@ -25,7 +25,6 @@ import torch
 from nmt.checkpoint import Loaded, load_model
 from nmt.config import Config, DecodeConfig, config_from_dict, decode_with
 from nmt.data import normalize
-from nmt.decode import Ensemble, Hypothesis
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
 from nmt.engines.ctranslate2 import MANIFEST, NO_GLOSSARY, CTranslate2Engine, export_files, is_export, read_manifest
@@ -35,6 +34,7 @@ from nmt.fileio import sha256_file
 from nmt.glossary import GlossaryLike, line_terms
 from nmt.markup import Aligned, splitter, translate_document, word_weights
 from nmt.rundir import RunDir
+from nmt.search import Ensemble, Hypothesis
 from nmt.sentences import Pieces, split, split_mode
 from nmt.tokenizer import Tokenizer
 from nmt.utils import resolve_device

@@ -243,9 +243,9 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_tok
     tree = tmp_path / "other"
     shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__"))
     if change is not None:
-        decode = tree / "nmt" / "decode.py"
+        search = tree / "nmt" / "search.py"
         cap = ".floor().clamp(0, most).long()"
-        decode.write_text(decode.read_text(encoding="utf-8").replace(cap, cap + " - 1"), encoding="utf-8")
+        search.write_text(search.read_text(encoding="utf-8").replace(cap, cap + " - 1"), encoding="utf-8")
     args = [str(run), "--limit", "1", "--batched-limit", "3", "--beam", "2", "--device", "cpu", "--threads", "1",
             "--against", str(tree), "--repeats", "2", "--out-dir", str(tmp_path)]
     assert scripts["decode"].main(args) == 0

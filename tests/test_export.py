@@ -14,11 +14,11 @@ from nmt.checkpoint import load_model, save_checkpoint
 from nmt.cli import evaluate_main, export_main, translate_main
 from nmt.config import config_from_dict, to_dict
 from nmt.data import collate, read_pair, resolve_files
-from nmt.decode import gnmt_penalty
 from nmt.errors import ExportError
 from nmt.evaluation import tune_length_penalty
 from nmt.export import MANIFEST, export_ctranslate2, read_manifest, supported_quantizations
 from nmt.models import build_model
+from nmt.search import gnmt_penalty
 from nmt.translator import load_translator
 
 CPU = torch.device("cpu")
@@ -95,7 +95,7 @@ def test_float32_export_decodes_like_pytorch(trained_run, exports, sample_source
 def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, sample_sources, alpha):
     """Both engines end a sentence once `beam` hypotheses have finished and rank them by the GNMT score.
 
-    CTranslate2 searches each group of sentences to their own length cap, as nmt.decode does. Not at 1.0 on this
+    CTranslate2 searches each group of sentences to their own length cap, as nmt.search does. Not at 1.0 on this
     barely trained model: its beams run to the cap, where they all end at once and CTranslate2 keeps the `beam`
     best by its own penalty (length ** alpha), dropping the empty output that the GNMT form ranks first at 1.0.
     A trained model seldom reaches the cap (benchmarks/lp_agreement.py measures it).

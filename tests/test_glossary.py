@@ -12,10 +12,10 @@ import torch
 from nmt.cli import translate_main
 from nmt.config import DecodeConfig
 from nmt.data import collate, read_pair, resolve_files
-from nmt.decode import beam_search, constrained_beam_search
 from nmt.engines.ctranslate2 import CTranslate2Engine
 from nmt.errors import DataError, ExportError
 from nmt.glossary import MAX_ENTRIES, Glossary, line_terms, load_glossary
+from nmt.search import beam_search, constrained_beam_search
 from nmt.translator import Translator, load_translator
 from tests.conftest import fails_cleanly
 

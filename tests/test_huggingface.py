@@ -23,9 +23,9 @@ from nmt.checkpoint import load_checkpoint, load_model
 from nmt.cli import export_main, import_main, train_main
 from nmt.config import ModelConfig, decode_with
 from nmt.data import collate, read_pair
-from nmt.decode import max_lengths
 from nmt.fileio import sha256_file
 from nmt.models.transformer import Transformer
+from nmt.search import max_lengths
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, VocabInfo
 from nmt.translator import load_translator
 from tests.conftest import REPO, SHARED, tiny_config, untrained_run

@@ -141,7 +141,7 @@ def test_the_library_imports_neither_benchmarks_nor_tools_and_benchmarks_never_i
 
 def test_translating_serving_and_evaluating_do_not_import_matplotlib():
     """matplotlib takes about a second to import; only the commands that plot may load it."""
-    loaded = _in_a_fresh_interpreter("import sys, nmt.cli, nmt.translate, nmt.evaluation, nmt.serve.app, "
+    loaded = _in_a_fresh_interpreter("import sys, nmt.cli, nmt.stream, nmt.evaluation, nmt.serve.app, "
                                      "nmt.serve.command; print(sorted(m for m in sys.modules "
                                      "if m.split('.')[0] == 'matplotlib')[:3])")
     assert loaded == "[]", loaded

@@ -16,13 +16,13 @@ from nmt.checkpoint import load_bundle, load_model, save_bundle
 from nmt.cli import evaluate_main, train_main, translate_main
 from nmt.config import TUNED_PENALTIES, DecodeConfig, decode_with
 from nmt.data import read_pair, resolve_files
-from nmt.decode import Ensemble, decode_batch, gnmt_penalty
 from nmt.engines import Abilities
 from nmt.engines import pytorch as pytorch_engine
 from nmt.engines.pytorch import batches_by_tokens, side_by_side
 from nmt.errors import ConfigError
 from nmt.evaluation import score, split_pair, tune_length_penalty
 from nmt.fileio import sha256_file
+from nmt.search import Ensemble, decode_batch, gnmt_penalty
 from nmt.translator import check_abilities, from_loaded, load_translator
 from tests.conftest import tiny_config, untrained_run
 

@@ -1,6 +1,6 @@
 """The engines a `Translator` searches with, behind one protocol that says what each can do.
 
-`pytorch.TorchEngine` runs `nmt.decode` on a PyTorch model (one checkpoint, or an ensemble of several);
+`pytorch.TorchEngine` runs `nmt.search` on a PyTorch model (one checkpoint, or an ensemble of several);
 `ctranslate2.CTranslate2Engine` runs a CTranslate2 export. Callers ask an engine's `abilities`, never its type
 or name (the name only labels reports and messages).
 """
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis
+from nmt.search import Hypothesis
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,17 @@ An export folder (written by `nmt.export`) holds CTranslate2's files, the senten
 the source checkpoint and its sha256, the run's config and the sha256 of every file, checked each time the folder is
 loaded.
 
-`CTranslate2Engine` decodes with CTranslate2's batched search under the settings of `nmt.decode`: beam
+`CTranslate2Engine` decodes with CTranslate2's batched search under the settings of `nmt.search`: beam
 size, n-best, batches of `batch_tokens / beam` source tokens (cut by CTranslate2, one batch per CPU thread at
 a time), the per-sentence length cap floor(a * source length + b) (sentences are searched in groups of equal cap,
 each group one step past it; outputs longer than the cap are cut to it and rescored with EOS there) and the
 length penalty alpha. Its search is the one of `decode.stop: finished` (a sentence ends once `beam` hypotheses
 have ended; at alpha 0 CTranslate2 also waits for the best beam to end), so `stop: bound` is refused. It returns
 `beam` finished hypotheses, and they are ranked again with the GNMT penalty ((5 + length) / 6) ** alpha of
-`nmt.decode`. When more than `beam` hypotheses have ended by the last step (several end at once), CTranslate2
+`nmt.search`. When more than `beam` hypotheses have ended by the last step (several end at once), CTranslate2
 keeps the `beam` best by its own penalty, length ** beta, and cannot be asked for more; beta is chosen per group
 so that this ranks as the GNMT penalty does around the group's source length (`ranking_penalty`). The two can
-still differ there, and at the cap, where `nmt.decode` ends every beam with EOS while CTranslate2 takes one more
+still differ there, and at the cap, where `nmt.search` ends every beam with EOS while CTranslate2 takes one more
 step and keeps its `beam` best expansions (whose parents, cut and ended there, may be fewer). Beam 1 is
 unaffected. ctranslate2 is an optional
 dependency (`pip install 'nmt[deploy]'`), imported only here and in `nmt.export`, and only when used.
@@ -32,10 +32,10 @@ import sentencepiece as spm
 import torch
 
 from nmt.config import DecodeConfig, config_from_dict
-from nmt.decode import Hypothesis, gnmt_penalty, max_lengths
 from nmt.engines import Abilities
 from nmt.errors import ExportError
 from nmt.fileio import atomic_output, sha256_file
+from nmt.search import Hypothesis, gnmt_penalty, max_lengths
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
@@ -145,7 +145,7 @@ def ranking_penalty(alpha: float, length: float) -> float:
 
 
 class CTranslate2Engine:
-    """Search with CTranslate2 over source ids, under the settings `nmt.decode` uses."""
+    """Search with CTranslate2 over source ids, under the settings `nmt.search` uses."""
 
     name = "ctranslate2"
     abilities = Abilities(attention=False, n_best=True, stops=("finished",), devices=("cpu", "cuda"))
@@ -187,7 +187,7 @@ class CTranslate2Engine:
         # a group CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own:
         # batch_tokens / beam source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens
         # (int8 beam 5 on 2 cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000).
-        # min_decoding_length 0: EOS may come first (an empty output), as in nmt.decode; CTranslate2's default of
+        # min_decoding_length 0: EOS may come first (an empty output), as in nmt.search; CTranslate2's default of
         # 1 searches other hypotheses.
         by_limit: dict[int, list[int]] = {}
         for i, limit in enumerate(limits):
@@ -213,13 +213,13 @@ class CTranslate2Engine:
                 results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** beta))
                 if len(ids) > limit:
                     cut.append((i, rank, pieces[:limit]))
-        if cut:  # forced EOS at the cap, as nmt.decode does: score the cut outputs with their EOS
+        if cut:  # forced EOS at the cap, as nmt.search does: score the cut outputs with their EOS
             scored = self.translator.score_batch([tokens[i] for i, _, _ in cut], [p for _, _, p in cut],
                                                  max_batch_size=cfg.batch_tokens, batch_type="tokens",
                                                  max_input_length=0)
             for (i, rank, _), result in zip(cut, scored, strict=True):
                 results[i][rank].log_prob = float(sum(result.log_probs))
-        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** beta; rank as nmt.decode
+        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** beta; rank as nmt.search
             for hyp in hyps:
                 hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.alpha)
             unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cut ones can meet

@@ -1,4 +1,4 @@
-"""The PyTorch engine: `nmt.decode`'s greedy or beam search on one model or an ensemble."""
+"""The PyTorch engine: `nmt.search`'s greedy or beam search on one model or an ensemble."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from torch import nn
 
 from nmt.config import STOP_RULES, DecodeConfig
 from nmt.data import collate
-from nmt.decode import Ensemble, Hypothesis, decode_batch, forced_log_probs
 from nmt.engines import Abilities
 from nmt.kernels import keep_freed_memory
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
 from nmt.models.transformer import Transformer
+from nmt.search import Ensemble, Hypothesis, decode_batch, forced_log_probs
 from nmt.utils import autocast
 
 
@@ -80,7 +80,7 @@ def torch_threads(count: int) -> Iterator[None]:
 
 
 class TorchEngine:
-    """Greedy or beam search of `nmt.decode` on a PyTorch model, in length-sorted batches under a token budget."""
+    """Greedy or beam search of `nmt.search` on a PyTorch model, in length-sorted batches under a token budget."""
 
     name = "pytorch"
     abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True,

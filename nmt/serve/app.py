@@ -24,11 +24,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from nmt.config import DecodeConfig, decode_with
-from nmt.decode import Hypothesis
 from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import MESSAGE, ConfigError, DataError, excerpt, short_repr
 from nmt.glossary import Glossary
+from nmt.search import Hypothesis
 from nmt.sentences import MODES, split, split_mode
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis
+from nmt.search import Hypothesis
 from nmt.serve.limits import WAIT_MS
 from nmt.translator import Translator
 

@@ -12,7 +12,8 @@ from torch import nn
 
 from nmt.config import DecodeConfig
 from nmt.constraints import Constraints
-from nmt.decode import (
+from nmt.models.base import Memory, Seq2Seq, State
+from nmt.search import (
     Ensemble,
     Hypothesis,
     beam_search,
@@ -22,7 +23,6 @@ from nmt.decode import (
     greedy_search,
     max_lengths,
 )
-from nmt.models.base import Memory, Seq2Seq, State
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 A, B, C, D = 4, 5, 6, 7
