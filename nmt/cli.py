@@ -3,6 +3,8 @@
 Everything a command does is a function of the library (nmt.api, nmt.run, nmt.evaluation, nmt.stream, ...);
 this module owns what only a process should: logging set-up on stderr, the signal-exit policy, exit codes, and
 the flags. The benchmarks and nmt-serve (nmt/serve/command.py) build their commands from the same pieces.
+A command imports the modules that load torch once its arguments are parsed, so `import nmt.cli` and --help need
+no torch.
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-import torch
-
-from nmt.checkpoint import average_checkpoints, load_bundle, save_bundle
 from nmt.config import (
     AUTO,
     STOP_RULES,
@@ -32,15 +31,11 @@ from nmt.config import (
     reference_markdown,
     variant_reference,
 )
-from nmt.data import prepare, read_pair, summary
 from nmt.diagnostics import Thresholds
 from nmt.errors import MESSAGE, ConfigError, ExportError, NmtError, TrainingInterrupted, excerpt, short_repr
-from nmt.evaluation import summary as eval_summary
 from nmt.fileio import check_input, check_output, describe_os_error
-from nmt.run import check_data_paths, train_run
 from nmt.rundir import RunDir
 from nmt.signals import Interrupted, exit_status, terminate_cleanly
-from nmt.utils import resolve_device
 
 if TYPE_CHECKING:
     from nmt.translator import Translator
@@ -76,10 +71,11 @@ def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
             return 1
         except OSError as err:
             _say(describe_os_error(err))
-        except torch.OutOfMemoryError:
-            print("error: out of memory on the device; lower train.batch_tokens (training) or --batch-tokens "
-                  "(decoding)", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+            if _out_of_memory(err):
+                print("error: out of memory on the device; lower train.batch_tokens (training) or --batch-tokens "
+                      "(decoding)", file=sys.stderr)
+                return 1
             if os.environ.get(TRACEBACK_ENV):
                 raise
             if _peer_gone(err):
@@ -97,6 +93,12 @@ def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | No
 def _say(message: str) -> None:
     """Print an error line, cut to a marked excerpt when it echoes a long value (a path, a config string)."""
     print(f"error: {excerpt(message, MESSAGE)}", file=sys.stderr)
+
+
+def _out_of_memory(err: Exception) -> bool:
+    """Whether `err` is torch's out-of-memory error (torch is loaded once anything could run out of memory)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(err, torch.OutOfMemoryError)
 
 
 def _peer_gone(err: Exception) -> bool:
@@ -218,6 +220,9 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
+    from nmt.data import prepare, summary
+    from nmt.run import check_data_paths
+
     cfg = config_from_args(args)
     check_data_paths(cfg)
     print(summary(prepare(cfg)))
@@ -234,6 +239,9 @@ def train_main(argv: list[str] | None = None) -> int:
                         help="skip the final test-set evaluation (decode.length_penalty auto is still tuned on the "
                              "validation split)")
     args = parser.parse_args(argv)
+    from nmt.evaluation import summary as eval_summary
+    from nmt.run import train_run
+
     cfg = config_from_args(args)
     setup_logging()
     run = train_run(cfg, args.restart, not args.no_evaluate, command_line("nmt-train", argv))
@@ -264,12 +272,13 @@ def evaluate_parser() -> argparse.ArgumentParser:
 def evaluate_main(argv: list[str] | None = None) -> int:
     """nmt-evaluate RUN_OR_CHECKPOINT_OR_EXPORT...: translate a split (or --src/--ref files) and score it with
     sacrebleu. Several models (or -c MODEL, repeated) decode as an ensemble."""
+    parser = evaluate_parser()
+    args = parser.parse_args(argv)
+    from nmt.data import read_pair
     from nmt.evaluation import check_tuning, evaluate, report_paths, split_pair, tune_command, write_report
     from nmt.evaluation import summary as eval_summary
     from nmt.translator import model_inputs
 
-    parser = evaluate_parser()
-    args = parser.parse_args(argv)
     paths = args.models + args.checkpoint
     if not paths:
         parser.error("give at least one model (run folder, checkpoint file or export folder)")
@@ -305,9 +314,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 @command
 def translate_main(argv: list[str] | None = None) -> int:
     """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
-    from nmt.glossary import load_glossary
     from nmt.sentences import MODES
-    from nmt.stream import Stream, check_paths, translate_file
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
     parser.add_argument("--checkpoint", "-c", action="append", required=True, metavar="MODEL",
@@ -342,6 +349,9 @@ def translate_main(argv: list[str] | None = None) -> int:
     add_threshold_args(parser, "--attention-stats")
     add_decode_args(parser)
     args = parser.parse_args(argv)
+    from nmt.glossary import load_glossary
+    from nmt.stream import Stream, check_paths, translate_file
+
     check_paths(args.checkpoint, args.input, args.output, args.attention_stats, args.attention_plots, args.glossary,
                 args.constraints)
     glossary = load_glossary(args.glossary) if args.glossary else None
@@ -413,6 +423,8 @@ def average_main(argv: list[str] | None = None) -> int:
                         help="with a run folder: average its best K checkpoints")
     parser.add_argument("-o", "--output", required=True, help="averaged checkpoint to write")
     args = parser.parse_args(argv)
+    from nmt.checkpoint import average_checkpoints, load_bundle, save_bundle
+
     if args.best:
         run = Path(args.inputs[0])
         if len(args.inputs) != 1 or not run.is_dir():
@@ -437,6 +449,7 @@ def average_main(argv: list[str] | None = None) -> int:
 def compare_main(argv: list[str] | None = None) -> int:
     """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
     from nmt.compare import DIAG_SENTENCES, HEATMAPS, RUN_FILES, compare, markdown
+    from nmt.utils import resolve_device
 
     parser = Parser(prog="nmt-compare", description=compare_main.__doc__)
     parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # the functions take tensors, but importing Thresholds (the CLI's flags) needs no torch
+    import torch
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Thresholds:
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     """Entropy in nats of each attention row: (..., S) -> (...)."""
     p = weights.double().clamp_min(0.0)
-    return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    return -(p * p.clamp_min(1e-30).log()).sum(-1)
 
 
 def row_classes(weights: torch.Tensor, thresholds: Thresholds | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,7 +44,7 @@ def row_classes(weights: torch.Tensor, thresholds: Thresholds | None = None) -> 
     cols = weights.shape[-1]
     focused = weights.max(dim=-1).values > thresholds.focused  # (T,)
     if cols < 2:  # one source position: a zero-entropy row is not near-uniform (log(1) = 0 would say it is)
-        return focused, torch.zeros_like(focused)
+        return focused, focused.new_zeros(focused.shape)
     uniform = row_entropy(weights) > thresholds.uniform * math.log(cols)  # (T,)
     return focused, uniform
 
@@ -55,13 +56,12 @@ def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None,
     rows, cols = weights.shape  # (T, S)
     entropy = row_entropy(weights)  # (T,)
     peak = weights.max(dim=-1).values  # (T,)
-    max_entropy = torch.log(torch.tensor(float(cols), dtype=torch.float64)) if cols > 1 else torch.tensor(1.0)
     focused, uniform = row_classes(weights, thresholds)  # (T,) each
     stats: dict[str, Any] = {
         "rows": rows,
         "source_len": cols,
         "mean_entropy": float(entropy.mean()),
-        "mean_norm_entropy": float((entropy / max_entropy).mean()) if cols > 1 else 0.0,
+        "mean_norm_entropy": float((entropy / entropy.new_tensor(float(cols)).log()).mean()) if cols > 1 else 0.0,
         "mean_max_weight": float(peak.mean()),
         "focused_share": float(focused.double().mean()),
         "uniform_share": float(uniform.double().mean()),

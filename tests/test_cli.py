@@ -4,11 +4,43 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 
 import pytest
+import tomllib
 
 from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
-from tests.conftest import tiny_config
+from tests.conftest import REPO, tiny_config
+
+# The console scripts whose --help needs no torch (the others' help lists names that live beside torch code).
+HELP_WITHOUT_TORCH = ("nmt-prepare", "nmt-train", "nmt-evaluate", "nmt-translate", "nmt-average", "nmt-config-doc",
+                      "nmt-serve")
+HELP_CHECK = """
+import contextlib, importlib, io, json, sys
+import nmt.cli
+seen = {"import nmt.cli": [0, "torch" in sys.modules]}
+for name, target in json.loads(sys.argv[1]):
+    module, function = target.split(":")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        status = getattr(importlib.import_module(module), function)(["--help"])
+    seen[name] = [status if out.getvalue().startswith("usage: " + name) else "no usage", "torch" in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def test_nmt_cli_imports_without_torch_and_every_console_script_prints_its_help():
+    """One fresh interpreter: `import nmt.cli`, then each script of pyproject.toml with --help (the torch-free ones
+    first): every help exits 0 with its usage, and torch is loaded only by the helps that need it."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert set(HELP_WITHOUT_TORCH) <= set(scripts)
+    order = sorted(scripts.items(), key=lambda item: item[0] not in HELP_WITHOUT_TORCH)
+    done = subprocess.run([sys.executable, "-c", HELP_CHECK, json.dumps(order)], capture_output=True, text=True,
+                          cwd=REPO, check=True)
+    seen = json.loads(done.stdout)  # name -> [exit status, torch loaded by then]
+    assert seen.pop("import nmt.cli") == [0, False]
+    assert {name: status for name, (status, _) in seen.items()} == dict.fromkeys(scripts, 0), seen
+    assert [name for name in HELP_WITHOUT_TORCH if seen[name][1]] == [], seen
 
 
 def test_prepare_prints_counts(tmp_path, capsys):

@@ -292,6 +292,21 @@ def test_a_dead_peer_is_said_in_plain_words(tmp_path, monkeypatch):
         dist.destroy_process_group()
 
 
+def test_running_out_of_device_memory_is_one_line_and_status_1(capsys, monkeypatch):
+    import torch
+
+    from nmt.cli import command
+
+    @command
+    def runs_out(argv: list[str] | None = None) -> int:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setenv("NMT_TRACEBACK", "1")  # out of memory is a known error, never a traceback
+    assert runs_out([]) == 1
+    assert capsys.readouterr().err == ("error: out of memory on the device; lower train.batch_tokens (training) or "
+                                       "--batch-tokens (decoding)\n")
+
+
 def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_run, tmp_path):
     out = tmp_path / "out.en"
     out.write_text("previous result\n", encoding="utf-8")
