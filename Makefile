@@ -66,7 +66,7 @@ demo: $(STAMP)
 
 # The report goes to reports/local/$(SUITE); OUT=reports/multi30k rewrites the committed comparison instead.
 compare: $(STAMP)
-	$(BIN)/python -m benchmarks.compare_suite $(SUITE) $(if $(BUDGET),--budget $(BUDGET)) $(if $(OUT),--out $(OUT))
+	$(BIN)/python -m benchmarks.compare_suite $(SUITE) $(if $(BUDGET),--budget $(BUDGET)) $(if $(OUT),--out $(OUT)) $(SET)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)

@@ -13,7 +13,8 @@ config, attention.json) are copied to <out>/runs/<name>/, so they can be committ
 suite's runs copied there before: the variants of a suite may be trained in different sessions (--only), and
 --only with no name trains nothing and rebuilds the report. BUDGET gives every run the same limit: `20m` (or
 `1.5h`) sets train.max_minutes, a whole number sets train.max_steps (the committed Multi30k configs set
-max_steps). suite.json records the budget, each run's exit status and time, and the machine of each.
+max_steps); `--set KEY=VALUE` (make's SET) adds any other override to every run, as nmt-train's --set does.
+suite.json records the budget and overrides, each run's exit status and time, and the machine of each.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", help="folder under configs/compare/ (sample, multi30k)")
     parser.add_argument("--budget", help="same budget for every run: 20m, 1.5h (time) or 3000 (steps)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                        help="a config override for every run, as nmt-train's --set (e.g. train.threads=1)")
     parser.add_argument("--baseline", action="append", default=[],
                         help="run its family is tested against, once per family (default: GRU additive, "
                              "Transformer full)")
@@ -183,13 +186,14 @@ def main(argv: list[str] | None = None) -> int:
                                                   "nothing and rebuild the report from the runs copied before)")
     args = parser.parse_args(argv)
     try:
-        overrides = budget_overrides(args.budget)
+        overrides = budget_overrides(args.budget) + [arg for item in args.settings for arg in ("--set", item)]
+        parse_overrides(overrides[1::2])
         configs = suite_configs(args.suite)
         names = [config.stem for config in configs]
         unknown = [name for name in args.only or [] if name not in names]
         if unknown:
             raise ValueError(f"--only {unknown[0]}: not a config of suite {args.suite} ({', '.join(names)})")
-    except ValueError as err:
+    except ValueError as err:  # ConfigError included
         print(f"error: {err}", file=sys.stderr)
         return 2
     out = args.out or default_out(args.suite)

@@ -231,8 +231,9 @@ def test_a_comparison_of_ones_own_never_fails_the_check(scripts, trained_copy, t
     config, _ = trained_copy  # trained already: the suite only evaluates it again, then compares
     out = repo / suite.default_out("sample")
     args = Namespace(suite="sample", budget=None, restart=False, baseline=[])
-    assert suite.run_suite(args, [config], [], out) == 0
+    assert suite.run_suite(args, [config], ["--set", "train.threads=1"], out) == 0  # as `--set train.threads=1`
     assert (out / "compare.json").is_file() and (out / "runs" / "shared" / "test.hyp.en").is_file()
+    assert "threads: 1\n" in (out / "runs" / "shared" / "config.yaml").read_text(encoding="utf-8")
     trained = json.loads((out / "compare.json").read_text())
     # --only with no name trains nothing: the report is assembled again from the copies alone
     args.only = []

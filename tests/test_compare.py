@@ -241,6 +241,7 @@ def test_suite_budget_overrides():
     assert suite.budget_overrides("3000") == ["--set", "train.max_steps=3000", "--set", "train.max_minutes=0"]
     with pytest.raises(ValueError, match="20m"):
         suite.budget_overrides("fast")
+    assert suite.main(["sample", "--set", "train.threads"]) == 2  # refused before anything is trained
     names = [p.stem for p in suite.suite_configs("sample")]
     assert names == [f"cmp_sample_gru_{a}" for a in ("none", "dot", "general", "additive")] + \
                     [f"cmp_sample_transformer_{a}" for a in ("full", "local", "sparse", "linear")]
