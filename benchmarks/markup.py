@@ -21,13 +21,12 @@ import functools
 import html
 import random
 import sys
-import tempfile
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks.align import eflomal_links
 from benchmarks.common import (
     add_device,
     add_out_dir,
@@ -41,7 +40,6 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE
-from nmt.errors import NmtError
 from nmt.evaluation import split_pair
 from nmt.markup import Aligned, SentenceTranslator, splitter, translate_document
 from nmt.translator import ALIGNMENT_LAYER, Translator, load_translator
@@ -167,28 +165,6 @@ def run_documents(docs: list[tuple[str, dict]], translate: SentenceTranslator) -
                                                                      split=split),
                     "pairs": pairs, "judged": judged})
     return out
-
-
-def eflomal_links(pairs: list[tuple[str, str]], train: tuple[list[str], list[str]]) -> dict[tuple[str, str], set]:
-    """eflomal's links (source word, target word), both directions intersected, of each pair, trained on the pairs
-    with the training set."""
-    try:
-        from eflomal import Aligner
-    except ImportError:
-        raise NmtError("eflomal is not installed; install the align extra: pip install -e '.[align]'") from None
-    unique = list(dict.fromkeys(pairs))
-    sources = [s.lower() for s in train[0]] + [s.lower() for s, _ in unique]
-    targets = [t.lower() for t in train[1]] + [t.lower() for _, t in unique]
-    with tempfile.TemporaryDirectory(prefix="bench_markup.") as folder:
-        forward, reverse = Path(folder) / "fwd", Path(folder) / "rev"
-        Aligner().align(sources, targets, links_filename_fwd=str(forward), links_filename_rev=str(reverse))
-        both = [_links(a) & _links(b) for a, b in zip(forward.read_text().splitlines()[len(train[0]):],
-                                                        reverse.read_text().splitlines()[len(train[0]):])]
-    return dict(zip(unique, both))
-
-
-def _links(line: str) -> set[tuple[int, int]]:
-    return {tuple(int(n) for n in link.split("-")) for link in line.split()}
 
 
 def judge(results: list[dict[str, Any]], links: dict[tuple[str, str], set]) -> dict[str, Any]:
