@@ -268,9 +268,52 @@ def _agreement_section(records: dict[str, dict]) -> list[str]:
     return lines + [""] + tests + models + [_provenance(name, r) for name, r in records.items()] + [""]
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _constraints_section(records: dict[str, dict]) -> list[str]:
+    """Terminology (benchmarks/constraints.py): constraints from the references and a glossary, scored with and
+    without, and constrained beam search's speed against plain beam search."""
+    lines = ["### Terminology: constraints taken from the references (constrained beam search)", "",
+             *table_header(["run", "set", "lines constrained", "terms", "outputs holding every term",
+                            "searches meeting every term", "BLEU without", "with", "chrF without", "with",
+                            "unconstrained lines changed"], "ll" + "r" * 9)]
+    glossary = ["", "### Terminology: a glossary of Multi30k terms", "",
+                *table_header(["run", "set", "lines fired in", "firings", "reference lacks the target",
+                               "outputs holding every target", "BLEU without", "with", "chrF without", "with",
+                               "other lines changed"], "ll" + "r" * 9)]
+    speeds = []
+    for r in records.values():
+        for name, s in r["sets"].items():
+            g = s["glossary"]
+            lines.append(f"| {r['run']} | {name} | {s['lines_given_constraints']:,} of {s['lines']:,} "
+                         f"| {s['terms']:,} | {_percent(s['outputs_holding_every_term_share'])} "
+                         f"| {_percent(s['searches_meeting_every_term_share'])} "
+                         f"| {s['scores']['without']['bleu']:.2f} | {s['scores']['with']['bleu']:.2f} "
+                         f"| {s['scores']['without']['chrf']:.2f} | {s['scores']['with']['chrf']:.2f} "
+                         f"| {s['lines_without_constraints_differing']} of {s['lines_without_constraints']:,} |")
+            glossary.append(f"| {r['run']} | {name} | {g['lines_fired_in']:,} | {g['firings']:,} "
+                            f"| {g['absent_from_reference']:,} ({_percent(g['absent_from_reference_share'])}) "
+                            f"| {_percent(g['outputs_holding_every_target_share'])} "
+                            f"| {g['scores']['without']['bleu']:.2f} | {g['scores']['with']['bleu']:.2f} "
+                            f"| {g['scores']['without']['chrf']:.2f} | {g['scores']['with']['chrf']:.2f} "
+                            f"| {g['lines_not_fired_in_differing']} of {s['lines'] - g['lines_fired_in']:,} |")
+        if "speed" in r:
+            sp = r["speed"]
+            speeds.append(f"- `{r['run']}` on {sp['set']}, beam {r['decode']['beam']}, {r['threads']} threads: "
+                          f"{sp['without']['sentences_per_s']:.1f} sentences/s without constraints, "
+                          f"{sp['with_one_constraint']['sentences_per_s']:.1f} with one per line "
+                          f"({sp['lines_given_a_constraint']:,} of {sp['lines']:,} lines), x{sp['ratio']:.2f}")
+    models = [_model(name, r) + f"; glossary `{r['glossary']['file']}` ({r['glossary']['entries']} entries)"
+              for name, r in records.items()]
+    return (lines + glossary + [""] + speeds + models + [_provenance(name, r) for name, r in records.items()]
+            + [""])
+
+
 SECTIONS = {"train": _train_section, "decode": _decode_section, "attention": _attention_section,
             "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section,
-            "serve": _serve_section, "lp_agreement": _agreement_section}
+            "serve": _serve_section, "lp_agreement": _agreement_section, "constraints": _constraints_section}
 
 
 def _records(results: Path) -> dict[str, dict[str, dict]]:

@@ -584,3 +584,67 @@ def test_the_markup_benchmarks_documents_are_balanced_html_with_one_judged_tag_p
         read = Read(document)
         assert balanced(read.tags), document  # the wider <strong> opens even where it covers one word
         assert set(judged) <= set(read.spans)
+
+
+def test_reference_terms_are_content_words_the_output_lacks_linked_one_to_one():
+    from benchmarks.constraints import reference_terms
+
+    source = "Zwei Männer mit roten Hüten sitzen am Fluss .".split()
+    reference = "Two men with red hats sit by the river .".split()
+    # men<->Männer, with<->mit, red<->roten, hats<->Hüten one to one; sit linked to two source words; river and
+    # Fluss one to one, but "the" also links to Fluss; Two (the first word) linked one to one
+    links = {(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 5), (8, 8), (8, 7), (9, 9)}
+    assert reference_terms(source, reference, "Two men with hats sit .", links) == ["red"]
+    assert reference_terms(source, reference, "Two guys sit .", links) == ["men", "red"]  # two at most
+    assert reference_terms(source, reference, "Two guys sit .", links, most=3) == ["men", "red", "hats"]
+    assert reference_terms(source, reference, "Two men with red hats sit by the river .", links) == []
+
+
+def test_constraint_coverage_counts_whole_words_on_lines_with_terms():
+    from benchmarks.constraints import coverage, holds
+
+    assert holds("A red T-shirt.", "t-shirt") and holds("a Red dog", "red") and not holds("hot dogs", "dog")
+    outputs = ["a red dog runs", "hot dogs", "anything", "the ice cream"]
+    terms = [["red", "dog"], ["dog"], [], ["ice cream"]]
+    assert coverage(outputs, terms) == (3, 2)
+
+
+def test_unconstrained_lines_are_compared_in_tokens_and_score_and_constrained_ones_skipped():
+    from benchmarks.constraints import differences
+    from nmt.search import Hypothesis
+
+    plain = [[Hypothesis([1, 2], -1.0, -1.0)], [Hypothesis([3], -2.0, -2.0)], [], [Hypothesis([4], -1.0, -1.0)]]
+    same = [[Hypothesis([1, 2], -1.0, -1.0)], [Hypothesis([5], -0.5, -0.5)], [], [Hypothesis([4], -1.0, -1.0)]]
+    assert differences(plain, same, [[], ["x"], [], []]) == 0
+    assert differences(plain, same, [[], [], [], []]) == 1
+    rescored = [[Hypothesis([1, 2], -1.5, -1.0)], *same[1:]]
+    assert differences(plain, rescored, [[], ["x"], [], []]) == 1
+
+
+def test_bench_constraints_writes_a_constraints_file_line_for_line_and_keeps_unconstrained_lines(
+        trained_run, tmp_path, one_thread):
+    pytest.importorskip("eflomal")
+    from benchmarks import constraints, run_all
+    from nmt.glossary import constraint_terms
+    from tools.commands import problem
+
+    assert constraints.main([str(trained_run), "--sets", "test2016", "--speed", "--out-dir", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "constraints_shared_cpu.json").read_text())
+    found = record["sets"]["test2016"]
+    lines = (tmp_path / found["constraints_file"]["file"]).read_text(encoding="utf-8").split("\n")[:-1]
+    sources = (REPO / "data" / "sample" / "test.de").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(sources) == found["lines"]
+    terms = [constraint_terms(line, f"line {n}") for n, line in enumerate(lines, 1)]
+    assert sum(bool(t) for t in terms) == found["lines_given_constraints"] > 0
+    assert all(1 <= len(t) <= 2 for t in terms if t) and sum(map(len, terms)) == found["terms"]
+    assert found["searches_meeting_every_term_share"] == 1.0  # nothing here reaches the length cap
+    assert found["lines_without_constraints_differing"] == 0
+    glossary = found["glossary"]
+    assert 0 < glossary["lines_fired_in"] < len(sources) and glossary["lines_not_fired_in_differing"] == 0
+    speed = record["speed"]
+    assert speed["lines_given_a_constraint"] == speed["lines"] == len(sources) and speed["ratio"] > 0
+    assert len((tmp_path / speed["constraints_file"]["file"]).read_text().splitlines()) == len(sources)
+    assert record["checkpoint_sha256"] and record["commit"] and record["machine"]["torch_threads"] == 1
+    assert problem(record["command"]) is None
+    table = run_all.tables(tmp_path, ("constraints",))
+    assert f"| shared | test2016 | {found['lines_given_constraints']} of {len(sources)} |" in table
