@@ -9,7 +9,8 @@ A source term fires in a sentence when its words occur there one after the other
 digits (`\\w`); both sides are NFC-normalized and compared case-insensitively (str.casefold: "Straße" matches
 "STRASSE"), and the term's last word may also carry one of the German inflection endings in ENDINGS ("Hund"
 matches "Hunde", "Hundes", "Hunden"); stem changes (umlaut plurals such as "Mann" / "Männer") are not matched,
-so give them as entries of their own. Where terms overlap in a sentence the longest match wins. The target term is
+so give them as entries of their own. Where terms overlap in a sentence the longest match wins, and of two as
+long the one whose last word is written as in the sentence ("Hunde" over "Hund" in "Hunde"). The target term is
 enforced as written (constrained search puts it in the output, it does not inflect it).
 """
 
@@ -133,18 +134,19 @@ class Glossary:
     def terms_for(self, sentence: str) -> list[str]:
         """The target terms `sentence` calls for, in the order their source terms occur (see the module's rules)."""
         found = words(sentence)
-        matches: list[tuple[int, int, str]] = []  # (start, end, target)
+        matches: list[tuple[int, int, bool, str]] = []  # (start, end, matched through an ending, target)
         for start, word in enumerate(found):
-            for key in {word, *(word[:-len(e)] for e in ENDINGS if word.endswith(e) and len(word) > len(e))}:
+            stems = (word[:-len(e)] for e in ENDINGS if word.endswith(e) and len(word) > len(e))
+            for key in dict.fromkeys((word, *stems)):  # in this order, so that ties break the same every run
                 for term, target in self._index.get(key, ()):
                     end = start + len(term)
                     if end <= len(found) and _same(term, found[start:end]):
-                        matches.append((start, end, target))
-        chosen: list[tuple[int, int, str]] = []
-        for start, end, target in sorted(matches, key=lambda m: (m[0] - m[1], m[0])):  # longest first
-            if all(end <= s or start >= e for s, e, _ in chosen):
-                chosen.append((start, end, target))
-        return list(dict.fromkeys(target for _, _, target in sorted(chosen)))
+                        matches.append((start, end, found[end - 1] != term[-1], target))
+        chosen: list[tuple[int, int, bool, str]] = []
+        for match in sorted(matches, key=lambda m: (m[0] - m[1], m[2], m[0])):  # longest, then exact, first
+            if all(match[1] <= s or match[0] >= e for s, e, _, _ in chosen):
+                chosen.append(match)
+        return list(dict.fromkeys(target for _, _, _, target in sorted(chosen)))
 
 
 def _same(term: tuple[str, ...], found: Sequence[str]) -> bool:

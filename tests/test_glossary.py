@@ -33,6 +33,13 @@ def test_source_terms_match_whole_words_across_case_and_inflection() -> None:
     assert glossary.terms_for("Ein roter Hut.") == ["red hat"]  # the longest match wins where terms overlap
 
 
+@pytest.mark.parametrize("entries", [[("Hund", "dog"), ("Hunde", "dogs")], [("Hunde", "dogs"), ("Hund", "dog")]])
+def test_a_term_written_as_the_sentence_writes_it_wins_over_one_matched_through_an_ending(entries) -> None:
+    glossary = Glossary.of(entries)
+    assert glossary.terms_for("Zwei Hunde.") == ["dogs"]  # whichever entry comes first, in every process
+    assert glossary.terms_for("Ein Hund.") == ["dog"]
+
+
 def test_tsv_and_deepl_csv_give_the_same_glossary(tmp_path) -> None:
     (tmp_path / "g.tsv").write_text("Hund\thound\n\nroter Hut\tred hat\n", encoding="utf-8")
     (tmp_path / "g.csv").write_text('Hund,hound,de,en\n"roter Hut","red hat"\n', encoding="utf-8")
