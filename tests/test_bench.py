@@ -648,3 +648,25 @@ def test_bench_constraints_writes_a_constraints_file_line_for_line_and_keeps_unc
     assert problem(record["command"]) is None
     table = run_all.tables(tmp_path, ("constraints",))
     assert f"| shared | test2016 | {found['lines_given_constraints']} of {len(sources)} |" in table
+
+
+def test_bench_sentence_split_scores_both_paragraph_forms_end_to_end(tiny_run, tmp_path):
+    from benchmarks import sentence_split
+    _, run = tiny_run
+    args = [str(run), "--beam", "2", "--device", "cpu", "--threads", "1", "--out-dir", str(tmp_path)]
+    assert sentence_split.main(args) == 0
+    result = json.loads((tmp_path / "sentence_split_benchtiny_cpu.json").read_text())
+    assert result["sentences"] == 80 and result["paragraphs"] == 27 and set(result["forms"]) == {"text", "spaces"}
+    for form in result["forms"].values():
+        assert set(form["scores"]) == {"line_by_line_joined", "split", "unsplit"}
+        assert 0 <= form["split_equals_line_by_line"] <= form["split_into_their_lines"] <= 27
+
+
+def test_sentence_split_paragraphs_put_a_line_without_a_final_mark_on_a_line_of_its_own():
+    from benchmarks.sentence_split import grouped, separators
+    lines = ["Ein Mann fährt Fahrrad.", "Zwei Kinder im Park", "Eine Frau trinkt „Kaffee.“", "Ein Hund (klein)!",
+             "Ein Haus"]
+    assert grouped(lines, 3, separators(lines, "text")) == [
+        "Ein Mann fährt Fahrrad.\nZwei Kinder im Park\nEine Frau trinkt „Kaffee.“", "Ein Hund (klein)!\nEin Haus"]
+    assert grouped(lines, 3, separators(lines, "spaces")) == [
+        "Ein Mann fährt Fahrrad. Zwei Kinder im Park Eine Frau trinkt „Kaffee.“", "Ein Hund (klein)! Ein Haus"]

@@ -28,6 +28,10 @@ from nmt.sentences import MODES, one_line, split, split_mode
     ("Die U.S. Navy testet ein Boot.", ["Die U.S. Navy testet ein Boot."]),
     ("Ein Mann arbeitet bei E.S.E. Electronics in Bonn.", ["Ein Mann arbeitet bei E.S.E. Electronics in Bonn."]),
     ("Das kostet 3,50 Euro. Am 1.1.2020 war es billiger.", ["Das kostet 3,50 Euro.", "Am 1.1.2020 war es billiger."]),
+    ("Siehe S. 12 und Abs. 3 der Verordnung.", ["Siehe S. 12 und Abs. 3 der Verordnung."]),
+    ("Er wohnt in der Hauptstr. 5 in Berlin.", ["Er wohnt in der Hauptstr. 5 in Berlin."]),
+    # The price of the line above: a stop before a number is never taken as a sentence end (docs/translating.md).
+    ("Ein Kind planscht. 2 Mädchen sitzen.", ["Ein Kind planscht. 2 Mädchen sitzen."]),
 ])
 def test_german_sentences_split_where_a_reader_would(text, sentences):
     pieces = split(text)
