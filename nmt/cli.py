@@ -313,7 +313,9 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 
 @command
 def translate_main(argv: list[str] | None = None) -> int:
-    """nmt-translate: translate a file (or stdin) line by line, keeping line order and count."""
+    """nmt-translate: translate a file (or stdin) line by line, keeping line order and count; or, with --format
+    html or xml, translate the text of a marked-up document and keep its markup as written."""
+    from nmt.markup import FORMATS
     from nmt.sentences import MODES
 
     parser = Parser(prog="nmt-translate", description=translate_main.__doc__)
@@ -328,10 +330,20 @@ def translate_main(argv: list[str] | None = None) -> int:
                              "beam search alike, the summed log-probability (EOS included) divided by the GNMT length "
                              "penalty ((5 + length) / 6) ** alpha, summed over a line's sentences, the score n-best "
                              "lists are ranked by")
-    parser.add_argument("--split-sentences", choices=MODES, default="on",
-                        help="on (default): translate each sentence of a line on its own and join them with the "
-                             "line's own whitespace; off: each line whole, as nmt-evaluate does; nonewlines: as on, "
-                             "but a line break inside a line (\\r, \\u2028) does not end a sentence")
+    parser.add_argument("--format", choices=("text", *FORMATS), default="text",
+                        help="text (default): one text per line; html or xml: the input is one document whose "
+                             "markup, entities and line breaks are kept as written and whose text is translated, "
+                             "inline tags placed by the cross-attention (text in code, pre and translate=\"no\" "
+                             "elements left alone; docs/translating.md); a document that is not well-formed XML "
+                             "under xml is an error")
+    parser.add_argument("--ignore-tags", metavar="TAG[,TAG...]",
+                        help="with --format html or xml: elements whose text is left untranslated, as DeepL's "
+                             "ignore_tags")
+    parser.add_argument("--split-sentences", choices=MODES,
+                        help="on (the default for text): translate each sentence of a line on its own and join "
+                             "them with the line's own whitespace; off: each line (each block of a document) whole, "
+                             "as nmt-evaluate does; nonewlines (the default for html and xml, where a line break is "
+                             "whitespace): as on, but a line break does not end a sentence")
     parser.add_argument("--chunk-lines", type=number(Range(1, 1_000_000), integer=True), default=2000,
                         help="lines read and sorted at a time")
     parser.add_argument("--attention-plots", metavar="DIR", help="save cross-attention heatmaps (PNG) here")
@@ -349,8 +361,18 @@ def translate_main(argv: list[str] | None = None) -> int:
     add_threshold_args(parser, "--attention-stats")
     add_decode_args(parser)
     args = parser.parse_args(argv)
+    if args.format == "text" and args.ignore_tags is not None:
+        parser.error("--ignore-tags needs --format html or xml")
+    if args.format != "text":
+        given = [flag for flag, value in (("--n-best", (args.n_best or 1) > 1), ("--scores", args.scores),
+                                          ("--attention-plots", args.attention_plots),
+                                          ("--attention-stats", args.attention_stats),
+                                          ("--glossary", args.glossary), ("--constraints", args.constraints))
+                 if value]
+        if given:
+            parser.error(f"{', '.join(given)}: not with --format {args.format}, which writes one translated document")
     from nmt.glossary import load_glossary
-    from nmt.stream import Stream, check_paths, translate_file
+    from nmt.stream import Stream, check_paths, translate_document_file, translate_file
 
     check_paths(args.checkpoint, args.input, args.output, args.attention_stats, args.attention_plots, args.glossary,
                 args.constraints)
@@ -359,10 +381,18 @@ def translate_main(argv: list[str] | None = None) -> int:
     if (args.attention_stats or args.attention_plots) and not translator.engine.abilities.attention:
         raise ExportError(f"{args.checkpoint[0]}: an exported model gives no attention weights; "
                           "--attention-stats and --attention-plots need a checkpoint")
+    if args.format != "text":
+        if not translator.engine.abilities.attention:
+            print(f"warning: the {translator.engine.name} engine gives no attention: each inline tag goes to the "
+                  "edges of its sentence", file=sys.stderr)
+        ignore_tags = [tag.strip() for tag in (args.ignore_tags or "").split(",") if tag.strip()]
+        translate_document_file(translator, args.format, args.input, args.output,
+                                split_sentences=args.split_sentences or "nonewlines", ignore_tags=ignore_tags)
+        return 0
     thresholds = Thresholds(args.focus_threshold, args.uniform_threshold, args.max_focused_share,
                             args.max_uniform_share)
     stream = Stream(translator, args.chunk_lines, args.scores, args.attention_plots, args.plot_count,
-                    args.attention_stats, thresholds, args.split_sentences, glossary)
+                    args.attention_stats, thresholds, args.split_sentences or "on", glossary)
     translate_file(stream, args.input, args.output, args.constraints)
     return 0
 

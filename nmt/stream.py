@@ -1,17 +1,18 @@
-"""Streaming translation of text: constant memory, line order and count kept, atomic output."""
+"""Translation of files: text streamed with constant memory, line order and count kept; a marked-up document
+(HTML, XML) whole, its markup kept; output written atomically."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import ExitStack, nullcontext
 from itertools import islice
 from pathlib import Path
 from typing import IO, BinaryIO
 
 from nmt.diagnostics import Thresholds, attention_stats, flags
-from nmt.errors import DataError, FileError
+from nmt.errors import DataError, FileError, MarkupError
 from nmt.fileio import atomic_output, check_input, check_output
 from nmt.glossary import Glossary, constraint_terms
 from nmt.sentences import one_line, split, split_mode
@@ -177,3 +178,31 @@ def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:
         return stack.enter_context(open(path, "rb"))
     except OSError as err:
         raise DataError(f"{path}: cannot open {what} ({err.strerror})") from None
+
+
+def translate_document_file(translator: Translator, format: str, source: str | None, output: str | None, *,
+                            split_sentences: str = "nonewlines", ignore_tags: Collection[str] = ()) -> None:
+    """Translate the marked-up document in the file `source` (None: stdin; `format` "html" or "xml") to `output`
+    (None: stdout) with `Translator.translate_markup`: its markup, entities and line breaks as written, its text
+    translated. A file that is not UTF-8 is a DataError, a document that cannot be read a MarkupError, both
+    naming the file; nothing is written then."""
+    name = source or "<stdin>"
+    with ExitStack() as stack:
+        data = (_open(stack, source, "input") if source else sys.stdin.buffer).read()
+    try:
+        document = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise DataError(f"{name}: line {line} is not valid UTF-8") from None
+    try:
+        translated = translator.translate_markup(document, format, ignore_tags=ignore_tags,
+                                                 split_sentences=split_sentences)
+    except MarkupError as err:
+        raise MarkupError(f"{name}: {err}") from None
+    encoded = translated.encode("utf-8")
+    if output:
+        with atomic_output(output, "wb") as out:
+            out.write(encoded)
+    else:
+        sys.stdout.buffer.write(encoded)
+        sys.stdout.flush()

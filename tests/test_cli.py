@@ -11,7 +11,7 @@ import pytest
 import tomllib
 
 from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, fails_cleanly, tiny_config
 
 # The console scripts whose --help needs no torch (the others' help lists names that live beside torch code).
 HELP_WITHOUT_TORCH = ("nmt-prepare", "nmt-train", "nmt-evaluate", "nmt-translate", "nmt-average", "nmt-config-doc",
@@ -138,6 +138,53 @@ def test_translate_bad_inputs(trained_run, tmp_path, capsys):
     corrupt.write_bytes((trained_run / "checkpoints" / "best.pt").read_bytes()[:5000])
     assert translate_main(["-c", str(corrupt), "-i", str(bad)]) == 1
     assert "corrupt" in capsys.readouterr().err
+
+
+HTML = """<!DOCTYPE html>
+<html lang="de"><body>
+<p class="a" title="Hund &amp; Katze">Ein <b>großer</b> Hund läuft.
+Zwei Kinder spielen im Park.</p>
+<pre>Ein Mann &lt;bleibt&gt; hier.</pre>
+<p>Der Code <code>x = 1</code> und <span translate="no">Ein Hund&nbsp;läuft</span> bleiben.</p>
+<!-- Ein Kommentar -->
+</body></html>
+"""
+
+
+def test_translate_format_html_keeps_markup_and_translates_as_translate_markup_does(trained_run, tmp_path):
+    import nmt
+
+    src, out = tmp_path / "page.html", tmp_path / "page.en.html"
+    src.write_text(HTML, encoding="utf-8")
+    translator = nmt.load(trained_run)
+    for flags, mode in (([], "nonewlines"), (["--split-sentences", "off"], "off")):
+        assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--format", "html",
+                               *flags]) == 0
+        got = out.read_text(encoding="utf-8")
+        assert got == translator.translate_markup(HTML, "html", split_sentences=mode)
+    for kept in ('<!DOCTYPE html>\n<html lang="de"><body>\n<p class="a" title="Hund &amp; Katze">',
+                 "<pre>Ein Mann &lt;bleibt&gt; hier.</pre>", "<code>x = 1</code>",
+                 '<span translate="no">Ein Hund&nbsp;läuft</span>', "<!-- Ein Kommentar -->\n</body></html>\n"):
+        assert kept in got
+    assert got.index("<b>") < got.index("</b>") < got.index("</p>") and got.count("<b>") == 1
+    assert "läuft." not in got and "Park" not in got  # the text outside the kept elements was translated
+
+
+def test_translate_format_xml_refuses_a_malformed_document_in_one_line(trained_run, tmp_path, capsys):
+    src, out = tmp_path / "doc.xml", tmp_path / "doc.en.xml"
+    src.write_text("<doc><p>Ein <b>Hund</p></doc>\n", encoding="utf-8")
+    err = fails_cleanly(translate_main, ["-c", str(trained_run), "-i", str(src), "-o", str(out), "--format", "xml"],
+                        capsys, tmp_path, "not well-formed XML at line 1")
+    assert str(src) in err and not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "named"), [(["--format", "html", "--scores"], "--scores"),
+                                              (["--format", "xml", "--n-best", "2"], "--n-best"),
+                                              (["--ignore-tags", "x"], "--ignore-tags")])
+def test_translate_format_refuses_flags_of_the_other_format(trained_run, tmp_path, capsys, flags, named):
+    src = tmp_path / "in.html"
+    src.write_text("<p>Ein Hund.</p>", encoding="utf-8")
+    fails_cleanly(translate_main, ["-c", str(trained_run), "-i", str(src), *flags], capsys, tmp_path, named, status=2)
 
 
 def test_translate_truncates_long_lines_with_warning(trained_run, tmp_path, capsys):
