@@ -46,11 +46,14 @@ WRAPPER = "nmt-fragment"  # the element an XML fragment is parsed inside (never 
 
 @dataclass(frozen=True)
 class Aligned:
-    """One sentence's translation and its word alignment: `weights[t, s]` says how much target word t (of
-    `text.split()`) comes from source word s (of the sentence's `split()`); None where the engine gives none."""
+    """One sentence's translation, its word alignment and its scores: `weights[t, s]` says how much target word t
+    (of `text.split()`) comes from source word s (of the sentence's `split()`); None where the engine gives none."""
 
     text: str
     weights: np.ndarray | None = None  # (target words, source words)
+    score: float = 0.0  # the hypothesis's (length-penalized) score
+    log_prob: float = 0.0  # its summed log-probability, EOS included
+    tokens: int = 0  # the subwords scored, EOS included (0: no hypothesis)
 
 
 SentenceTranslator = Callable[[list[str]], list[Aligned]]

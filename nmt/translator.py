@@ -83,8 +83,9 @@ class Translation:
 
     @property
     def mean_log_prob(self) -> float:
-        """The per-token average log-probability: over all its sentences' tokens, so a token-weighted mean."""
-        return self.log_prob / self.tokens
+        """The per-token average log-probability: over all its sentences' tokens, so a token-weighted mean; NaN
+        for a translation of no tokens (a document with no text to translate)."""
+        return self.log_prob / self.tokens if self.tokens else math.nan
 
     @property
     def confidence(self) -> float:
@@ -319,8 +320,25 @@ class Translator:
         word alignment of `aligned`; an engine without attention (a CTranslate2 export) puts them at their
         sentence's edges. Text in code, pre, translate="no" elements and elements named in `ignore_tags` is left
         alone. `decoding` as for `translate`; a document that cannot be read is a `MarkupError`."""
-        return translate_document(document, format, self.with_decode(**decoding).aligned, ignore_tags=ignore_tags,
+        return self.translate_markup_scored(document, format, ignore_tags=ignore_tags,
+                                            split_sentences=split_sentences, **decoding).text
+
+    def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
+                                split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
+        """`translate_markup`'s document as a `Translation`: its score, log-probability and tokens are the sums
+        over every sentence it translated, so its confidence is the token-weighted mean over them (text left alone
+        is not scored; a document with no text to translate has 0 tokens and a NaN confidence)."""
+        aligner, done = self.with_decode(**decoding).aligned, []
+
+        def translate(sentences: list[str]) -> list[Aligned]:
+            results = aligner(sentences)
+            done.extend(results)
+            return results
+
+        text = translate_document(document, format, translate, ignore_tags=ignore_tags,
                                   split=splitter(split_mode(split_sentences)))
+        return Translation(text, sum(a.score for a in done), sum(a.log_prob for a in done),
+                           sum(a.tokens for a in done))
 
     def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
         """Each sentence's best translation with its word alignment: the cross-attention of decoder layer `layer`
@@ -334,14 +352,15 @@ class Translator:
                 out.append(Aligned(""))
                 continue
             best, text = hyps[0], self.detokenize(hyps[0])
+            scores = {"score": best.score, "log_prob": best.log_prob, "tokens": len(best.tokens) + 1}
             if not attention:
-                out.append(Aligned(text))
+                out.append(Aligned(text, **scores))
                 continue
             layers = self.engine.layer_attention(self.encode([sentence])[0], list(best.tokens))
             weights = alignment_attention(layers, layer) if layers else best.attention.float()  # (T + 1, S + 1)
             src, tgt = self.attention_labels(sentence, best)
             out.append(Aligned(text, word_weights(src, tgt, weights.numpy(), len(sentence.split()),
-                                                  len(text.split()))))
+                                                  len(text.split())), **scores))
         return out
 
     def settings(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ elements are left alone, and malformed or hostile documents give one MarkupError
 
 from __future__ import annotations
 
+import math
 import random
 import xml.etree.ElementTree as ElementTree
 from html.parser import HTMLParser
@@ -263,6 +264,19 @@ def test_a_trained_model_translates_a_document_as_its_plain_text_with_every_tag_
     assert Tags(out).tags == Tags(document).tags
     paragraphs = [ElementTree.fromstring(p).itertext() for p in out.split("\n")]
     assert ["".join(p) for p in paragraphs] == translator.translate(["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen."])
+
+
+def test_a_document_s_confidence_is_the_token_weighted_mean_over_the_sentences_it_translated(translator):
+    document = ("<p>Ein <b>Mann</b> fährt Fahrrad. Zwei Hunde spielen.</p><pre>Ein Hund.</pre>"
+                "<p translate='no'>Eine Frau.</p>")
+    doc = translator.translate_markup_scored(document, "html")
+    found = [translator.translate_nbest(s)[0] for s in ("Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.")]
+    assert doc.text == translator.translate_markup(document, "html")
+    assert doc.tokens == sum(t.tokens for t in found)  # the kept pre and translate="no" text is not scored
+    assert doc.log_prob == pytest.approx(sum(t.log_prob for t in found), abs=1e-4)
+    assert doc.confidence == pytest.approx(math.exp(sum(t.log_prob for t in found) / doc.tokens), abs=1e-5)
+    nothing = translator.translate_markup_scored("<p><code>x = 1</code></p>", "html")
+    assert nothing.tokens == 0 and math.isnan(nothing.confidence)
 
 
 def test_the_alignment_has_a_row_per_target_word_and_a_column_per_source_word(translator):

@@ -166,13 +166,35 @@ def test_the_deepl_client_with_tag_handling_gets_its_markup_back_around_nmt_tran
         client.translate_text("<p>Ein Hund", target_lang="EN-US", tag_handling="xml")
 
 
+def test_marked_up_answers_carry_the_confidence_of_the_text_they_translated(server):
+    import deepl
+
+    auth = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    plain = httpx.post(f"{server[0]}/v2/translate", json={"text": SENTENCES[:2], "target_lang": "EN-US"},
+                       headers=auth).json()["translations"]
+    documents = [f"<p>{html.escape(SENTENCES[0], quote=False)}</p>", "<p><code>x = 1</code></p>"]
+    tagged = httpx.post(f"{server[0]}/v2/translate", json={"text": documents, "target_lang": "EN-US",
+                                                          "tag_handling": "html"}, headers=auth).json()["translations"]
+    assert tagged[0]["confidence"] == plain[0]["confidence"] and tagged[1]["confidence"] is None
+    client = deepl.Translator(KEY, server_url=server[0])  # the official client still reads the answer
+    assert client.translate_text(documents[0], target_lang="EN-US", tag_handling="html").text == tagged[0]["text"]
+    both = "".join(f"<li>{html.escape(sentence, quote=False)}</li>" for sentence in SENTENCES[:2])
+    answer = httpx.post(f"{server[0]}/libretranslate/translate",
+                        json={"q": [both, documents[1]], "source": "de", "target": "en", "format": "html",
+                              "api_key": KEY}).json()
+    low, high = sorted(item["confidence"] for item in plain)
+    assert low - 1e-4 <= answer["confidence"][0] <= high + 1e-4  # a mean of the two sentences' (rounded)
+    assert answer["confidence"][1] is None and set(answer) == {"translatedText", "confidence"}
+
+
 def test_libretranslate_format_html_keeps_the_markup_and_translates_the_text(server, expected):
     document = f"<ul><li class=\"a\">{html.escape(SENTENCES[0], quote=False)}</li>\n<li>{SENTENCES[2]}</li></ul>"
     answer = httpx.post(f"{server[0]}/libretranslate/translate",
                         data={"q": document, "source": "de", "target": "en", "format": "html", "api_key": KEY})
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"translatedText": f"<ul><li class=\"a\">{html.escape(expected[0], quote=False)}</li>\n"
-                                               f"<li>{html.escape(expected[2], quote=False)}</li></ul>"}
+    assert answer.json()["translatedText"] == (f"<ul><li class=\"a\">{html.escape(expected[0], quote=False)}</li>\n"
+                                               f"<li>{html.escape(expected[2], quote=False)}</li></ul>")
+    assert set(answer.json()) == {"translatedText", "confidence"}
 
 
 def test_the_client_examples_of_docs_serve_md_print_nmt_translate_output(server, trained_run, tmp_path):

@@ -19,7 +19,7 @@ from nmt.errors import MarkupError
 from nmt.serve.app import ApiError, check_text, json_object, queued_batcher, read_body, unless_gone
 from nmt.serve.limits import Limits
 from nmt.serve.metrics import count_sentences
-from nmt.translator import Translator
+from nmt.translator import Translation, Translator
 
 SOURCE, TARGET = "de", "en"
 NAMES = {SOURCE: "German", TARGET: "English"}
@@ -78,18 +78,27 @@ async def read_params(request: Request, limits: Limits) -> Params:
     return Params(values=values)
 
 
+def confidence(translation: Translation | None) -> float | None:
+    """An answer's `confidence` field: the translation's, to 4 places; None for no translation, or one of no tokens
+    (a text without words, a document without text to translate)."""
+    return round(translation.confidence, 4) if translation is not None and translation.tokens else None
+
+
 async def translate_documents(request: Request, translator: Translator, limits: Limits, texts: Sequence[str],
-                              format: str, ignore_tags: Sequence[str] = (), mode: str = "nonewlines") -> list[str]:
+                              format: str, ignore_tags: Sequence[str] = (),
+                              mode: str = "nonewlines") -> list[Translation]:
     """Each text translated as a document in `format` (html or xml) with its markup kept, its blocks split into
-    sentences in `mode`, on the batcher's worker; a document that cannot be read is an ApiError 400 naming it."""
+    sentences in `mode`, on the batcher's worker (`Translator.translate_markup_scored`); a document that cannot be
+    read is an ApiError 400 naming it."""
     check_text(list(texts), limits)
     count_sentences(request, texts)
 
-    def work() -> list[str] | ApiError:
+    def work() -> list[Translation] | ApiError:
         out = []
         for number, text in enumerate(texts):
             try:
-                out.append(translator.translate_markup(text, format, ignore_tags=ignore_tags, split_sentences=mode))
+                out.append(translator.translate_markup_scored(text, format, ignore_tags=ignore_tags,
+                                                              split_sentences=mode))
             except MarkupError as err:  # the client's document, not the server, is at fault
                 return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
         return out

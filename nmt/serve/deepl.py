@@ -10,7 +10,8 @@ refused, hints it can do without (context, formatting, model type, outline detec
 (split `nonewlines` unless `split_sentences` says otherwise). `split_sentences` is honoured: "1" (the default)
 splits at sentence ends and line breaks, "nonewlines" at sentence ends only, "0" translates each text whole; a
 glossary applies to each sentence. Beside DeepL's own fields, each translation carries `confidence`: the exp of its
-per-token mean log-probability (in [0, 1]; None for a text without words); DeepL's clients ignore the field. Errors
+per-token mean log-probability (in [0, 1]; with `tag_handling` over every sentence of the document it translated;
+None for a text without words); DeepL's clients ignore the field. Errors
 are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have, 413 for a
 request too large, 429 for too many requests, 500 and 503. This server has no character quota, so it never answers
 456.
@@ -30,7 +31,7 @@ from nmt.errors import DataError, short_repr
 from nmt.glossary import FORMATS, Glossary
 from nmt.serve.app import ApiError, QueueFull, translate_texts
 from nmt.serve.auth import Access, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, translate_documents
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
@@ -181,8 +182,9 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
                 outputs = await translate_documents(request, translator, limits, texts, handling, ignore_tags, mode)
             except ApiError as err:
                 raise DeepLError(_status(err), err.message) from None
-            return {"translations": [{"detected_source_language": SOURCE.upper(), "text": output,
-                                      "billed_characters": len(text)} for text, output in zip(texts, outputs)]}
+            return {"translations": [{"detected_source_language": SOURCE.upper(), "text": output.text,
+                                      "billed_characters": len(text), "confidence": confidence(output)}
+                                     for text, output in zip(texts, outputs)]}
         glossary = None
         if params.get("glossary_id") not in (None, ""):
             can_use_glossaries()
@@ -196,7 +198,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
             raise DeepLError(_status(err), err.message) from None
         return {"translations": [
             {"detected_source_language": SOURCE.upper(), "text": found[0].text if found else "",
-             "billed_characters": len(text), "confidence": round(found[0].confidence, 4) if found else None}
+             "billed_characters": len(text), "confidence": confidence(found[0] if found else None)}
             for text, found in zip(texts, results)]}
 
     @app.get("/v2/languages")

@@ -5,7 +5,8 @@ http://HOST:PORT/libretranslate/.
 Parameters come as JSON, a form or the query string (`compat.read_params`); unknown ones are ignored, as
 LibreTranslate does. Texts are split into sentences, as LibreTranslate splits them. Beside LibreTranslate's own
 fields, an answer carries `confidence`: the exp of the translation's per-token mean log-probability (in [0, 1];
-None for a text without words), one per text like `translatedText`; its clients ignore the field.
+with format=html over every sentence of the document it translated; None for a text without words), one per text
+like `translatedText`; its clients ignore the field.
 Errors are {"error": "..."} with LibreTranslate's statuses: 400 for any bad request
 (a limit too), 403 for a key, 429 for too many requests, 500 when decoding failed.
 """
@@ -20,7 +21,7 @@ from fastapi import Depends, FastAPI, Request
 from nmt.errors import short_repr
 from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
 from nmt.serve.auth import Access, Denied, client_address, header_key
-from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, read_params, translate_documents
+from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
 
@@ -106,8 +107,10 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
         if html and alternatives:
             raise ApiError(400, "Invalid request: alternatives are not available with format=html")
         if html:
-            best = await translate_documents(request, translator, limits, texts, "html")
-            return {"translatedText": best[0] if single else best} | _detected(params, single, len(texts))
+            documents = await translate_documents(request, translator, limits, texts, "html")
+            best, scores = [doc.text for doc in documents], [confidence(doc) for doc in documents]
+            return ({"translatedText": best[0] if single else best, "confidence": scores[0] if single else scores}
+                    | _detected(params, single, len(texts)))
         decode = translator.decode
         if alternatives:
             wanted = {"n_best": alternatives + 1, "beam": max(decode.beam, alternatives + 1)}
@@ -115,9 +118,9 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
         results = await translate_texts(request, translator, limits, texts, decode, "on")
         best = [found[0].text if found else "" for found in results]
         others = [_unique([t.text for t in found[1:]], main) for found, main in zip(results, best)]
-        confidence = [round(found[0].confidence, 4) if found else None for found in results]
+        scores = [confidence(found[0] if found else None) for found in results]
         out: dict[str, Any] = {"translatedText": best[0] if single else best,
-                               "confidence": confidence[0] if single else confidence}
+                               "confidence": scores[0] if single else scores}
         if alternatives:
             out["alternatives"] = others[0] if single else others
         return out | _detected(params, single, len(texts))
