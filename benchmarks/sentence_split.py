@@ -18,7 +18,8 @@ spaces):
 - `line_by_line`: each line on its own (what nmt-evaluate does), scored line by line, and the same translations
   joined as the paragraphs are (`line_by_line_joined`: the fair comparison for the paragraphs);
 - `split`: each paragraph split into sentences, translated and joined (`split_sentences="on"`);
-- `unsplit`: each paragraph as one sequence (`split_sentences="off"`).
+- `unsplit`: each paragraph as one sequence (`split_sentences="off"`; one figure for both forms, as the model
+  reads a line break as a space).
 For each form it also counts the paragraphs the splitter cut into exactly their lines, and those whose split
 translation is the line-by-line one joined. Writes benchmarks/results/sentence_split_<run>_<device>.json with the
 model's sha256.
@@ -111,15 +112,15 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     joined_refs = grouped(refs, args.group, [" "] * (len(refs) - 1))
     lines = [text for text, _ in translator.best(sources)]
     sizes = [len(sources[i:i + args.group]) for i in range(0, len(sources), args.group)]
+    # A paragraph whole reads the same in both forms: the model sees each line break as a space.
+    unsplit = translator.translate(grouped(sources, args.group, separators(sources, "spaces")), split_sentences="off")
     forms = {}
     for form in FORMS:
         between = separators(sources, form)
         paragraphs, by_line = grouped(sources, args.group, between), grouped(lines, args.group, between)
         split_hyps = translator.translate(paragraphs, split_sentences="on")
         result = {"scores": {"line_by_line_joined": scores(by_line, joined_refs),
-                             "split": scores(split_hyps, joined_refs),
-                             "unsplit": scores(translator.translate(paragraphs, split_sentences="off"),
-                                               joined_refs)},
+                             "split": scores(split_hyps, joined_refs)},
                   "paragraphs_with_line_breaks": sum("\n" in paragraph for paragraph in paragraphs),
                   "split_into_their_lines": sum(len(split(paragraph).sentences) == size
                                                 for paragraph, size in zip(paragraphs, sizes, strict=True)),
@@ -134,7 +135,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
             "lines_without_final_mark": sum(not ends_sentence(line) for line in sources),
             "beam": args.beam, "length_penalty": translator.decode.alpha, "engine": translator.engine.name,
             "bleu_signature": str(BLEU.get_signature()), "chrf_signature": str(CHRF.get_signature()),
-            "line_by_line": scores(lines, refs), "forms": forms}
+            "line_by_line": scores(lines, refs), "unsplit": scores(unsplit, joined_refs), "forms": forms}
 
 
 @command
@@ -143,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args, device)
     out = args.out_dir / f"sentence_split_{result['run']}_{device_tag(device)}.json"
     write_result(out, device, command_line(MODULE, argv), result)
-    score = result["line_by_line"]
-    print(f"{'line_by_line':>26}: BLEU {score['bleu']:6.2f}  chrF {score['chrf']:6.2f}")
+    for name in ("line_by_line", "unsplit"):
+        score = result[name]
+        print(f"{name:>26}: BLEU {score['bleu']:6.2f}  chrF {score['chrf']:6.2f}")
     for form, figures in result["forms"].items():
         for name, score in figures["scores"].items():
             print(f"{form + ' ' + name:>26}: BLEU {score['bleu']:6.2f}  chrF {score['chrf']:6.2f}")

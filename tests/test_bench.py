@@ -657,8 +657,9 @@ def test_bench_sentence_split_scores_both_paragraph_forms_end_to_end(tiny_run, t
     assert sentence_split.main(args) == 0
     result = json.loads((tmp_path / "sentence_split_benchtiny_cpu.json").read_text())
     assert result["sentences"] == 80 and result["paragraphs"] == 27 and set(result["forms"]) == {"text", "spaces"}
+    assert result["unsplit"]["bleu"] >= 0 and result["line_by_line"]["bleu"] >= 0
     for form in result["forms"].values():
-        assert set(form["scores"]) == {"line_by_line_joined", "split", "unsplit"}
+        assert set(form["scores"]) == {"line_by_line_joined", "split"}
         assert 0 <= form["split_equals_line_by_line"] <= form["split_into_their_lines"] <= 27
 
 
