@@ -216,14 +216,13 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, its
     terms as token ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
 
-    Each step's candidates are beam search's best 2 * beam expansions of the sentence, each row's best token, EOS
-    after a row that holds all its terms, and every token that takes a row's unmet term further
-    (`nmt.constraints`), ordered by dynamic beam allocation: the banks (constraint tokens produced) take turns,
-    the fullest first, each bank's best before any bank's second, so that neither hypotheses that have met terms
-    nor those that have met none are crowded out. The EOS ones among the `beam` best of their bank finish, the
-    first `beam` others go on. EOS is refused while a term is unmet, except at the length cap, where the
-    hypotheses that lack terms end too, marked by `Hypothesis.unmet` and ranked after any that lack none. A
-    sentence without terms searches as in `beam_search`.
+    Each step's candidates are beam search's best 2 * beam expansions of the sentence, each row's best token and
+    every token that takes a row's unmet term further (`nmt.constraints`), ordered by dynamic beam allocation: the
+    banks (constraint tokens produced) take turns, the fullest first, each bank's best before any bank's second, so
+    that neither hypotheses that have met terms nor those that have met none are crowded out. The EOS ones among the
+    `beam` best of their bank finish, the first `beam` others go on. EOS is refused while a term is unmet, except at
+    the length cap, where the hypotheses that lack terms end too, marked by `Hypothesis.unmet` and ranked after any
+    that lack none. A sentence without terms searches as in `beam_search`.
     """
     beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
@@ -260,10 +259,9 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
         log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
-        # Each row's best token, the tokens its unmet terms want, and EOS where it has met them all (it may score
-        # below the best 2K, which hypotheses lacking terms fill), scored in one gather
-        extra = [(row, token) for row, p in enumerate(progress)
-                 for token in (p.wanted() if p.unmet else (eos,) if p.constraints.terms else ())]
+        # Each row's best token and the tokens its unmet terms want, scored in one gather; EOS competes as any
+        # token does (a row that has met its terms ends where EOS is among its best, never because it may)
+        extra = [(row, token) for row, p in enumerate(progress) if p.unmet for token in p.wanted()]
         extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())]
         extra_rows = torch.tensor([row for row, _ in extra], dtype=torch.long, device=device)  # (E,)
         extra_tokens = torch.tensor([token for _, token in extra], dtype=torch.long, device=device)  # (E,)

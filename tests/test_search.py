@@ -411,9 +411,9 @@ def test_a_term_of_several_subwords_appears_whole_and_in_order() -> None:
 
 
 def test_overlapping_terms_share_their_tokens() -> None:
-    # Every token is as likely: the shortest output holding both terms wins, and A B C holds A B and B C.
+    # Every token but EOS is as likely: the shortest output holding both terms wins, and A B C holds A B and B C.
     src, mask = one_source([3])
-    model = ScriptedModel({}, dict.fromkeys([A, B, C, D, EOS_ID], 0.2))
+    model = ScriptedModel({}, {**dict.fromkeys([A, B, C, D], 0.19), EOS_ID: 0.24})
     for terms, best in [([[A, B], [B, C]], [A, B, C]), ([[A, B, C], [B]], [A, B, C]), ([[A, A], [A]], [A, A])]:
         (nbest,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=6), [terms])
         assert nbest[0].tokens == best and nbest[0].unmet == 0
