@@ -311,9 +311,25 @@ def _constraints_section(records: dict[str, dict]) -> list[str]:
             + [""])
 
 
+def _sentence_split_section(records: dict[str, dict]) -> list[str]:
+    """Paragraphs (benchmarks/sentence_split.py): test lines in threes, translated with sentence splitting against
+    the same lines translated one by one and joined, in both paragraph forms."""
+    lines = ["### Paragraphs: sentence splitting against line by line", "",
+             *table_header(["run", "form", "paragraphs", "split into their lines", "BLEU line by line, joined",
+                            "BLEU split", "difference", "BLEU unsplit"], "ll" + "r" * 6)]
+    for r in records.values():
+        for form, f in r["forms"].items():
+            lines.append(f"| {r['run']} | {form} | {r['paragraphs']:,} | {f['split_into_their_lines']:,} "
+                         f"| {f['scores']['line_by_line_joined']['bleu']:.2f} | {f['scores']['split']['bleu']:.2f} "
+                         f"| {f['split_minus_line_by_line_joined_bleu']:+.2f} | {r['unsplit']['bleu']:.2f} |")
+    return (lines + [""] + [_model(name, r) for name, r in records.items()]
+            + [_provenance(name, r) for name, r in records.items()] + [""])
+
+
 SECTIONS = {"train": _train_section, "decode": _decode_section, "attention": _attention_section,
             "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section,
-            "serve": _serve_section, "lp_agreement": _agreement_section, "constraints": _constraints_section}
+            "serve": _serve_section, "lp_agreement": _agreement_section, "constraints": _constraints_section,
+            "sentence_split": _sentence_split_section}
 
 
 def _records(results: Path) -> dict[str, dict[str, dict]]:

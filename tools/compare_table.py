@@ -76,6 +76,28 @@ def _lines(data: dict[str, Any], budget: str, trained: str, shown: Path) -> list
             continue
         lines.append(_row(row, data["significance"]["runs"][row["name"]], data["diagnostics"][row["name"]],
                           data["significance"]["resamples"]))
+    return lines + _further_lines(data)
+
+
+def _further_lines(data: dict[str, Any]) -> list[str]:
+    """BLEU on every test set each usable run was decoded on, with the paired bootstrap's p against its baseline
+    (none when some run lacks a further test set)."""
+    further = data.get("further_test_sets") or {}
+    if not further:
+        return []
+    splits = list(further)
+    first = "test2016" if data["suite"] == "multi30k" else "test"  # Multi30k's split `test` is test2016
+    lines = ["", "BLEU on each official test set, with p against the family's baseline as above:", "",
+             *table_header(["variant", *(f"{name} {col}" for name in (first, *splits) for col in ("BLEU", "p"))],
+                           "l" + "r" * (2 * len(splits) + 2))]
+    for row in data["runs"]:
+        if row["status"] != "ok":
+            continue
+        results = [(data["significance"]["runs"][row["name"]]["bleu"], data["significance"]["resamples"])]
+        results += [(further[split]["runs"][row["name"]]["bleu"], further[split]["resamples"]) for split in splits]
+        lines.append(markdown_row([row["attention"], *(text for m, resamples in results
+                                                       for text in (f"{m['score']:.2f}",
+                                                                    p_text(m["p_value"], resamples)))]))
     return lines
 
 
