@@ -62,8 +62,8 @@ class TrainingState:
 
 
 @dataclass
-class Bundle:
-    """A checkpoint: the config, vocabulary, tokenizer and weights, the run's progress, optionally training state."""
+class CheckpointContents:
+    """What a checkpoint file holds: config, vocabulary, tokenizer, weights, the run's progress, any training state."""
 
     config: dict[str, Any]  # to_dict(Config)
     vocab: dict[str, Any]
@@ -77,7 +77,7 @@ class Bundle:
 
     @classmethod
     def build(cls, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, progress: dict[str, Any],
-              training: TrainingState | None = None) -> Bundle:
+              training: TrainingState | None = None) -> CheckpointContents:
         """Assemble a bundle from a run's parts (weights are the model's own tensors, not copies)."""
         return cls(to_dict(cfg), vars(tokenizer.vocab).copy(), tokenizer.to_bytes(), tokenizer.identity,
                    model.state_dict(), progress, training)
@@ -93,7 +93,7 @@ class Bundle:
         return out
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], path: str | Path) -> Bundle:
+    def from_payload(cls, payload: dict[str, Any], path: str | Path) -> CheckpointContents:
         """Check the version and keys of a loaded mapping; errors name the file and what differs."""
         version = payload.get("version", 1)
         if not isinstance(version, int) or not 1 <= version <= VERSION:
@@ -155,7 +155,7 @@ def _verified(data: bytes, path: Path) -> bytes:
     return archive
 
 
-def save_bundle(bundle: Bundle, path: str | Path) -> None:
+def save_bundle(bundle: CheckpointContents, path: str | Path) -> None:
     """Write a bundle atomically."""
     save_checkpoint(bundle.payload(), path)
 
@@ -182,16 +182,16 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     return payload
 
 
-def load_bundle(path: str | Path, map_location: Any = "cpu") -> Bundle:
+def load_bundle(path: str | Path, map_location: Any = "cpu") -> CheckpointContents:
     """Read, verify and type-check a checkpoint file."""
-    return Bundle.from_payload(load_checkpoint(path, map_location), path)
+    return CheckpointContents.from_payload(load_checkpoint(path, map_location), path)
 
 
 # ---------------------------------------------------------------------------------------------- inference
 
 
 @dataclass
-class Loaded:
+class LoadedModel:
     """A model ready for inference, with what it was trained with."""
 
     model: Seq2Seq
@@ -215,7 +215,7 @@ def find_checkpoint(path: str | Path) -> Path:
     return path
 
 
-def load_model(path: str | Path, device: torch.device) -> Loaded:
+def load_model(path: str | Path, device: torch.device) -> LoadedModel:
     """The inference loader: rebuild model, tokenizer and config from a checkpoint (or run folder) alone."""
     ckpt = find_checkpoint(path)
     bundle = load_bundle(ckpt)
@@ -230,13 +230,13 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
     except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError, TypeError) as err:
         detail = " ".join(str(err).split())  # load_state_dict lists each mismatch on a line of its own
         raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({detail})") from None
-    return Loaded(model.to(device).eval(), tokenizer, cfg, ckpt, bundle.progress)
+    return LoadedModel(model.to(device).eval(), tokenizer, cfg, ckpt, bundle.progress)
 
 
 # ---------------------------------------------------------------------------------------------- resuming
 
 
-def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int = 1) -> Bundle:
+def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int = 1) -> CheckpointContents:
     """The resume loader: a bundle with training state whose vocabulary, model settings and number of processes
     (`world`) match this run.
 
@@ -267,7 +267,7 @@ def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int
 # ---------------------------------------------------------------------------------------------- averaging
 
 
-def average_checkpoints(paths: list[Path]) -> Bundle:
+def average_checkpoints(paths: list[Path]) -> CheckpointContents:
     """The first checkpoint's inference bundle with the element-wise mean of all their weights.
 
     Every checkpoint must have the same model settings, tokenizer and weight shapes; integer buffers are taken
@@ -291,7 +291,7 @@ def average_checkpoints(paths: list[Path]) -> Bundle:
         else:
             averaged[key] = value
     latest = max(bundles, key=lambda b: b.progress.get("step", 0))
-    return Bundle(first.config, first.vocab, first.tokenizer, first.tokenizer_id, averaged, latest.progress,
+    return CheckpointContents(first.config, first.vocab, first.tokenizer, first.tokenizer_id, averaged, latest.progress,
                   averaged=[str(p) for p in paths])
 
 
@@ -325,7 +325,7 @@ class RunCheckpoints:
             if stale.name not in listed:
                 stale.unlink(missing_ok=True)
 
-    def save_last(self, bundle: Bundle) -> None:
+    def save_last(self, bundle: CheckpointContents) -> None:
         """Write last.pt, then delete the step files that dropped out of the best k: until last.pt is written,
         the previous last.pt still lists them, and a resume from it must find them."""
         save_bundle(bundle, self.run.last)
@@ -333,7 +333,7 @@ class RunCheckpoints:
             self.run.checkpoint(name).unlink(missing_ok=True)
         self.dropped = []
 
-    def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: Bundle) -> None:
+    def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: CheckpointContents) -> None:
         """Write step_`step`.pt if `score` ranks among the best k (higher is better), best.pt if it is first.
 
         `best` ([{"score", "step", "path"}], best first) is updated in place; files that drop out are deleted by
@@ -350,11 +350,11 @@ class RunCheckpoints:
         if improved:
             save_bundle(bundle, self.run.best)
 
-    def average(self, best: list[dict[str, Any]], k: int) -> Bundle:
+    def average(self, best: list[dict[str, Any]], k: int) -> CheckpointContents:
         """The average of the best `k` of `best`, not yet written."""
         return average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]])
 
-    def final(self, averaged: Bundle | None) -> Path:
+    def final(self, averaged: CheckpointContents | None) -> Path:
         """Make the run folder stand for its final model: `averaged` written to averaged.pt, or with None,
         averaged.pt removed so that best.pt is found first. Returns the final model's path."""
         if averaged is None:

@@ -2,7 +2,7 @@
 
 Under torchrun every rank must take the same branch at every collective, or the ranks wait on each other
 forever. So no rank decides to skip or stop from its own state: each update ends with one all-reduce of a
-`Control` vector (tokens, loss, non-finite ranks, stop requests and signals, early-stopping verdict, exhausted
+`UpdateTally` vector (tokens, loss, non-finite ranks, stop requests and signals, early-stopping verdict, exhausted
 data, gradient norm), and every rank reads its decisions from the same summed vector. The update's figures
 join that vector where they were computed (on the GPU), so reading it back is the update's one wait for the
 device.
@@ -95,7 +95,7 @@ def gather_objects(d: Dist, obj: Any) -> list[Any]:
 
 
 @dataclass
-class Control:
+class UpdateTally:
     """One update's facts that decide what every rank does next; `agree` sums them over the ranks.
 
     A field may be a 0-d tensor still on the device (the loss, the gradient norm): `agree` gathers it there.
@@ -111,12 +111,12 @@ class Control:
     exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
     grad_norm: float | torch.Tensor = 0.0  # rank 0's gradient norm; the others add 0 (DDP gave all the same gradients)
 
-    def agree(self, d: Dist) -> Control:
+    def agree(self, d: Dist) -> UpdateTally:
         """The sum over ranks: one all-reduce on the process group's device, then one read back to the host."""
         values = astuple(self)
         measured = [v for v in values if isinstance(v, torch.Tensor)]
         if not d.group and not measured:
-            return Control(*values)
+            return UpdateTally(*values)
         device = d.comm_device if d.group else measured[0].device
         host = torch.tensor([0.0 if isinstance(v, torch.Tensor) else float(v) for v in values],
                             dtype=torch.float64)  # (9,)
@@ -125,4 +125,4 @@ class Control:
                               for i, v in enumerate(values)])  # (9,)
         if d.group:
             dist.all_reduce(vector)
-        return Control(*vector.tolist())
+        return UpdateTally(*vector.tolist())

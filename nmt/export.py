@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.checkpoint import Loaded, load_model
+from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import to_dict
 from nmt.engines.ctranslate2 import (
     FORMAT_VERSION,
@@ -78,7 +78,7 @@ def _positions(embedder: Any, dim: int, length: int) -> np.ndarray:
     return sinusoidal_table(length, dim).numpy()
 
 
-def _spec(loaded: Loaded) -> Any:
+def _spec(loaded: LoadedModel) -> Any:
     """ctranslate2's TransformerSpec filled with the weights of a loaded Transformer."""
     import_ctranslate2()
     from ctranslate2.specs import transformer_spec
@@ -158,7 +158,7 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
     return publish_export(output, loaded, MANIFEST, head, fill)
 
 
-def publish_export(output: Path, loaded: Loaded, manifest_name: str, head: dict[str, Any],
+def publish_export(output: Path, loaded: LoadedModel, manifest_name: str, head: dict[str, Any],
                    fill: Callable[[Path], None]) -> dict[str, Any]:
     """An export folder, built beside `output` and renamed into place (nothing is left behind on failure):
     `fill` writes its files, then a manifest `manifest_name` records `head`, the source checkpoint and its

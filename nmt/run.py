@@ -74,12 +74,12 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
     if parent is not None:  # the child's config, made here once: every step below takes it
         cfg = parent.child_config(cfg)
     own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
-    where = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
+    device = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
     try:
-        with contextlib.ExitStack() as held:
-            owner = _start(cfg, restart, where, held)
-            held.enter_context(_run_log(RunDir(cfg.run_dir), current(where).rank))
-            return _train(cfg, restart, evaluate_test, command, owner, where, parent)
+        with contextlib.ExitStack() as resources:
+            owner = _start(cfg, restart, device, resources)
+            resources.enter_context(_run_log(RunDir(cfg.run_dir), current(device).rank))
+            return _train(cfg, restart, evaluate_test, command, owner, device, parent)
     finally:
         if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
             shutdown_distributed()
@@ -115,36 +115,36 @@ def _run_log(run: RunDir, rank: int) -> Iterator[None]:
         handler.close()
 
 
-def _start(cfg: Config, restart: bool, where: torch.device, held: contextlib.ExitStack) -> str:
+def _start(cfg: Config, restart: bool, device: torch.device, resources: contextlib.ExitStack) -> str:
     """Every rank checks, then all agree: a rank that stopped here while the others trained would pair its next
     collective with theirs. Rank 0 takes the run folder's lock for every rank; returns the lock's previous owner."""
-    place = current(where)
+    dist = current(device)
     owner, problem = "", None
     try:
         check_data_paths(cfg)
         _check_run_paths(cfg)
         check_tensorboard(cfg.train.tensorboard)
         _check_fresh_start(RunDir(cfg.run_dir), restart)
-        if place.main:
-            owner = held.enter_context(run_lock(cfg.run_dir))
+        if dist.main:
+            owner = resources.enter_context(run_lock(cfg.run_dir))
     except NmtError as err:
         problem = err
-    if not all_true(place, problem is None):
+    if not all_true(dist, problem is None):
         raise problem or RunLockError(f"{cfg.run_dir}: another process of this torchrun job could not start "
                                       "the run (see its error line)")
     return owner
 
 
 def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previous_owner: str,
-           where: torch.device, parent: Parent | None) -> Run:
+           device: torch.device, parent: Parent | None) -> Run:
     """The run while the run folder is locked: set up, resume or start, train, then the trainer's end."""
-    run, rank = RunDir(cfg.run_dir), current(where).rank
+    run, rank = RunDir(cfg.run_dir), current(device).rank
     if previous_owner:
         log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
                     previous_owner)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    trainer = prepare_trainer(cfg, where, log.info, parent)
+    trainer = prepare_trainer(cfg, device, log.info, parent)
     _check_validation_lengths(trainer.data.splits["val"], trainer.model.max_positions, rank)
     if run.last.exists() and not restart:
         trainer.resume(run.last)
@@ -166,33 +166,33 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
     if rank != 0:
         return result
     log.info("training stopped at step %d after %.1f minutes", progress.step, progress.elapsed / 60)
-    end = trainer.finish(evaluate_test, command)
-    result.checkpoint, result.report, result.final_model = end.checkpoint, end.report, end.choice
+    outcome = trainer.finish(evaluate_test, command)
+    result.checkpoint, result.report, result.final_model = outcome.checkpoint, outcome.report, outcome.choice
     return result
 
 
-def prepare_trainer(cfg: Config, where: torch.device | None = None, say: Callable[[str], None] = _quiet,
+def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: Callable[[str], None] = _quiet,
                     parent: Parent | None = None) -> Trainer:
     """The set-up of a training without its run: the config's data prepared (cached, as nmt-prepare does) and
-    a Trainer on `where` (None: train.device). Nothing is written to the run folder. With a `parent`
+    a Trainer on `device` (None: train.device). Nothing is written to the run folder. With a `parent`
     (train.init_from), `cfg` is the child's (`parent.child_config`) and the data is encoded with the parent's
     tokenizer.
 
     Under torchrun rank 0 prepares first and the others then read its cache (and meet its error, if any);
-    rank 0 tells `say` what it prepared.
+    rank 0 tells `log_line` what it prepared.
     """
-    where = where or resolve_device(cfg.train.device)
-    place = current(where)
-    if place.rank:
-        barrier(place)
+    device = device or resolve_device(cfg.train.device)
+    dist = current(device)
+    if dist.rank:
+        barrier(dist)
     try:
-        data = prepare(cfg, log=say if place.main else _quiet, tokenizer=parent.tokenizer if parent else None)
+        data = prepare(cfg, log=log_line if dist.main else _quiet, tokenizer=parent.tokenizer if parent else None)
     finally:
-        if place.main:
-            barrier(place)
-    trainer = Trainer(cfg, data, where)
-    if place.main:
-        say(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
+        if dist.main:
+            barrier(dist)
+    trainer = Trainer(cfg, data, device)
+    if dist.main:
+        log_line(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
     return trainer
 
 

@@ -18,11 +18,11 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt.checkpoint import Bundle, Loaded, RunCheckpoints, TrainingState, load_bundle, load_for_resume
+from nmt.checkpoint import CheckpointContents, LoadedModel, RunCheckpoints, TrainingState, load_bundle, load_for_resume
 from nmt.config import AUTO, Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
-from nmt.distributed import Control, current, gather_objects
+from nmt.distributed import UpdateTally, current, gather_objects
 from nmt.errors import CheckpointError, TrainingError
 from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_report
 from nmt.fileio import write_json
@@ -56,7 +56,7 @@ class Progress:
 
 
 @dataclass
-class End:
+class TrainingOutcome:
     """How a run ended (rank 0): its final model, how that was chosen, and its test report."""
 
     checkpoint: Path | None = None  # None: no final model was chosen (no test report and a fixed penalty)
@@ -106,12 +106,12 @@ class Trainer:
         self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
         self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
 
-    def bundle(self, training: bool = True, rngs: list[dict] | None = None) -> Bundle:
+    def bundle(self, training: bool = True, rngs: list[dict] | None = None) -> CheckpointContents:
         """The run as a checkpoint bundle, with the resumable training state (and `rngs`, every rank's RNG)."""
         rngs = rngs or [rng_state(self.device)]
         state = TrainingState(self.optimizer.state_dict(), self.scaler.state_dict(), self.plateau.state_dict(),
                               self.sampler.state_dict(), rngs[0], rngs) if training else None
-        return Bundle.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
+        return CheckpointContents.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
 
     def resume(self, path: Path) -> None:
         """Restore the state saved by `bundle`: the weights, optimizer, loss scale, plateau, sampler, progress
@@ -192,19 +192,19 @@ class Trainer:
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm(grads)  # (), on the device: read with the control vector
         finite = torch.isfinite(loss_sum) & torch.isfinite(norm)
-        ctl = Control(tokens=sum(b.n_tgt_tokens for b in group), loss=loss_sum, nll=nll_sum,
-                      nonfinite=~finite, stop=self._wants_stop(), interrupt=bool(stop_signal()),
-                      early_stop=self.early_stop, exhausted=self._out_of_epochs(),
-                      grad_norm=norm if self.dist.main else 0.0).agree(self.dist)
-        norm = ctl.grad_norm
-        stop = bool(ctl.stop or ctl.interrupt or ctl.early_stop or ctl.exhausted)
-        stats = {"loss": ctl.loss / ctl.tokens, "nll": ctl.nll / ctl.tokens, "tokens": ctl.tokens}
-        if ctl.nonfinite or ctl.early_stop:
+        tally = UpdateTally(tokens=sum(b.n_tgt_tokens for b in group), loss=loss_sum, nll=nll_sum,
+                            nonfinite=~finite, stop=self._wants_stop(), interrupt=bool(stop_signal()),
+                            early_stop=self.early_stop, exhausted=self._out_of_epochs(),
+                            grad_norm=norm if self.dist.main else 0.0).agree(self.dist)
+        norm = tally.grad_norm
+        stop = bool(tally.stop or tally.interrupt or tally.early_stop or tally.exhausted)
+        stats = {"loss": tally.loss / tally.tokens, "nll": tally.nll / tally.tokens, "tokens": tally.tokens}
+        if tally.nonfinite or tally.early_stop:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update()
-            return StepResult(False, stop, bool(ctl.early_stop), bool(ctl.interrupt), stats)
+            return StepResult(False, stop, bool(tally.early_stop), bool(tally.interrupt), stats)
         # DDP averaged the gradients over ranks: undo that and the guess, dividing by the global token count.
-        factor = self.world / (guess * ctl.tokens)
+        factor = self.world / (guess * tally.tokens)
         grad_norm = norm * factor
         limit = tcfg.clip_norm if tcfg.clip_norm > 0 else math.inf
         torch._foreach_mul_(grads, factor * min(1.0, limit / (grad_norm + 1e-6)))
@@ -212,7 +212,7 @@ class Trainer:
         set_lr(self.optimizer, lr)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return StepResult(True, stop, False, bool(ctl.interrupt), stats | {"lr": lr, "grad_norm": grad_norm})
+        return StepResult(True, stop, False, bool(tally.interrupt), stats | {"lr": lr, "grad_norm": grad_norm})
 
     def _forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The logits of the batch's real target positions (N, V) and their targets (N,): no output layer on padding."""
@@ -254,8 +254,8 @@ class Trainer:
         self.clock = (time.monotonic(), prog.elapsed)
         if prog.pending_validation:  # as the run would have done had the signal come a moment later
             self._checkpoint()
-        first = Control(stop=self._wants_stop(), early_stop=self.early_stop,
-                        exhausted=self._out_of_epochs()).agree(self.dist)
+        first = UpdateTally(stop=self._wants_stop(), early_stop=self.early_stop,
+                            exhausted=self._out_of_epochs()).agree(self.dist)
         if first.stop or first.exhausted or first.early_stop or 0 < tcfg.max_steps <= prog.step:
             return prog
         self.metrics.open()
@@ -293,24 +293,24 @@ class Trainer:
         self.metrics.close()
         return prog
 
-    def finish(self, evaluate_test: bool, command: str) -> End:
+    def finish(self, evaluate_test: bool, command: str) -> TrainingOutcome:
         """Rank 0 after training: the final model, its length penalty (auto: tuned on the validation split and
         stored in it) and its test report (eval_test.json), each written into the run folder."""
         cfg, run = self.cfg, RunDir(self.cfg.run_dir)
         tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in self.data.splits
         if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
             self.checkpoints.final(None)
-            return End()
+            return TrainingOutcome()
         final, choice, model, progress = self.final_model()
-        loaded = Loaded(model.eval(), self.data.tokenizer, cfg, final, progress)
-        end, tuning = End(final, choice), None
+        loaded = LoadedModel(model.eval(), self.data.tokenizer, cfg, final, progress)
+        outcome, tuning = TrainingOutcome(final, choice), None
         if tune:
             tuning = tune_and_store(from_loaded([loaded], self.device, cfg.train.precision), final)
             write_json(run.length_penalty, tuning)
             loaded.cfg = replace(cfg, decode=replace(cfg.decode, length_penalty=tuning["best"]))
             log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
         if not test:
-            return end
+            return outcome
         translator = from_loaded([loaded], self.device, cfg.train.precision)  # names the file as it is now
         report, hyps = evaluate(translator, *split_pair(translator.cfg, "test"), "test", command)
         report["train"] = {"steps": self.progress.step, "minutes": round(self.progress.elapsed / 60, 2),
@@ -321,8 +321,8 @@ class Trainer:
         if tuning is not None:
             report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
         write_report(report, hyps, run.report("test"), run.hypotheses("test"))
-        end.report = report
-        return end
+        outcome.report = report
+        return outcome
 
     def final_model(self) -> tuple[Path, dict[str, Any], torch.nn.Module, dict[str, Any]]:
         """The final checkpoint, how it was chosen, its model in memory and its progress record.

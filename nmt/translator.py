@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.checkpoint import Loaded, load_model
+from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import Config, DecodeConfig, config_from_dict, decode_with
 from nmt.data import normalize
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
@@ -420,14 +420,14 @@ def _lines(text: str | Sequence[str], what: str = "translate") -> tuple[list[str
     return lines, False
 
 
-def member_of(loaded: Loaded) -> Member:
+def member_of(loaded: LoadedModel) -> Member:
     progress = loaded.progress
     minutes = round(progress["elapsed"] / 60, 2) if "elapsed" in progress else None
     return Member(str(loaded.path), sha256_file(loaded.path), loaded.cfg.name, loaded.cfg.model.arch,
                   progress.get("step"), minutes)
 
 
-def from_loaded(loaded: Sequence[Loaded], device: torch.device, precision: str = "fp32",
+def from_loaded(loaded: Sequence[LoadedModel], device: torch.device, precision: str = "fp32",
                 decode: DecodeConfig | None = None) -> Translator:
     """A PyTorch translator over one model or an ensemble; `decode` defaults to the first model's settings.
 

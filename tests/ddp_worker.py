@@ -116,9 +116,9 @@ def main(folder: Path) -> None:
     # A run folder another nmt-train holds (here rank 0's own second handle on its lock file, which flock treats
     # as another holder): rank 0 is refused and every rank hears it through the process group; what they said
     # and how long it took go into the results.
-    held = run_lock(folder / "runs" / "locked") if rank == 0 else contextlib.nullcontext()
+    lock = run_lock(folder / "runs" / "locked") if rank == 0 else contextlib.nullcontext()
     said, start = io.StringIO(), time.monotonic()
-    with held, contextlib.redirect_stderr(said):
+    with lock, contextlib.redirect_stderr(said):
         run("locked", _config(folder, "locked", max_steps=4))
     results["locked"].update(seconds=time.monotonic() - start, stderr=said.getvalue())
     (folder / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")

@@ -88,7 +88,7 @@ def test_resume_loader_wants_training_state_and_matching_settings(trainer, tmp_p
         ck.load_for_resume(tmp_path / "model.pt", trainer.cfg, trainer.data.tokenizer.identity)
     ck.save_checkpoint(trainer.bundle().payload(), tmp_path / "full.pt")
     bundle = ck.load_for_resume(tmp_path / "full.pt", trainer.cfg, trainer.data.tokenizer.identity)
-    assert isinstance(bundle, ck.Bundle) and bundle.training is not None
+    assert isinstance(bundle, ck.CheckpointContents) and bundle.training is not None
     assert set(ck.load_checkpoint(tmp_path / "full.pt")) >= set(ck.INFERENCE_KEYS) | {"version", "optimizer", "rng"}
     with pytest.raises(ck.CheckpointError, match="different vocabulary"):
         ck.load_for_resume(tmp_path / "full.pt", trainer.cfg, "another tokenizer")

@@ -22,7 +22,7 @@ from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
 from nmt.cli import train_main
 from nmt.config import load_config
 from nmt.data import prepare
-from nmt.distributed import Control, Dist
+from nmt.distributed import Dist, UpdateTally
 from nmt.trainer import Trainer
 from nmt.utils import rank_seed, set_rng_state
 from tests.conftest import REPO, tiny_config
@@ -163,9 +163,9 @@ def test_rng_restore_from_a_checkpoint_mapped_to_another_device(tmp_path, monkey
 
 
 def test_control_vector_sums_and_single_process_is_identity():
-    ctl = Control(tokens=12, loss=3.5, nonfinite=True, stop=False, exhausted=1)
-    agreed = ctl.agree(Dist())
-    assert agreed == ctl and agreed is not ctl
+    tally = UpdateTally(tokens=12, loss=3.5, nonfinite=True, stop=False, exhausted=1)
+    agreed = tally.agree(Dist())
+    assert agreed == tally and agreed is not tally
 
 
 def test_a_locked_run_folder_stops_every_rank_at_once(scenarios):

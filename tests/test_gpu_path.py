@@ -23,7 +23,7 @@ from nmt.checkpoint import save_bundle
 from nmt.config import load_config
 from nmt.data import collate, prepare
 from nmt.data.batching import prefetch
-from nmt.distributed import Control, Dist
+from nmt.distributed import Dist, UpdateTally
 from nmt.kernels import label_smoothed_loss
 from nmt.models.rnn import GRUEncoder
 from nmt.trainer import Trainer
@@ -69,7 +69,7 @@ class HostSyncs(TorchDispatchMode):
 
 def _control_answer(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
     """The control vector of an applied update: 100 tokens, finite loss and gradient norm."""
-    return torch.tensor(astuple(Control(tokens=100.0, loss=250.0, nll=200.0, grad_norm=2.0)), dtype=dtype)
+    return torch.tensor(astuple(UpdateTally(tokens=100.0, loss=250.0, nll=200.0, grad_norm=2.0)), dtype=dtype)
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +151,10 @@ def test_the_gru_encoder_off_the_cpu_matches_packing_on_it():
 def test_collectives_get_tensors_on_the_communication_device(monkeypatch):
     seen = []
     monkeypatch.setattr(nmt.distributed.dist, "all_reduce", lambda tensor: seen.append(tensor.device))
-    place = Dist(rank=0, world=2, device=META, comm_device=META, group=True)
+    dist = Dist(rank=0, world=2, device=META, comm_device=META, group=True)
     measured = torch.ones((), device=META)
     with HostSyncs(_control_answer) as syncs:
-        agreed = Control(tokens=3.0, loss=measured, nonfinite=measured, grad_norm=measured).agree(place)
+        agreed = UpdateTally(tokens=3.0, loss=measured, nonfinite=measured, grad_norm=measured).agree(dist)
     assert seen == [META] and agreed.tokens == 100.0 and len(syncs.waits) == 1
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import Loaded, load_model
+from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import ExportError
 from nmt.export import publish_export
 from nmt.fileio import sha256_file
@@ -25,7 +25,7 @@ FORMAT_VERSION = 1
 SOURCE_LANG, TARGET_LANG = "de", "en"
 
 
-def _hf_config(transformers: Any, loaded: Loaded, kind: str) -> Any:
+def _hf_config(transformers: Any, loaded: LoadedModel, kind: str) -> Any:
     cfg, vocab = loaded.cfg.model, loaded.tokenizer.vocab
     if kind != "marian" and vocab.src_size != vocab.tgt_size:
         raise ExportError(f"{loaded.path}: a pre-norm model with source and target vocabularies of different sizes "
@@ -46,7 +46,7 @@ def _hf_config(transformers: Any, loaded: Loaded, kind: str) -> Any:
     return transformers.BlenderbotConfig(**common)
 
 
-def _generation_config(transformers: Any, loaded: Loaded) -> Any:
+def _generation_config(transformers: Any, loaded: LoadedModel) -> Any:
     """Our special ids and decoding settings in transformers' terms (docs/huggingface.md says what differs)."""
     d = loaded.cfg.decode
     longest = min(math.floor(d.max_len_a * (d.max_source_tokens + 1) + d.max_len_b), loaded.cfg.model.max_positions - 1)
@@ -78,7 +78,7 @@ def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_
         marian.save_pretrained(str(folder))
 
 
-def _test_report(loaded: Loaded) -> dict[str, Any] | None:
+def _test_report(loaded: LoadedModel) -> dict[str, Any] | None:
     """The test report of the run folder the checkpoint lies in, when it scored this very checkpoint."""
     path = RunDir(loaded.path.parent.parent).report("test")
     try:
@@ -92,7 +92,7 @@ def _test_report(loaded: Loaded) -> dict[str, Any] | None:
         return None
 
 
-def model_card(loaded: Loaded, kind: str, report: dict[str, Any] | None) -> str:
+def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) -> str:
     """README.md in the Hub's format: YAML metadata (languages, the license left to the user, the data, the test
     scores as model-index) and what the model is."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
