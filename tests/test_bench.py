@@ -403,6 +403,18 @@ def test_comparison_table_shows_figures_a_report_lacks_as_dashes(scripts, tmp_pa
     assert f"| {first['attention']} | failed: no eval_test.json |" in text and "paired bootstrap" not in text
 
 
+def test_comparison_table_gives_every_official_test_set_in_release_order(scripts, tmp_path):
+    """The committed Multi30k comparison has all four test sets: a second table gives BLEU and p on each, test2016
+    first; a report without further test sets has no such table."""
+    report = _committed_report(tmp_path / "report")
+    text = scripts["compare_table"].table(report)
+    header = next(line for line in text.splitlines() if line.startswith("| variant | test2016 BLEU"))
+    assert [cell.split()[0] for cell in header.strip("| ").split(" | ")[1::2]] == \
+        ["test2016", "test2017", "mscoco2017", "test2018"]
+    _edit(report / "compare.json", lambda d: d.update(further_test_sets={}))
+    assert "test2016 BLEU" not in scripts["compare_table"].table(report)
+
+
 @pytest.mark.parametrize(("budget", "words"), [
     ("12m", "SUITE=multi30k BUDGET=12m`: each variant trained from scratch for the same wall-clock budget (12m) on"),
     ("1.5h", "BUDGET=1.5h`: each variant trained from scratch for the same wall-clock budget (1.5h) on"),
@@ -411,9 +423,13 @@ def test_comparison_table_shows_figures_a_report_lacks_as_dashes(scripts, tmp_pa
 ])
 def test_comparison_table_words_the_budget_suite_json_records(scripts, tmp_path, budget, words):
     report = _committed_report(tmp_path / "report")
-    _edit(report / "suite.json", lambda d: d.update(budget=budget))
+    limits = importlib.import_module("benchmarks.compare_suite").budget_overrides(budget)[1::2]
+    _edit(report / "suite.json", lambda d: d.update(budget=budget, overrides=limits))  # as compare_suite writes
     text = scripts["compare_table"].table(report)
-    assert words in text and "None" not in text
+    assert words in text and "None" not in text and "SET=" not in text
+    _edit(report / "suite.json", lambda d: d.update(overrides=[*limits, "train.threads=1"]))  # with --set
+    text = scripts["compare_table"].table(report)
+    assert words.replace("`:", ' SET="--set train.threads=1"`:') in text and "2 cores, 1 threads" in text
 
 
 @pytest.mark.parametrize(("damage", "named"), [

@@ -25,6 +25,7 @@ MODULE = "tools.compare_table"
 MISSING = "–"  # a figure the report has none of
 README = ROOT / "docs" / "comparing.md"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
+OFFICIAL = ("test2017", "mscoco2017", "test2018")  # Multi30k's further test sets, in the order of their release
 HEADER = table_header(["variant", "BLEU", "chrF", "BLEU 95% CI", "p (BLEU)", "p (chrF)", "updates", "train tgt tok/s",
                        "decode sent/s", "entropy / uniform", "rows > 90% on one token", "near-uniform rows"],
                       "l" + "r" * 11)
@@ -49,12 +50,18 @@ def _setup(suite: dict[str, Any]) -> tuple[str, str]:
     budget, m = suite["budget"], suite["machine"]
     if budget is not None and not isinstance(budget, str):
         raise ValueError(f"budget is {budget!r}, not a string such as 20m, 1.5h or 3000")
-    machine = f"on {m['cpu']} ({m['cpu_count']} cores, {m['torch_threads']} threads, torch {m['torch']})"
-    if not budget_overrides(budget):  # a ValueError for a budget compare_suite would not take
-        return "", f"until its config's own stopping rule {machine}"
+    limits = budget_overrides(budget)[1::2]  # a ValueError for a budget compare_suite would not take
+    settings = [item for item in suite.get("overrides", []) if item not in limits]  # those of `--set`
+    threads = next((item.split("=", 1)[1] for item in settings if item.startswith("train.threads=")),
+                   m["torch_threads"])
+    machine = f"on {m['cpu']} ({m['cpu_count']} cores, {threads} threads, torch {m['torch']})"
+    make = (f" BUDGET={budget}" if limits else "") + (
+        f' SET="{" ".join(f"--set {item}" for item in settings)}"' if settings else "")
+    if not limits:
+        return make, f"until its config's own stopping rule {machine}"
     if budget.strip()[-1] in "mh":
-        return f" BUDGET={budget}", f"for the same wall-clock budget ({budget}) {machine}"
-    return f" BUDGET={budget}", f"for the same number of updates ({budget}) {machine}"
+        return make, f"for the same wall-clock budget ({budget}) {machine}"
+    return make, f"for the same number of updates ({budget}) {machine}"
 
 
 def _lines(data: dict[str, Any], budget: str, trained: str, shown: Path) -> list[str]:
@@ -85,7 +92,7 @@ def _further_lines(data: dict[str, Any]) -> list[str]:
     further = data.get("further_test_sets") or {}
     if not further:
         return []
-    splits = list(further)
+    splits = sorted(further, key=lambda name: (OFFICIAL.index(name) if name in OFFICIAL else len(OFFICIAL), name))
     first = "test2016" if data["suite"] == "multi30k" else "test"  # Multi30k's split `test` is test2016
     lines = ["", "BLEU on each official test set, with p against the family's baseline as above:", "",
              *table_header(["variant", *(f"{name} {col}" for name in (first, *splits) for col in ("BLEU", "p"))],
