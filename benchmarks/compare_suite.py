@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -145,6 +146,7 @@ def complete(run_dir: Path) -> None:
     the further test sets (with the settings stored in its final model), and its attention record."""
     for split in further_test_sets(run_dir):
         report = evaluate(run_dir, split=split)
+        report["command"] = shlex.join(["nmt-evaluate", str(run_dir), "--split", split])  # the same, from a shell
         write_report(report, report.pop("hypotheses"), RunDir(run_dir).report(split), RunDir(run_dir).hypotheses(split))
     run = load_run(run_dir)
     record = attention_record(run, test_sources(run.cfg), torch.device("cpu"), DIAG_SENTENCES, HEATMAPS,
