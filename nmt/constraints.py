@@ -11,7 +11,7 @@ plus the longest prefix it is in the middle of (Post & Vilar 2018; Hu et al. 201
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 def _failure(term: tuple[int, ...]) -> tuple[int, ...]:
@@ -47,20 +47,21 @@ class Constraints:
 
     def start(self) -> Progress:
         """The progress of an empty output."""
-        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms), len(self.terms), 0)
+        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms), len(self.terms), 0, False)
 
 
 @dataclass(frozen=True)
 class Progress:
     """One hypothesis' standing: per term, whether it is met, and otherwise how many of its tokens the output ends
-    with; `unmet` counts the terms not yet met, and `bank` the constraint tokens produced (the lengths of the met
-    terms plus the longest prefix in progress)."""
+    with; `unmet` counts the terms not yet met, `bank` the constraint tokens produced (the lengths of the met
+    terms plus the longest prefix in progress), and `completed` whether the last token ended a term."""
 
     constraints: Constraints
     matched: tuple[int, ...]
     met: tuple[bool, ...]
     unmet: int
     bank: int
+    completed: bool
 
     def wanted(self) -> set[int]:
         """The tokens that would take an unmet term a step further: the next token of each, and each's first."""
@@ -73,7 +74,7 @@ class Progress:
     def advance(self, token: int) -> Progress:
         """The standing after the output grows by `token`."""
         if self.unmet == 0:
-            return self
+            return replace(self, completed=False) if self.completed else self
         matched, met = list(self.matched), list(self.met)
         for i, (term, fail) in enumerate(zip(self.constraints.terms, self.constraints.failures)):
             if met[i]:
@@ -88,4 +89,5 @@ class Progress:
             matched[i] = k
         done = sum(len(term) for term, m in zip(self.constraints.terms, met) if m)
         bank = done + max((m for m, is_met in zip(matched, met) if not is_met), default=0)
-        return Progress(self.constraints, tuple(matched), tuple(met), met.count(False), bank)
+        return Progress(self.constraints, tuple(matched), tuple(met), met.count(False), bank,
+                        met.count(True) > self.met.count(True))

@@ -211,8 +211,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
 
 @torch.inference_mode()
 def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
-                            constraints: Sequence[Sequence[Sequence[int]]], *,
-                            return_attention: bool = False) -> list[list[Hypothesis]]:
+                            constraints: Sequence[Sequence[Sequence[int]]], *, return_attention: bool = False,
+                            continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, its
     terms as token ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
 
@@ -222,7 +222,8 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     that neither hypotheses that have met terms nor those that have met none are crowded out. The EOS ones among the
     `beam` best of their bank finish, the first `beam` others go on. EOS is refused while a term is unmet, except at
     the length cap, where the hypotheses that lack terms end too, marked by `Hypothesis.unmet` and ranked after any
-    that lack none. A sentence without terms searches as in `beam_search`.
+    that lack none. A sentence without terms searches as in `beam_search`. Right after a term's last token, no token
+    of `continuations` (the subwords that go on with a word) may follow, so a term stands as a whole word.
     """
     beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
@@ -246,6 +247,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n*width, t, S)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     step = 0
+    word_goes_on = None  # (V,) True at the tokens of `continuations`, made at the first step
     while active:
         n = len(active)
         log_probs, state = model.step(prev, state)
@@ -256,6 +258,12 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
             eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
             eos_column[:, eos] = lacking
             log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
+        ended = torch.tensor([p.completed for p in progress], device=device)  # (n*width,) a term just ended
+        if continuations and ended.any():  # the term stands as a whole word
+            if word_goes_on is None:
+                word_goes_on = torch.zeros(log_probs.size(1), dtype=torch.bool, device=device)  # (V,)
+                word_goes_on[sorted(continuations)] = True
+            log_probs = log_probs.masked_fill(ended[:, None] & word_goes_on, NEG_INF)  # (n*width, V)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
         log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
@@ -344,13 +352,14 @@ def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
 
 
 def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
-                 return_attention: bool = False,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> list[list[Hypothesis]]:
+                 return_attention: bool = False, constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+                 continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
     """Constrained beam search when any sentence has a constraint (`constraints`: per sentence, its target terms as
-    token ids), else greedy search when `cfg.beam == 1` (one-element lists) and beam search otherwise; `auto`
-    length penalties decode at `cfg.alpha`."""
+    token ids, each a whole word: no token of `continuations` right after it), else greedy search when `cfg.beam ==
+    1` (one-element lists) and beam search otherwise; `auto` length penalties decode at `cfg.alpha`."""
     if constraints is not None and any(len(term) for terms in constraints for term in terms):
-        return constrained_beam_search(model, src, src_mask, cfg, constraints, return_attention=return_attention)
+        return constrained_beam_search(model, src, src_mask, cfg, constraints, return_attention=return_attention,
+                                       continuations=continuations)
     if cfg.beam == 1:
         return [[h] for h in greedy_search(model, src, src_mask, cfg, return_attention=return_attention)]
     return beam_search(model, src, src_mask, cfg, return_attention=return_attention)

@@ -220,6 +220,11 @@ class Tokenizer:
         """Subword ids of each source line, without BOS/EOS."""
         return self._encode(0, lines, threads)
 
+    def tgt_word_continuations(self) -> frozenset[int]:
+        """The target pieces that go on with a word: no word-start mark (U+2581) and a letter or digit first."""
+        pieces = (self._tgt.id_to_piece(i) for i in range(self._tgt.get_piece_size()))
+        return frozenset(i for i, piece in enumerate(pieces) if piece[:1].isalnum())
+
     def encode_tgt(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each target line, without BOS/EOS."""
         return self._encode(1, lines, threads)

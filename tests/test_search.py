@@ -410,6 +410,20 @@ def test_a_term_of_several_subwords_appears_whole_and_in_order() -> None:
     assert all(contains(h.tokens, [D, C, D]) and h.unmet == 0 for h in nbest)
 
 
+def test_a_term_stands_as_a_whole_word_when_continuations_are_given() -> None:
+    # The model would go on from the term D with C, a piece that continues a word ("stand" + "ing"): given C as a
+    # continuation, the output holds D as a whole word; without, D C as the model likes it.
+    src, mask = one_source([3])
+    model = ScriptedModel({(): {D: 0.7, A: 0.2, EOS_ID: 0.1}, (D,): {C: 0.8, A: 0.1, EOS_ID: 0.1}},
+                          {EOS_ID: 0.8, A: 0.1, B: 0.1})
+    (free,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=4), [[[D]]])
+    assert free[0].tokens == [D, C]
+    (whole,) = constrained_beam_search(model, src, mask, settings(2.0, 5, beam=4, n_best=4), [[[D]]],
+                                       continuations=frozenset({C}))
+    assert all(D in h.tokens and h.unmet == 0 for h in whole)
+    assert not any(h.tokens[i:i + 2] == [D, C] for h in whole for i in range(len(h.tokens)))
+
+
 def test_overlapping_terms_share_their_tokens() -> None:
     # Every token but EOS is as likely: the shortest output holding both terms wins, and A B C holds A B and B C.
     src, mask = one_source([3])

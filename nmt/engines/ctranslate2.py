@@ -169,7 +169,8 @@ class CTranslate2Engine:
         self.eos = src.id_to_piece(EOS_ID)
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
-               constraints: Sequence[Sequence[np.ndarray]] | None = None) -> list[list[Hypothesis]]:
+               constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
+               continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
         if return_attention:
             raise ExportError(NO_ATTENTION)
         if constraints is not None:
