@@ -267,10 +267,12 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
         log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
-        # Each row's best token and the tokens its unmet terms want, scored in one gather; EOS competes as any
-        # token does (a row that has met its terms ends where EOS is among its best, never because it may)
+        # A sentence with terms: each row's best token and the tokens its unmet terms want, scored in one gather;
+        # EOS competes as any token does (a row that has met its terms ends where EOS is among its best, never
+        # because it may). A sentence without terms has beam search's candidates only
         extra = [(row, token) for row, p in enumerate(progress) if p.unmet for token in p.wanted()]
-        extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())]
+        extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())
+                  if progress[row].constraints.terms]
         extra_rows = torch.tensor([row for row, _ in extra], dtype=torch.long, device=device)  # (E,)
         extra_tokens = torch.tensor([token for _, token in extra], dtype=torch.long, device=device)  # (E,)
         extra_scores = scores.view(-1)[extra_rows] + log_probs[extra_rows, extra_tokens]  # (E,)
