@@ -25,7 +25,7 @@ from benchmarks.common import (
     prog,
     write_result,
 )
-from nmt.checkpoint import find_checkpoint, load_bundle
+from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.cli import Parser, command
 from nmt.errors import CheckpointError
 from nmt.fileio import sha256_file
@@ -57,14 +57,14 @@ def _scored(model: Path, split: str, device: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
     child_file = find_checkpoint(args.run)
-    parent = load_bundle(child_file).progress.get("parent")
+    parent = load_contents(child_file).progress.get("parent")
     if not parent:
         raise CheckpointError(f"{child_file}: not a fine-tuned model (its run had no train.init_from)")
     if sha256_file(Path(parent["path"])) != parent["sha256"]:
         raise CheckpointError(f"{parent['path']}: changed since {args.run} was fine-tuned from it (sha256 differs)")
     result = {"split": args.split, "commit": code_commit(), "parent": _scored(Path(parent["path"]), args.split, device),
               "child": _scored(child_file, args.split, device),
-              "child_train": load_bundle(child_file).config["train"]}
+              "child_train": load_contents(child_file).config["train"]}
     result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)
     out = Path(args.out_dir) / f"finetune_{RunDir.of(child_file).name}_{device.type}.json"
     write_result(out, device, command_line(MODULE, argv), result)

@@ -395,7 +395,7 @@ def check_train(ctx: Context, precision: str) -> dict[str, Any]:
 
 
 def check_resume(ctx: Context) -> dict[str, Any]:
-    from nmt.checkpoint import load_bundle
+    from nmt.checkpoint import load_contents
 
     n = 20 if ctx.dry else 200
     steps = [f"train.max_steps={n}", f"train.eval_every={n // 4}", f"train.log_every={n // 4}",
@@ -416,7 +416,7 @@ def check_resume(ctx: Context) -> dict[str, Any]:
     _must(ctx.call(command, 120, "resume_again"), "the resumed run")
     if first.wait():
         raise RuntimeError(f"the uninterrupted run: exit status {first.returncode}")
-    a, b = load_bundle(RunDir(ctx.work / "runs" / "straight").last), load_bundle(last)
+    a, b = load_contents(RunDir(ctx.work / "runs" / "straight").last), load_contents(last)
     diff = max(float((a.model[k].float() - b.model[k].float()).abs().max()) for k in a.model)
     reached = a.progress["step"] == b.progress["step"] == n
     return {"ok": killed and reached and (diff == 0.0 or not ctx.dry), "killed_mid_run": killed,

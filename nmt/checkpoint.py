@@ -155,9 +155,9 @@ def _verified(data: bytes, path: Path) -> bytes:
     return archive
 
 
-def save_bundle(bundle: CheckpointContents, path: str | Path) -> None:
-    """Write a bundle atomically."""
-    save_checkpoint(bundle.payload(), path)
+def save_contents(contents: CheckpointContents, path: str | Path) -> None:
+    """Write a checkpoint file's contents atomically."""
+    save_checkpoint(contents.payload(), path)
 
 
 def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
@@ -182,7 +182,7 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     return payload
 
 
-def load_bundle(path: str | Path, map_location: Any = "cpu") -> CheckpointContents:
+def load_contents(path: str | Path, map_location: Any = "cpu") -> CheckpointContents:
     """Read, verify and type-check a checkpoint file."""
     return CheckpointContents.from_payload(load_checkpoint(path, map_location), path)
 
@@ -218,7 +218,7 @@ def find_checkpoint(path: str | Path) -> Path:
 def load_model(path: str | Path, device: torch.device) -> LoadedModel:
     """The inference loader: rebuild model, tokenizer and config from a checkpoint (or run folder) alone."""
     ckpt = find_checkpoint(path)
-    bundle = load_bundle(ckpt)
+    bundle = load_contents(ckpt)
     try:
         cfg = config_from_dict(bundle.config)
         tokenizer = Tokenizer.from_bytes(bundle.tokenizer)
@@ -242,7 +242,7 @@ def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int
 
     Everything stays on the CPU; the trainer copies weights and optimizer state to its device.
     """
-    bundle = load_bundle(path)
+    bundle = load_contents(path)
     if bundle.training is None:
         missing = ", ".join(k for k in TRAINING_KEYS if k not in bundle.payload())
         raise CheckpointError(f"{path}: holds no training state ({missing}); it can be evaluated or averaged, "
@@ -273,7 +273,7 @@ def average_checkpoints(paths: list[Path]) -> CheckpointContents:
     Every checkpoint must have the same model settings, tokenizer and weight shapes; integer buffers are taken
     from the first. The progress is that of the furthest-trained one.
     """
-    bundles = [load_bundle(path) for path in paths]
+    bundles = [load_contents(path) for path in paths]
     first = bundles[0]
     shapes = {key: value.shape for key, value in first.model.items()}
     for path, bundle in zip(paths[1:], bundles[1:]):
@@ -328,7 +328,7 @@ class RunCheckpoints:
     def save_last(self, bundle: CheckpointContents) -> None:
         """Write last.pt, then delete the step files that dropped out of the best k: until last.pt is written,
         the previous last.pt still lists them, and a resume from it must find them."""
-        save_bundle(bundle, self.run.last)
+        save_contents(bundle, self.run.last)
         for name in self.dropped:
             self.run.checkpoint(name).unlink(missing_ok=True)
         self.dropped = []
@@ -342,13 +342,13 @@ class RunCheckpoints:
         improved = not best or score > best[0]["score"]
         if len(best) < self.keep_best or score > best[-1]["score"]:
             path = self.run.step(step)
-            save_bundle(bundle, path)
+            save_contents(bundle, path)
             best.append({"score": score, "step": step, "path": path.name})
             best.sort(key=lambda b: -b["score"])
             self.dropped += [old["path"] for old in best[self.keep_best:]]
             del best[self.keep_best:]
         if improved:
-            save_bundle(bundle, self.run.best)
+            save_contents(bundle, self.run.best)
 
     def average(self, best: list[dict[str, Any]], k: int) -> CheckpointContents:
         """The average of the best `k` of `best`, not yet written."""
@@ -360,5 +360,5 @@ class RunCheckpoints:
         if averaged is None:
             self.run.averaged.unlink(missing_ok=True)
             return self.run.best
-        save_bundle(averaged, self.run.averaged)
+        save_contents(averaged, self.run.averaged)
         return self.run.averaged

@@ -453,14 +453,14 @@ def average_main(argv: list[str] | None = None) -> int:
                         help="with a run folder: average its best K checkpoints")
     parser.add_argument("-o", "--output", required=True, help="averaged checkpoint to write")
     args = parser.parse_args(argv)
-    from nmt.checkpoint import average_checkpoints, load_bundle, save_bundle
+    from nmt.checkpoint import average_checkpoints, load_contents, save_contents
 
     if args.best:
         run = Path(args.inputs[0])
         if len(args.inputs) != 1 or not run.is_dir():
             raise ConfigError(f"--best {args.best}: give exactly one run folder, got {' '.join(args.inputs)}")
         last = check_input("run's last checkpoint", RunDir(run).last)
-        best = load_bundle(last).progress.get("best", [])
+        best = load_contents(last).progress.get("best", [])
         if args.best > len(best):
             raise ConfigError(f"--best {args.best}: {run} keeps {len(best)} best checkpoints (train.keep_best)")
         paths = [RunDir(run).checkpoint(b["path"]) for b in best[:args.best]]
@@ -470,7 +470,7 @@ def average_main(argv: list[str] | None = None) -> int:
         inputs = []
     inputs += [("input", check_input("input", p)) for p in paths]
     check_output("-o/--output", args.output, inputs)
-    save_bundle(average_checkpoints(paths), args.output)
+    save_contents(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}")
     return 0
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import find_checkpoint, load_bundle
+from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.config import Config, ModelConfig, config_from_dict, to_dict
 from nmt.engines.ctranslate2 import is_export
 from nmt.errors import CheckpointError, ConfigError, ExportError, TokenizerError
@@ -66,7 +66,7 @@ def load_parent(cfg: Config) -> Parent:
         path = find_checkpoint(given)
     except CheckpointError as err:
         raise CheckpointError(f"train.init_from: {err}") from None
-    bundle = load_bundle(path)
+    bundle = load_contents(path)
     try:
         parent_cfg = config_from_dict(bundle.config)
         tokenizer = Tokenizer.from_bytes(bundle.tokenizer)

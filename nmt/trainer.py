@@ -18,7 +18,14 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt.checkpoint import CheckpointContents, LoadedModel, RunCheckpoints, TrainingState, load_bundle, load_for_resume
+from nmt.checkpoint import (
+    CheckpointContents,
+    LoadedModel,
+    RunCheckpoints,
+    TrainingState,
+    load_contents,
+    load_for_resume,
+)
 from nmt.config import AUTO, Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
@@ -106,8 +113,8 @@ class Trainer:
         self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
         self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
 
-    def bundle(self, training: bool = True, rngs: list[dict] | None = None) -> CheckpointContents:
-        """The run as a checkpoint bundle, with the resumable training state (and `rngs`, every rank's RNG)."""
+    def contents(self, training: bool = True, rngs: list[dict] | None = None) -> CheckpointContents:
+        """The run as checkpoint contents, with the resumable training state (and `rngs`, every rank's RNG)."""
         rngs = rngs or [rng_state(self.device)]
         state = TrainingState(self.optimizer.state_dict(), self.scaler.state_dict(), self.plateau.state_dict(),
                               self.sampler.state_dict(), rngs[0], rngs) if training else None
@@ -225,7 +232,7 @@ class Trainer:
         score = ranking(tcfg, result)[1]
         self.plateau.observe(score, tcfg.lr)
         prog.bad_validations = 0 if not prog.best or score > prog.best[0]["score"] else prog.bad_validations + 1
-        self.checkpoints.keep(prog.best, score, prog.step, self.bundle(training=False))
+        self.checkpoints.keep(prog.best, score, prog.step, self.contents(training=False))
         return tcfg.patience > 0 and prog.bad_validations >= tcfg.patience
 
     def _checkpoint(self, validate: bool = True) -> None:
@@ -241,7 +248,7 @@ class Trainer:
             log.info("validation at step %d: %s", self.progress.step, ", ".join(f"{k} {v:.3f}"
                                                                                  for k, v in result.items()))
             self.early_stop = self.record_validation(result)
-        self.checkpoints.save_last(self.bundle(rngs=rngs))
+        self.checkpoints.save_last(self.contents(rngs=rngs))
 
     def fit(self) -> Progress:
         """Train until a stop condition that every rank agrees on; writes checkpoints and metrics (rank 0)."""
@@ -349,7 +356,7 @@ class Trainer:
                         "nmt-average can still make it", choice["averaged_steps"], metric, choice["average"],
                         choice["best"])
         final = checkpoints.final(None)
-        bundle = load_bundle(final)
+        bundle = load_contents(final)
         model.load_state_dict(bundle.model)
         return final, {"checkpoint": RunDir.BEST, **choice}, model, bundle.progress
 

@@ -181,14 +181,14 @@ def untrained_run(folder: Path, name: str = "untrained", arch: str = "transforme
     that need a model of some shape or vocabulary, not a trained one."""
     import torch
 
-    from nmt.checkpoint import save_bundle
+    from nmt.checkpoint import save_contents
     from nmt.config import load_config
     from nmt.data import prepare
     from nmt.trainer import Trainer
 
     cfg = load_config(tiny_config(folder, name, arch, **sections))
     trainer = Trainer(cfg, prepare(cfg, log=lambda _msg: None), torch.device("cpu"))
-    save_bundle(trainer.bundle(training=False), cfg.run_dir / "checkpoints" / "best.pt")
+    save_contents(trainer.contents(training=False), cfg.run_dir / "checkpoints" / "best.pt")
     return cfg.run_dir
 
 

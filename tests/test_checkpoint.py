@@ -27,10 +27,10 @@ def trainer(tmp_path_factory) -> Trainer:
 
 
 def test_a_version_1_payload_still_loads_for_inference(trainer, tmp_path):
-    payload = trainer.bundle(training=False).payload()
+    payload = trainer.contents(training=False).payload()
     del payload["version"]
     ck.save_checkpoint(payload, tmp_path / "v1.pt")
-    assert ck.load_bundle(tmp_path / "v1.pt").version == 1
+    assert ck.load_contents(tmp_path / "v1.pt").version == 1
     loaded = ck.load_model(tmp_path / "v1.pt", torch.device("cpu"))
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[key], value), key
@@ -38,7 +38,7 @@ def test_a_version_1_payload_still_loads_for_inference(trainer, tmp_path):
 
 def test_a_checkpoint_is_a_plain_torch_file_that_weights_only_loading_reads(trainer, tmp_path):
     """torch.load(path, weights_only=True) with no allow-list, as docs/training.md and nmt/checkpoint.py say."""
-    ck.save_bundle(trainer.bundle(), tmp_path / "last.pt")
+    ck.save_contents(trainer.contents(), tmp_path / "last.pt")
     plain = torch.load(tmp_path / "last.pt", weights_only=True, map_location="cpu")
     ours = ck.load_checkpoint(tmp_path / "last.pt")
     assert set(plain) == set(ours) >= set(ck.INFERENCE_KEYS) | {"version", "optimizer", "rng"}
@@ -49,44 +49,44 @@ def test_a_checkpoint_is_a_plain_torch_file_that_weights_only_loading_reads(trai
 
 def test_a_file_of_the_older_layout_still_loads_and_is_rewritten_in_the_new(trainer, tmp_path):
     """Versions 1 and 2: a line, the archive's sha256, then the archive, with a model_config copy that nothing read."""
-    payload = trainer.bundle(training=False).payload()
+    payload = trainer.contents(training=False).payload()
     payload |= {"version": 2, "model_config": payload["config"]["model"]}
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     archive = buffer.getvalue()
     old = tmp_path / "old.pt"
     old.write_bytes(b"NMTCKPT1\n" + hashlib.sha256(archive).hexdigest().encode() + b"\n" + archive)
-    bundle = ck.load_bundle(old)
+    bundle = ck.load_contents(old)
     assert bundle.version == 2 and ck.load_model(old, torch.device("cpu")).cfg.model == trainer.cfg.model
-    ck.save_bundle(bundle, tmp_path / "new.pt")
+    ck.save_contents(bundle, tmp_path / "new.pt")
     assert torch.load(tmp_path / "new.pt", weights_only=True)["version"] == ck.VERSION
     without = {k: v for k, v in payload.items() if k != "model_config"}
     ck.save_checkpoint(without, tmp_path / "no_copy.pt")
-    assert ck.load_bundle(tmp_path / "no_copy.pt").config == payload["config"]
+    assert ck.load_contents(tmp_path / "no_copy.pt").config == payload["config"]
 
 
 def test_a_plain_torch_save_is_not_taken_for_a_checkpoint(trainer, tmp_path):
-    torch.save(trainer.bundle().payload(), tmp_path / "foreign.pt")
+    torch.save(trainer.contents().payload(), tmp_path / "foreign.pt")
     with pytest.raises(ck.CheckpointError, match="not written by nmt"):
         ck.load_checkpoint(tmp_path / "foreign.pt")
 
 
 def test_new_versions_and_missing_keys_are_named(trainer, tmp_path):
-    payload = trainer.bundle().payload()
+    payload = trainer.contents().payload()
     ck.save_checkpoint(payload | {"version": ck.VERSION + 1}, tmp_path / "new.pt")
     with pytest.raises(ck.CheckpointError, match=f"version {ck.VERSION + 1}"):
-        ck.load_bundle(tmp_path / "new.pt")
+        ck.load_contents(tmp_path / "new.pt")
     for key in ck.INFERENCE_KEYS:
         ck.save_checkpoint({k: v for k, v in payload.items() if k != key}, tmp_path / "cut.pt")
         with pytest.raises(ck.CheckpointError, match=f"missing {key}"):
-            ck.load_bundle(tmp_path / "cut.pt")
+            ck.load_contents(tmp_path / "cut.pt")
 
 
 def test_resume_loader_wants_training_state_and_matching_settings(trainer, tmp_path):
-    ck.save_checkpoint(trainer.bundle(training=False).payload(), tmp_path / "model.pt")
+    ck.save_checkpoint(trainer.contents(training=False).payload(), tmp_path / "model.pt")
     with pytest.raises(ck.CheckpointError, match="no training state .*optimizer"):
         ck.load_for_resume(tmp_path / "model.pt", trainer.cfg, trainer.data.tokenizer.identity)
-    ck.save_checkpoint(trainer.bundle().payload(), tmp_path / "full.pt")
+    ck.save_checkpoint(trainer.contents().payload(), tmp_path / "full.pt")
     bundle = ck.load_for_resume(tmp_path / "full.pt", trainer.cfg, trainer.data.tokenizer.identity)
     assert isinstance(bundle, ck.CheckpointContents) and bundle.training is not None
     assert set(ck.load_checkpoint(tmp_path / "full.pt")) >= set(ck.INFERENCE_KEYS) | {"version", "optimizer", "rng"}
@@ -160,9 +160,9 @@ def test_corrupt_and_incompatible_checkpoints_are_refused(trained_copy, capsys):
 def test_resuming_with_another_number_of_processes_says_how_to(trained_copy):
     cfg, run = trained_copy
     last = run / "checkpoints" / "last.pt"
-    bundle = ck.load_bundle(last)
+    bundle = ck.load_contents(last)
     bundle.training.sampler["num_replicas"] = 2
-    ck.save_bundle(bundle, last)
+    ck.save_contents(bundle, last)
     with pytest.raises(ck.CheckpointError, match="saved by a run of 2 process.* --nproc_per_node 2, or give --restart"):
         ck.load_for_resume(last, load_config(cfg), bundle.tokenizer_id, 1)
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from benchmarks.gpu_check import kill_tree
-from nmt.checkpoint import load_bundle, load_checkpoint, save_bundle
+from nmt.checkpoint import load_checkpoint, load_contents, save_contents
 from nmt.cli import train_main
 from nmt.config import load_config
 from nmt.data import prepare
@@ -79,7 +79,7 @@ def test_a_nonfinite_loss_on_one_rank_is_skipped_by_all(scenarios):
 def test_early_stopping_decided_on_rank_0_stops_both(scenarios):
     folder, ranks = scenarios
     assert ranks[0]["early_stop"]["step"] == ranks[1]["early_stop"]["step"] == 8  # validations at 4 and 8
-    saved = load_bundle(folder / "runs" / "early_stop" / "checkpoints" / "last.pt")
+    saved = load_contents(folder / "runs" / "early_stop" / "checkpoints" / "last.pt")
     assert saved.progress["step"] == 8 and saved.progress["bad_validations"] == 1
 
 
@@ -113,8 +113,8 @@ def test_ddp_run_killed_with_sigkill_resumes_bitwise(scenarios):
     command = [*TORCHRUN, "-m", "nmt", "train", str(folder / "killed.yaml"), "--no-evaluate"]
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    a = load_bundle(folder / "runs" / "straight" / "checkpoints" / "last.pt")
-    b = load_bundle(last)
+    a = load_contents(folder / "runs" / "straight" / "checkpoints" / "last.pt")
+    b = load_contents(last)
     assert a.progress["step"] == b.progress["step"] == STRAIGHT_STEPS
     for key, value in a.model.items():
         assert torch.equal(value, b.model[key]), key
@@ -146,7 +146,7 @@ def _map_elsewhere(value):
 def test_rng_restore_from_a_checkpoint_mapped_to_another_device(tmp_path, monkeypatch):
     cfg = load_config(str(tiny_config(tmp_path)))
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), torch.device("cpu"))
-    save_bundle(trainer.bundle(), tmp_path / "last.pt")
+    save_contents(trainer.contents(), tmp_path / "last.pt")
     expected = (torch.rand(5), np.random.rand(5))
     mapped = _map_elsewhere(load_checkpoint(tmp_path / "last.pt"))["rng"]
     assert isinstance(mapped["torch"], Elsewhere) and isinstance(mapped["numpy"][1], Elsewhere)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import nmt
-from nmt.checkpoint import find_checkpoint, load_bundle
+from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.cli import train_main
 from nmt.fileio import sha256_file
 from nmt.finetune import load_parent
@@ -63,7 +63,7 @@ def test_a_child_uses_its_parent_s_tokenizer_and_first_validates_as_its_parent(t
     assert any("no sentencepiece model is trained" in line for line in said), said
     assert trainer.data.tokenizer.identity == parent.tokenizer.identity
     assert trainer.cfg.model == parent.cfg.model and trainer.progress.step == 0
-    best = load_bundle(find_checkpoint(trained_run)).progress["step"]
+    best = load_contents(find_checkpoint(trained_run)).progress["step"]
     recorded = next(r for r in read_metrics(RunDir(trained_run).metrics) if r["type"] == "valid" and r["step"] == best)
     before_any_update = validation_scores(trainer.model, trainer.data, trainer.cfg, trainer.device)
     assert before_any_update["loss"] == pytest.approx(recorded["loss"], rel=1e-6)
@@ -79,7 +79,7 @@ def test_a_fine_tuned_child_beats_its_parent_on_a_corpus_the_parent_never_saw(tr
     assert child_bleu > parent_bleu + 5.0, (child_bleu, parent_bleu)
     parent_file = find_checkpoint(trained_run)
     record = {"path": str(parent_file), "sha256": sha256_file(parent_file)}
-    assert run.report["parent"] == record and load_bundle(run.checkpoint).progress["parent"] == record
+    assert run.report["parent"] == record and load_contents(run.checkpoint).progress["parent"] == record
     assert RunDir(run.path).tokenizer.is_dir() and run.config.train.init_from == str(trained_run)
     resumed = nmt.train(raw, overrides={"train.max_steps": 160}, evaluate_test=False)  # the child's own last.pt
     assert resumed.steps == 160 and "resumed from" in (run.path / "train.log").read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 import nmt.distributed
-from nmt.checkpoint import save_bundle
+from nmt.checkpoint import save_contents
 from nmt.config import load_config
 from nmt.data import collate, prepare
 from nmt.data.batching import prefetch
@@ -170,8 +170,8 @@ def test_a_cpu_run_never_calls_cuda_rng_functions(tmp_path, monkeypatch):
         monkeypatch.setattr(torch.cuda, name, refuse)
     trainer.fit()
     path: Path = trainer.checkpoints.folder / "last.pt"
-    assert "cuda" not in trainer.bundle().training.rng
-    save_bundle(trainer.bundle(), path)
+    assert "cuda" not in trainer.contents().training.rng
+    save_contents(trainer.contents(), path)
     Trainer(cfg, trainer.data, torch.device("cpu")).resume(path)
 
 

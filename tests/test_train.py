@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import nmt.trainer
-from nmt.checkpoint import find_checkpoint, load_checkpoint, save_bundle
+from nmt.checkpoint import find_checkpoint, load_checkpoint, save_contents
 from nmt.cli import train_main
 from nmt.config import load_config
 from nmt.data import prepare
@@ -113,7 +113,7 @@ def test_early_stopping_fires_on_plateau(tmp_path):
     assert [b["step"] for b in trainer.progress.best] == [5, 2]
     steps = sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt"))
     assert steps == [f"step_{n}.pt" for n in range(1, 6)]  # until last.pt stops listing them, none is deleted
-    trainer.checkpoints.save_last(trainer.bundle())
+    trainer.checkpoints.save_last(trainer.contents())
     assert sorted(p.name for p in trainer.checkpoints.folder.glob("step_*.pt")) == ["step_2.pt", "step_5.pt"]
 
 
@@ -135,7 +135,7 @@ def _resumed(trained_copy, overrides: dict[str, object], before: Path | None = N
     cfg = load_config(config, overrides)
     trainer = Trainer(cfg, prepare(cfg, log=lambda _m: None), resolve_device(cfg.train.device))
     if before is not None:
-        save_bundle(trainer.bundle(training=False), before)
+        save_contents(trainer.contents(training=False), before)
     trainer.resume(run / "checkpoints" / "last.pt")
     return trainer
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import load_bundle, load_model, save_bundle
+from nmt.checkpoint import load_contents, load_model, save_contents
 from nmt.cli import evaluate_main, train_main, translate_main
 from nmt.config import TUNED_PENALTIES, DecodeConfig, decode_with
 from nmt.data import read_pair, resolve_files
@@ -317,9 +317,9 @@ def test_tuning_reads_only_the_validation_split_and_stores_its_choice(trained_ru
     assert evaluate_main([str(run), "--split", "val", "--tune-length-penalty", "--length-penalty", "1"]) == 1
     assert "leave out --length-penalty" in capsys.readouterr().err
     checkpoint = run / "checkpoints" / "best.pt"
-    bundle = load_bundle(checkpoint)
+    bundle = load_contents(checkpoint)
     bundle.config["decode"]["length_penalty"] = "auto"  # as the run's other checkpoints hold it
-    save_bundle(bundle, checkpoint)
+    save_contents(bundle, checkpoint)
     src = tmp_path / "in.de"
     src.write_text("Ein Hund.\n", encoding="utf-8")
     assert translate_main(["-c", str(run), "-i", str(src), "-o", str(tmp_path / "out.en")]) == 0
@@ -330,4 +330,4 @@ def test_tuning_reads_only_the_validation_split_and_stores_its_choice(trained_ru
     assert tuning["beam"] == 3 and tuning["command"].endswith("--tune-length-penalty --beam 3")
     assert f"length penalty {tuning['best']:g} stored in {checkpoint}" in out and "| length penalty |" in out
     assert load_model(run, CPU).cfg.decode.length_penalty == tuning["best"]
-    assert load_bundle(checkpoint).progress == bundle.progress and tuning["stored_sha256"] == sha256_file(checkpoint)
+    assert load_contents(checkpoint).progress == bundle.progress and tuning["stored_sha256"] == sha256_file(checkpoint)
