@@ -258,11 +258,12 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
             eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
             eos_column[:, eos] = lacking
             log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
-        ended = torch.tensor([p.completed for p in progress], device=device)  # (n*width,) a term just ended
-        if continuations and ended.any():  # the term stands as a whole word
+        ended_rows = [p.completed for p in progress] if continuations else []  # a term just ended at this row
+        if any(ended_rows):  # the term stands as a whole word
             if word_goes_on is None:
                 word_goes_on = torch.zeros(log_probs.size(1), dtype=torch.bool, device=device)  # (V,)
                 word_goes_on[sorted(continuations)] = True
+            ended = torch.tensor(ended_rows, device=device)  # (n*width,)
             log_probs = log_probs.masked_fill(ended[:, None] & word_goes_on, NEG_INF)  # (n*width, V)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
@@ -220,6 +221,7 @@ class Tokenizer:
         """Subword ids of each source line, without BOS/EOS."""
         return self._encode(0, lines, threads)
 
+    @functools.cached_property
     def tgt_word_continuations(self) -> frozenset[int]:
         """The target pieces that go on with a word: no word-start mark (U+2581) and a letter or digit first."""
         pieces = (self._tgt.id_to_piece(i) for i in range(self._tgt.get_piece_size()))

@@ -147,7 +147,7 @@ class Translator:
         sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
         work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
         constraints = None if terms is None else [self.encode_terms(terms[i]) for i in work]
-        continuations = self.tokenizer.tgt_word_continuations() if terms is not None else frozenset()
+        continuations = self.tokenizer.tgt_word_continuations if terms is not None else frozenset()
         nbest = (self.engine.search(sources, self.decode, return_attention, constraints, continuations=continuations)
                  if work else [])
         results: list[list[Hypothesis]] = [[] for _ in lines]
