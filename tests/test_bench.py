@@ -342,12 +342,38 @@ def test_comparison_table_check_mode_finds_a_stale_table(scripts, tmp_path, caps
     """docs/comparing.md's attention table is generated from a comparison's compare.json and suite.json; --check
     says when the table no longer is what they give."""
     table, report = scripts["compare_table"], _committed_report(tmp_path / "report")
-    readme = _readme(tmp_path, "compare")
-    assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
-    assert table.main(["--report", str(report), "--readme", str(readme), "--check"]) == 0
+    files = _comparison_files(tmp_path)
+    assert table.main(["--report", str(report), *files]) == 0
+    assert table.main(["--report", str(report), *files, "--check"]) == 0
     _edit(report / "compare.json", lambda d: d["runs"][0].update(bleu=d["runs"][0]["bleu"] + 1.0))
-    assert table.main(["--report", str(report), "--readme", str(readme), "--check"]) == 1
+    assert table.main(["--report", str(report), *files, "--check"]) == 1
     assert "stale" in capsys.readouterr().err
+
+
+def test_comparison_summary_gives_the_full_tables_bleu_and_stars_what_the_bootstrap_separates(scripts, tmp_path):
+    """README's short comparison table holds, for every usable variant, the BLEU of the full table on each test set,
+    starred exactly where the full table's p is below 0.05."""
+    table, report = scripts["compare_table"], _committed_report(tmp_path / "report")
+    full = {line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ")[1:]
+            for line in table.table(report).splitlines() if line.startswith("| ") and "test2016 BLEU" not in line}
+    rows = [line.strip("| ").split(" | ") for line in table.summary(report).splitlines()
+            if line.startswith("| ") and not line.startswith("| variant")]
+    assert rows and len(rows) == sum(1 for row in json.loads((report / "compare.json").read_text())["runs"]
+                                     if row["status"] == "ok")
+    for name, _updates, *scores in rows:
+        variant = name.removesuffix(" (baseline)")
+        bleu, p = full[variant][0::2][-len(scores):], full[variant][1::2][-len(scores):]  # the four-test-set table
+        assert [score.rstrip("*") for score in scores] == bleu
+        assert [score.endswith("*") for score in scores] == [value.endswith("*") for value in p]
+        assert name.endswith("(baseline)") == (p[0] == "baseline")
+
+
+def _comparison_files(folder: Path) -> list[str]:
+    """tools.compare_table's --readme and --summary flags, naming one file in `folder` with both blocks."""
+    readme = folder / "README.md"
+    readme.write_text("# x\n<!-- compare:start -->\nold\n<!-- compare:end -->\n"
+                      "<!-- compare-summary:start -->\nold\n<!-- compare-summary:end -->\n", encoding="utf-8")
+    return ["--readme", str(readme), "--summary", str(readme)]
 
 
 def _committed_report(folder: Path) -> Path:
@@ -391,14 +417,15 @@ def test_comparison_table_shows_figures_a_report_lacks_as_dashes(scripts, tmp_pa
     is usable; both are tables, not crashes."""
     table, report = scripts["compare_table"], _committed_report(tmp_path / "report")
     _edit(report / "compare.json", lambda d: d["runs"][0].update(train_tgt_tok_s=None, decode_sentences_per_s=None))
-    readme = _readme(tmp_path, "compare")
-    assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
+    files = _comparison_files(tmp_path)
+    readme = Path(files[1])
+    assert table.main(["--report", str(report), *files]) == 0
     first = json.loads((report / "compare.json").read_text(encoding="utf-8"))["runs"][0]
     row = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {first['attention']} |"))
     assert row.startswith(f"| {first['attention']} | {first['bleu']:.2f} | {first['chrf']:.2f} |")
     assert f"| {first['train_steps']:,} | – | – |" in row
     _edit(report / "compare.json", _fail_every_run)
-    assert table.main(["--report", str(report), "--readme", str(readme)]) == 0
+    assert table.main(["--report", str(report), *files]) == 0
     text = readme.read_text()
     assert f"| {first['attention']} | failed: no eval_test.json |" in text and "paired bootstrap" not in text
 
@@ -444,8 +471,9 @@ def test_comparison_table_words_the_budget_suite_json_records(scripts, tmp_path,
 def test_comparison_table_names_the_file_at_fault(scripts, tmp_path, capsys, damage, named):
     report = _committed_report(tmp_path / "report")
     damage(report)
-    readme = _readme(tmp_path, "compare")
-    assert scripts["compare_table"].main(["--report", str(report), "--readme", str(readme)]) == 1
+    files = _comparison_files(tmp_path)
+    readme = Path(files[1])
+    assert scripts["compare_table"].main(["--report", str(report), *files]) == 1
     err = capsys.readouterr().err
     assert f"{report / named}:" in err and len(err.strip().splitlines()) == 1 and "unexpected" not in err
     assert "old" in readme.read_text()

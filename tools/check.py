@@ -81,6 +81,8 @@ def blocks(root: Path) -> Problems:
     comparing = docs / "comparing.md"
     problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
                        f"python -m {compare_table.MODULE}")
+    problems += _block(readme, compare_table.SUMMARY_START, compare_table.SUMMARY_END,
+                       compare_table.summary(report, readme, comparing), f"python -m {compare_table.MODULE}")
     problems += _file(report / "compare.md", markdown(read_json(report / "compare.json")),
                       "nmt-compare (compare.md is written from compare.json)")
     for target in (docs / "benchmarks.md", readme):

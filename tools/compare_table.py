@@ -1,11 +1,14 @@
-"""Regenerate the attention-comparison table in docs/comparing.md from a committed comparison report.
+"""Regenerate the attention-comparison tables of docs/comparing.md and README.md from a committed comparison report.
 
-Usage: python -m tools.compare_table [--report reports/multi30k] [--readme docs/comparing.md] [--check]
+Usage: python -m tools.compare_table [--report reports/multi30k] [--readme docs/comparing.md]
+       [--summary README.md] [--check]
 
 The report folder is what `make compare SUITE=multi30k BUDGET=...` wrote: compare.json (scores, paired
 bootstrap against each family's baseline, speeds, attention diagnostics) and suite.json (budget, machine).
-The block between <!-- compare:start --> and <!-- compare:end --> is rewritten; --check only reports
-whether it is current. A figure the report has none of (a run too short to log its speed) shows as "–".
+The block between <!-- compare:start --> and <!-- compare:end --> of --readme gets the full table, the block
+between <!-- compare-summary:start --> and <!-- compare-summary:end --> of --summary the front page's short one
+(BLEU on every test set); --check only reports whether they are current. A figure the report has none of (a run
+too short to log its speed) shows as "–".
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from nmt.compare import p_text
 MODULE = "tools.compare_table"
 MISSING = "–"  # a figure the report has none of
 README = ROOT / "docs" / "comparing.md"
+FRONT_PAGE = ROOT / "README.md"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
+SUMMARY_START, SUMMARY_END = "<!-- compare-summary:start -->", "<!-- compare-summary:end -->"
 OFFICIAL = ("test2017", "mscoco2017", "test2018")  # Multi30k's further test sets, in the order of their release
 HEADER = table_header(["variant", "BLEU", "chrF", "BLEU 95% CI", "p (BLEU)", "p (chrF)", "updates", "train tgt tok/s",
                        "decode sent/s", "entropy / uniform", "rows > 90% on one token", "near-uniform rows"],
@@ -86,26 +91,63 @@ def _lines(data: dict[str, Any], budget: str, trained: str, shown: Path) -> list
     return lines + _further_lines(data)
 
 
+def _splits(data: dict[str, Any]) -> tuple[str, list[str]]:
+    """The name the report's own test set goes by (Multi30k's split `test` is test2016) and its further test sets,
+    in the order of their release."""
+    further = data.get("further_test_sets") or {}
+    splits = sorted(further, key=lambda name: (OFFICIAL.index(name) if name in OFFICIAL else len(OFFICIAL), name))
+    return ("test2016" if data["suite"] == "multi30k" else "test"), splits
+
+
+def _bleu_by_split(data: dict[str, Any], row: dict[str, Any], splits: list[str]) -> list[tuple[dict[str, Any], int]]:
+    """A usable run's BLEU on the report's test set, then on each of `splits`: the bootstrap's result (score and p
+    against the baseline) with its number of resamples."""
+    further = data.get("further_test_sets") or {}
+    results = [(data["significance"]["runs"][row["name"]]["bleu"], data["significance"]["resamples"])]
+    return results + [(further[split]["runs"][row["name"]]["bleu"], further[split]["resamples"]) for split in splits]
+
+
 def _further_lines(data: dict[str, Any]) -> list[str]:
     """BLEU on every test set each usable run was decoded on, with the paired bootstrap's p against its baseline
     (none when some run lacks a further test set)."""
-    further = data.get("further_test_sets") or {}
-    if not further:
+    first, splits = _splits(data)
+    if not splits:
         return []
-    splits = sorted(further, key=lambda name: (OFFICIAL.index(name) if name in OFFICIAL else len(OFFICIAL), name))
-    first = "test2016" if data["suite"] == "multi30k" else "test"  # Multi30k's split `test` is test2016
     lines = ["", "BLEU on each official test set, with p against the family's baseline as above:", "",
              *table_header(["variant", *(f"{name} {col}" for name in (first, *splits) for col in ("BLEU", "p"))],
                            "l" + "r" * (2 * len(splits) + 2))]
     for row in data["runs"]:
         if row["status"] != "ok":
             continue
-        results = [(data["significance"]["runs"][row["name"]]["bleu"], data["significance"]["resamples"])]
-        results += [(further[split]["runs"][row["name"]]["bleu"], further[split]["resamples"]) for split in splits]
-        lines.append(markdown_row([row["attention"], *(text for m, resamples in results
+        lines.append(markdown_row([row["attention"], *(text for m, resamples in _bleu_by_split(data, row, splits)
                                                        for text in (f"{m['score']:.2f}",
                                                                     p_text(m["p_value"], resamples)))]))
     return lines
+
+
+def summary(report: Path, readme: Path = FRONT_PAGE, details: Path = README) -> str:
+    """The front page's table: BLEU of every usable variant on each test set, * where the paired bootstrap
+    tells it from its family's baseline (p < 0.05); links to `details` and the report relative to `readme`."""
+    compare_file = report / "compare.json"
+    data = read_json(compare_file)
+    with blamed(compare_file):
+        first, splits = _splits(data)
+        usable = [row for row in data["runs"] if row["status"] == "ok"]
+        baselines = set(data["baselines"].values())
+        shown = Path(os.path.relpath(details.resolve(), readme.resolve().parent)).as_posix()
+        if not usable:
+            return f"No variant of the comparison finished: see [{shown}]({shown}#attention-variants-on-multi30k).\n"
+        lines = [f"Attention variants of one family trained for the same number of updates, BLEU on each test set; "
+                 f"* the paired bootstrap tells it from the family's baseline (p < 0.05). How they were trained, "
+                 f"chrF, speed and attention statistics: [{shown}]({shown}#attention-variants-on-multi30k).", "",
+                 *table_header(["variant", "updates", *(f"BLEU {name}" for name in (first, *splits))],
+                               "lr" + "r" * (len(splits) + 1))]
+        for row in usable:
+            name = row["attention"] + (" (baseline)" if row["name"] in baselines else "")
+            scores = [f"{m['score']:.2f}" + ("*" if m["p_value"] is not None and m["p_value"] < 0.05 else "")
+                      for m, _ in _bleu_by_split(data, row, splits)]
+            lines.append(markdown_row([name, cell(row.get("train_steps"), ",", MISSING), *scores]))
+    return "\n".join(lines) + "\n"
 
 
 def table(report: Path, readme: Path = README) -> str:
@@ -123,7 +165,8 @@ def table(report: Path, readme: Path = README) -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "multi30k", help="comparison folder")
-    parser.add_argument("--readme", type=Path, default=README, help="Markdown file whose block is rewritten")
+    parser.add_argument("--readme", type=Path, default=README, help="Markdown file that gets the full table")
+    parser.add_argument("--summary", type=Path, default=FRONT_PAGE, help="Markdown file that gets the short table")
     parser.add_argument("--check", action="store_true", help="exit 1 if the block is not current")
     return parser.parse_args(argv)
 
@@ -131,8 +174,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 @command
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(arguments(argv))
-    return write_or_check(args.readme, START, END, table(args.report.resolve(), args.readme), args.check,
-                          "comparison table", f"python -m {MODULE}")
+    report, fix = args.report.resolve(), f"python -m {MODULE}"
+    status = write_or_check(args.readme, START, END, table(report, args.readme), args.check, "comparison table", fix)
+    return status | write_or_check(args.summary, SUMMARY_START, SUMMARY_END,
+                                   summary(report, args.summary, args.readme), args.check, "comparison summary", fix)
 
 
 if __name__ == "__main__":
