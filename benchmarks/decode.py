@@ -14,8 +14,10 @@ the sentences of the slow one-at-a-time measurement.
 --against TREE times another checkout's code (a git worktree of an older commit, say) beside this one's: each in a
 fresh interpreter (benchmarks/decode_worker.py), given the same sentences, pass after pass in alternating order
 (--repeats passes each, the median kept), so that a busy machine slows both alike. It writes
-decode_<run name>_<device>_against_<its commit>.json with both sides' figures, this side's speed-up over TREE's and
-whether the two gave the same tokens for every sentence.
+decode_<run name>_<device>_against_<its commit>.json with both sides' figures, this side's speed-up over TREE's in
+wall-clock time and in CPU time (`cpu_speedup`: the process's CPU seconds, which another program's share of a
+busy machine does not inflate), and whether the two gave the same tokens (`identical`) and the same scores and
+log-probabilities, bit for bit (`identical_scores`), for every sentence.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
              work: dict[str, tuple[list[str], list[str], int]]) -> dict[str, dict]:
     """This checkout and --against's decoding the same sentences, pass after pass in alternating order; per search
     and measurement (`work`: its sources, references and token budget), both sides' figures, this side's speed-up
-    and whether every sentence's tokens were the same."""
+    and whether every sentence's tokens, and its scores, were the same."""
     spec = {"model": str(Path(args.run).resolve()), "device": str(device), "precision": args.precision,
             "threads": args.threads, "length_penalty": args.length_penalty}
     trees = {"this": ROOT, "against": Path(args.against).resolve()}
@@ -183,15 +185,20 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
                 row: dict[str, Any] = {}
                 for side, done in passes.items():
                     tokens = sum(len(ids) + 1 for ids in done[-1]["tokens"] if ids is not None)
+                    cpu = statistics.median(p["cpu_seconds"] for p in done)
                     row[side] = {**_figures(statistics.median(p["seconds"] for p in done), tokens, done[-1]["hyps"],
-                                            normalized), "passes": [round(p["seconds"], 3) for p in done]}
+                                            normalized), "passes": [round(p["seconds"], 3) for p in done],
+                                 "cpu_seconds": round(cpu, 3), "sentences_per_cpu_s": round(len(lines) / cpu, 2)}
                 row["speedup"] = round(row["this"]["sentences_per_s"] / row["against"]["sentences_per_s"], 3)
-                row["identical"] = all(p["tokens"] == passes["this"][0]["tokens"]
-                                       for done in passes.values() for p in done)
+                row["cpu_speedup"] = round(row["against"]["cpu_seconds"] / row["this"]["cpu_seconds"], 3)
+                first = passes["this"][0]
+                row["identical"] = all(p["tokens"] == first["tokens"] for done in passes.values() for p in done)
+                row["identical_scores"] = all(p["scores"] == first["scores"] for done in passes.values() for p in done)
                 results[name][measurement] = row
                 print(f"{name} {measurement}: this {row['this']['sentences_per_s']:.2f} sent/s, against "
-                      f"{row['against']['sentences_per_s']:.2f} sent/s, x{row['speedup']:.3f}, tokens "
-                      + ("identical" if row["identical"] else "DIFFERENT"))
+                      f"{row['against']['sentences_per_s']:.2f} sent/s, x{row['speedup']:.3f} (CPU time "
+                      f"x{row['cpu_speedup']:.3f}), tokens " + ("identical" if row["identical"] else "DIFFERENT")
+                      + ", scores " + ("identical" if row["identical_scores"] else "DIFFERENT"))
     finally:
         for running in checkouts.values():
             running.close()

@@ -6,10 +6,11 @@ to it, so that `nmt` is that checkout's. It therefore imports nothing from `benc
 checkout since the Translator offers: `load_translator`, `decode_with`, `Translator.search` and
 `Translator.detokenize`. SPEC is JSON: {"model", "device", "precision", "threads", "length_penalty"}. Each line on
 stdin is a request, {"lines": [...], "beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on
-stdout: {"seconds", "tokens" (each sentence's best token ids, None for a line without any), "hyps" (its text),
-"strays"}; the first line, once the model is loaded, is {"strays"} alone. "strays" lists the loaded nmt modules
-whose files lie outside the checkout (an editable install of another checkout serves a module that this one
-lacks), which the caller refuses. Everything else the code prints goes to stderr.
+stdout: {"seconds", "cpu_seconds" (the process's CPU time, which a busy machine's other work does not inflate),
+"tokens" (each sentence's best token ids, None for a line without any), "scores" (its score and log-probability),
+"hyps" (its text), "strays"}; the first line, once the model is loaded, is {"strays"} alone. "strays" lists the
+loaded nmt modules whose files lie outside the checkout (an editable install of another checkout serves a module
+that this one lacks), which the caller refuses. Everything else the code prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def main() -> None:
             t.search(request["lines"][:2])  # first-call allocations
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         nbest = t.search(request["lines"])
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - start
-        answers.write(json.dumps({"seconds": seconds, "tokens": [list(n[0].tokens) if n else None for n in nbest],
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+        answers.write(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
+                                  "tokens": [list(n[0].tokens) if n else None for n in nbest],
+                                  "scores": [[n[0].score, n[0].log_prob] if n else None for n in nbest],
                                   "hyps": [t.detokenize(n[0]) if n else "" for n in nbest], "strays": strays()})
                       + "\n")
         answers.flush()

@@ -235,10 +235,10 @@ def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_pat
 
 
 @pytest.mark.parametrize(("change", "identical"), [(None, True), ("a cap one token shorter", False)])
-def test_bench_decode_against_another_checkout_times_both_and_compares_their_tokens(scripts, tiny_run, tmp_path,
+def test_bench_decode_against_another_checkout_times_both_and_compares_their_outputs(scripts, tiny_run, tmp_path,
                                                                                     change, identical):
-    """Against a copy of this checkout's nmt/: the same tokens; against a copy whose outputs are capped one token
-    shorter (the untrained model always reaches the cap): different ones."""
+    """Against a copy of this checkout's nmt/: the same tokens and scores; against a copy whose outputs are capped
+    one token shorter (the untrained model always reaches the cap): different ones."""
     _, run = tiny_run
     tree = tmp_path / "other"
     shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__"))
@@ -256,7 +256,8 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_tok
     for search in result["searches"].values():
         for measurement, sentences in (("one_at_a_time", 1), ("batched", 3)):
             row = search[measurement]
-            assert row["identical"] is identical and row["speedup"] > 0
+            assert row["identical"] is identical and row["speedup"] > 0 and row["cpu_speedup"] > 0
+            assert row["identical_scores"] is identical
             for side in ("this", "against"):
                 assert row[side]["sentences"] == sentences and len(row[side]["passes"]) == 2
 
