@@ -42,6 +42,7 @@ from nmt.constraints import Constraints, Progress
 from nmt.models.base import Memory, Seq2Seq, State
 
 NEG_INF = float("-inf")
+BLOCK = 64  # vocabulary entries per block of `row_argmax` and `row_topk`
 
 
 @dataclass
@@ -69,6 +70,52 @@ def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
     return (real * max_len_a + float(max_len_b)).floor().clamp(0, most).long()  # (B,)
 
 
+def row_argmax(x: torch.Tensor) -> torch.Tensor:
+    """`x.argmax(dim=1)` of a (n, V) tensor, the same indices (the first maximum; NaN counts as one), on the CPU from
+    the maxima of blocks of BLOCK entries: a vectorised pass over `x`, where argmax's own scan over a vocabulary is
+    several times slower. The first block holding the row's maximum holds its first occurrence."""
+    n, size = x.shape
+    blocks = size // BLOCK
+    if blocks < 2 or x.device.type != "cpu":
+        return x.argmax(dim=1)
+    maxima = x[:, :blocks * BLOCK].view(n, blocks, BLOCK).amax(2)  # (n, blocks)
+    if size > blocks * BLOCK:
+        maxima = torch.cat([maxima, x[:, blocks * BLOCK:].amax(1, keepdim=True)], 1)  # (n, blocks+1) with the tail
+    # the tail's window is the last BLOCK entries: the ones it shares with the block before are below the maximum
+    start = (maxima.argmax(1) * BLOCK).clamp_(max=size - BLOCK)  # (n,)
+    window = x.gather(1, start[:, None] + torch.arange(BLOCK, device=x.device))  # (n, BLOCK)
+    return start + window.argmax(1)
+
+
+def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`x.topk(k, dim=1)` of a (n, V) tensor, the same values and indices, sorted: the best k + 1 entries of the k + 1
+    blocks of BLOCK entries with the highest maxima (and of the tail) are at least every other entry, so where they
+    are strictly ordered, their first k are the row's. A row where they are not (ties, whose order is topk's own, or
+    -inf, or NaN) is taken by `topk` itself. On the CPU only: elsewhere `topk` is fast, and the check would wait
+    for the device."""
+    n, size = x.shape
+    blocks = size // BLOCK
+    if blocks < 2 * (k + 1) or x.device.type != "cpu":
+        return x.topk(k, dim=1)
+    whole = x[:, :blocks * BLOCK].view(n, blocks, BLOCK)
+    chosen = whole.amax(2).topk(k + 1, dim=1).indices  # (n, k+1) blocks
+    flat = (chosen + torch.arange(0, n * blocks, blocks, device=x.device)[:, None]).view(-1)  # (n*(k+1),)
+    candidates = whole.reshape(n * blocks, BLOCK).index_select(0, flat).view(n, -1)  # (n, (k+1)*BLOCK)
+    columns = (chosen[:, :, None] * BLOCK + torch.arange(BLOCK, device=x.device)).view(n, -1)  # (n, (k+1)*BLOCK)
+    if size > blocks * BLOCK:  # the tail: always a candidate
+        candidates = torch.cat([candidates, x[:, blocks * BLOCK:]], 1)
+        columns = torch.cat([columns, torch.arange(blocks * BLOCK, size, device=x.device).expand(n, -1)], 1)
+    values, picked = candidates.topk(k + 1, dim=1)  # (n, k+1)
+    indices = columns.gather(1, picked)  # (n, k+1)
+    clear = (values[:, :-1] > values[:, 1:]).all(1)  # (n,)
+    values, indices = values[:, :k].contiguous(), indices[:, :k].contiguous()
+    if not bool(clear.all()):
+        rows = (~clear).nonzero().squeeze(1)
+        exact_values, exact_indices = x.index_select(0, rows).topk(k, dim=1)
+        values, indices = values.index_copy(0, rows, exact_values), indices.index_copy(0, rows, exact_indices)
+    return values, indices
+
+
 def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
     """The cross-attention rows of one hypothesis, restricted to its sentence's real source tokens, on the CPU
     (results leave the device: plots and statistics read them with numpy)."""
@@ -94,7 +141,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
     while active.numel():
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n, V)
-        token = log_probs.argmax(dim=-1).masked_fill(limit <= step, model.eos_id)  # (n,)
+        token = row_argmax(log_probs).masked_fill(limit <= step, model.eos_id)  # (n,)
         log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)
@@ -126,7 +173,7 @@ def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tenso
         only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
         only_eos[:, eos] = log_probs[:, eos]
         log_probs = torch.where(at_limit[:, None], only_eos, log_probs)  # (n*width, V)
-    row_scores, row_tokens = log_probs.topk(min(2 * k, log_probs.size(-1)), dim=1)  # (n*width, C)
+    row_scores, row_tokens = row_topk(log_probs, min(2 * k, log_probs.size(-1)))  # (n*width, C)
     per_row = row_scores.size(1)
     candidates = (scores.view(-1, 1) + row_scores).view(n, width * per_row)  # (n, width*C)
     top_scores, top_ids = candidates.topk(min(2 * k, width * per_row), dim=1)  # (n, 2K)

@@ -22,6 +22,8 @@ from nmt.search import (
     gnmt_penalty,
     greedy_search,
     max_lengths,
+    row_argmax,
+    row_topk,
 )
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -493,3 +495,42 @@ def test_constrained_search_gives_a_sentence_alone_what_it_gives_it_in_a_batch(s
                                 constraints=[terms[i]])
         assert [(h.tokens, h.unmet) for h in alone] == [(h.tokens, h.unmet) for h in batched[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
+
+
+def vocabulary_rows(size: int, seed: int) -> list[torch.Tensor]:
+    """(n, size) log-probability rows as the searches meet them: plain, with ties (rounded), with only EOS left
+    (-inf elsewhere, as at the length cap), with a NaN, and with the maximum in the last entries."""
+    g = torch.Generator().manual_seed(seed)
+    plain = (3 * torch.randn(40, size, generator=g)).log_softmax(-1)  # (n, V)
+    capped = torch.full_like(plain, float("-inf"))
+    capped[:, EOS_ID] = plain[:, EOS_ID]
+    broken, late = plain.clone(), plain.clone()
+    broken[3, size // 2] = float("nan")
+    late[:, -1] = 0.0
+    return [plain, plain.round(decimals=1), torch.cat([plain[:20], capped[20:]]), broken, late]
+
+
+@pytest.mark.parametrize("size", [24, 130, 1000, 8000, 8003])
+def test_row_argmax_and_row_topk_give_torchs_own_indices_and_values(size: int) -> None:
+    """Ties keep torch's order, NaN counts as the maximum, vocabularies need not fill whole blocks."""
+    for x in vocabulary_rows(size, seed=size):
+        assert torch.equal(row_argmax(x), x.argmax(dim=1))
+        for k in (1, 2, 8, 10):
+            values, indices = row_topk(x, k)
+            expected_values, expected_indices = x.topk(k, dim=1)
+            assert torch.equal(indices, expected_indices)
+            assert torch.equal(values.nan_to_num(), expected_values.nan_to_num())
+            assert values.is_contiguous() and indices.is_contiguous()  # as topk gives them: the searches view them
+
+
+def test_beam_search_over_a_vocabulary_of_many_blocks_is_beam_search_with_torchs_topk(monkeypatch) -> None:
+    """The vocabulary step's own top-k leaves the search's outputs as torch.topk gives them, bit for bit."""
+    torch.manual_seed(0)
+    model = ToyGRU(vocab=3000, eos_slope=3.0)
+    src, mask = random_batch(12, seed=11, vocab=3000)
+    cfg = settings(1.5, 3, beam=5, length_penalty=1.0, n_best=5)
+    fast = beam_search(model, src, mask, cfg)
+    monkeypatch.setattr("nmt.search.row_topk", lambda x, k: x.topk(k, dim=1))
+    plain = beam_search(model, src, mask, cfg)
+    assert [[(h.tokens, h.score, h.log_prob) for h in n] for n in fast] == [
+        [(h.tokens, h.score, h.log_prob) for h in n] for n in plain]
