@@ -121,6 +121,11 @@ def timed(work: Callable[[], T], device: torch.device) -> tuple[T, float]:
     return result, time.perf_counter() - start
 
 
+def matmul_size(device: torch.device) -> int:
+    """The side of the square matmul whose speed is a device's peak: large enough to saturate it."""
+    return 8192 if device.type == "cuda" else 2048
+
+
 def matmul_peak(device: torch.device, precision: str, size: int, seconds: float) -> float:
     """FLOP/s of repeated square (size x size) matmuls in `precision`, timed for about `seconds`."""
     a = torch.randn(size, size, device=device).to(DTYPES[precision])

@@ -9,7 +9,10 @@ tokens/s (EOS included) of the PyTorch model one sentence at a time and batched 
 tokens per batch), and, per engine (PyTorch at --precision, then the run exported to CTranslate2 at each
 --export quantization, into a temporary folder), batched sentences/s, target tokens/s and BLEU on the same
 sentences with the same threads; the model is named by its checkpoint sha256 and training updates. --limit caps
-the sentences of the slow one-at-a-time measurement.
+the sentences of the slow one-at-a-time measurement. Every measurement has its decoding MFU: the model's FLOPs for
+what it decoded (`nmt.flops.decoding_flops`: per sentence, the encoder once and each step's decoder for `beam`
+rows, for as many steps as its best hypothesis took) per second, over the peak of a large square matmul measured
+after decoding on the same device, at --precision, with the same threads (`matmul_peak_tflops`).
 
 --against TREE times another checkout's code (a git worktree of an older commit, say) beside this one's: each in a
 fresh interpreter (benchmarks/decode_worker.py), given the same sentences, pass after pass in alternating order
@@ -44,6 +47,8 @@ from benchmarks.common import (
     checkout,
     command_line,
     device_tag,
+    matmul_peak,
+    matmul_size,
     peak_rss_mb,
     prog,
     run_name,
@@ -54,6 +59,7 @@ from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
+from nmt.flops import decoding_flops
 from nmt.translator import Translator, load_translator
 
 MODULE = "benchmarks.decode"
@@ -81,6 +87,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=number(AT_LEAST_ONE, integer=True), default=1,
                         help="batched passes per engine and search (with --against: every measurement's passes "
                              "per checkout); the median time is kept (default 1)")
+    parser.add_argument("--peak-seconds", type=number(NON_NEGATIVE), default=3.0,
+                        help="seconds of the matmul peak measurement the MFU is taken against (default 3)")
     add_out_dir(parser)
     args = parser.parse_args(argv)
     if args.against is not None and args.export is not None:
@@ -96,16 +104,46 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     t.search(lines[:2])  # warm-up: first-call allocations
     passes = [timed(lambda: t.search(lines), t.engine.device) for _ in range(repeats)]
     nbest = passes[-1][0]
-    tokens = sum(len(n[0].tokens) + 1 for n in nbest if n)
+    best = [list(n[0].tokens) if n else None for n in nbest]
     hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
-    return _figures(statistics.median(s for _, s in passes), tokens, hyps, [t.normalize(r) for r in refs])
+    return _figures(statistics.median(s for _, s in passes), best, hyps, [t.normalize(r) for r in refs],
+                    _flops(t, lines, best, beam))
 
 
-def _figures(seconds: float, tokens: int, hyps: list[str], refs: list[str]) -> dict[str, float]:
-    """Speed and BLEU of a measurement: `tokens` output tokens (EOS included), `refs` normalized as the model reads."""
+def _flops(translator: Translator, lines: list[str], best: list[list[int] | None], beam: int) -> float:
+    """The model's FLOPs for decoding `lines` into `best` (each line's best token ids; None: no output):
+    `nmt.flops.decoding_flops` of each sentence with `beam` rows for as many steps as its best hypothesis took (for a
+    beam an estimate: its hypotheses end at other steps, and its first step runs one row)."""
+    cfg, vocab = translator.cfg.model, translator.tokenizer.vocab.tgt_size
+    return sum(decoding_flops(cfg, vocab, len(src) + 1, len(ids) + 1, beam)
+               for src, ids in zip(translator.encode(lines), best, strict=True) if ids is not None)
+
+
+def _figures(seconds: float, best: list[list[int] | None], hyps: list[str], refs: list[str],
+             flops: float) -> dict[str, float]:
+    """Speed, model FLOP/s and BLEU of a measurement: `best` each sentence's output tokens (EOS not included; None:
+    none), `refs` normalized as the model reads, `flops` what decoding them cost (`_flops`)."""
+    tokens = sum(len(ids) + 1 for ids in best if ids is not None)
     return {"sentences": len(hyps), "seconds": round(seconds, 3), "sentences_per_s": round(len(hyps) / seconds, 2),
-            "tgt_tokens_per_s": round(tokens / seconds, 1),
+            "tgt_tokens_per_s": round(tokens / seconds, 1), "model_gflops_per_s": round(flops / seconds / 1e9, 3),
             "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)}
+
+
+def _peak(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The matmul peak at --precision on `device`, measured now, for the JSON."""
+    size = matmul_size(device)
+    return {"matmul_size": size, "matmul_peak_tflops": {
+        args.precision: round(matmul_peak(device, args.precision, size, args.peak_seconds) / 1e12, 4)}}
+
+
+def _print_mfu(peak: dict[str, Any], precision: str, batched: dict[str, dict[str, Any]]) -> None:
+    print(f"matmul peak {peak['matmul_peak_tflops'][precision]:.3f} TFLOP/s; batched decoding MFU: "
+          + ", ".join(f"{name} {100 * m['mfu']:.2f}%" for name, m in batched.items()))
+
+
+def _add_mfu(figures: dict[str, Any], peak: dict[str, Any], precision: str) -> None:
+    """A measurement's MFU: its model FLOP/s over the matmul peak."""
+    figures["mfu"] = round(figures["model_gflops_per_s"] / 1e3 / peak["matmul_peak_tflops"][precision], 5)
 
 
 def _engines(args: argparse.Namespace, device: torch.device, pytorch: Translator,
@@ -184,10 +222,11 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
                 normalized = [pytorch.normalize(r) for r in refs]
                 row: dict[str, Any] = {}
                 for side, done in passes.items():
-                    tokens = sum(len(ids) + 1 for ids in done[-1]["tokens"] if ids is not None)
+                    best = done[-1]["tokens"]
                     cpu = statistics.median(p["cpu_seconds"] for p in done)
-                    row[side] = {**_figures(statistics.median(p["seconds"] for p in done), tokens, done[-1]["hyps"],
-                                            normalized), "passes": [round(p["seconds"], 3) for p in done],
+                    row[side] = {**_figures(statistics.median(p["seconds"] for p in done), best, done[-1]["hyps"],
+                                            normalized, _flops(pytorch, lines, best, beam)),
+                                 "passes": [round(p["seconds"], 3) for p in done],
                                  "cpu_seconds": round(cpu, 3), "sentences_per_cpu_s": round(len(lines) / cpu, 2)}
                 row["speedup"] = round(row["this"]["sentences_per_s"] / row["against"]["sentences_per_s"], 3)
                 row["cpu_speedup"] = round(row["against"]["cpu_seconds"] / row["this"]["cpu_seconds"], 3)
@@ -242,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{name} {m['sentences_per_s']:.1f} sent/s BLEU {m['bleu']:.2f}"
                     for name, m in engines[engine].items()))
         result["engines"] = engines
+    peak = _peak(args, device)
+    measured = [m for search in results.values() for m in (search["one_at_a_time"], search["batched"])]
+    for m in measured + [m for searches_done in result.get("engines", {}).values() for m in searches_done.values()]:
+        _add_mfu(m, peak, args.precision)
+    result.update(peak)
+    _print_mfu(peak, args.precision, {name: search["batched"] for name, search in results.items()})
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
@@ -272,9 +317,15 @@ def _main_against(argv: list[str], args: argparse.Namespace, device: torch.devic
                   searches: dict[str, int], work: dict[str, tuple[list[str], list[str], int]]) -> int:
     """--against: both checkouts timed, into decode_<run name>_<device>_against_<its commit>.json."""
     compared = _against(args, device, pytorch, searches, work)
+    peak = _peak(args, device)
+    for search in compared["searches"].values():
+        for measurement in work:
+            for side in ("this", "against"):
+                _add_mfu(search[measurement][side], peak, args.precision)
+    _print_mfu(peak, args.precision, {name: search["batched"]["this"] for name, search in compared["searches"].items()})
     against = compared["trees"]["against"]
     label = (against["commit"] or "")[:7] or Path(against["path"]).name
-    result = {**_record("decode_against", args, device, pytorch), **compared}
+    result = {**_record("decode_against", args, device, pytorch), **compared, **peak}
     out = args.out_dir / f"{_stem(args, device, pytorch)}_against_{label}.json"
     write_result(out, device, command_line(MODULE, argv), result)
     print(f"-> {out}")

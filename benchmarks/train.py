@@ -26,6 +26,7 @@ from benchmarks.common import (
     command_line,
     device_tag,
     matmul_peak,
+    matmul_size,
     peak_rss_mb,
     prog,
     set_threads,
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     flops = sum(training_flops(cfg.model, vocab_size, s.tolist(), t.tolist()) for s, t in lengths)
     precision = cfg.train.precision
-    size = args.matmul_size or (8192 if device.type == "cuda" else 2048)
+    size = args.matmul_size or matmul_size(device)
     stage("FLOPs counted")
     peaks = {p: matmul_peak(device, p, size, args.peak_seconds) for p in sorted({"fp32", "bf16", precision})}
     stage("matmul peaks measured")

@@ -79,3 +79,18 @@ def training_flops(model_cfg: ModelConfig, vocab_size: int, src_lens: list[int],
     """Training FLOPs (3 x forward) of a batch, from each pair's real lengths."""
     return TRAINING_FACTOR * sum(forward_flops(model_cfg, vocab_size, s, t) for s, t in zip(src_lens, tgt_lens))
 
+
+
+def decoding_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, steps: int, rows: int = 1) -> float:
+    """Forward FLOPs of decoding one sentence of `src_len` source positions (EOS included) for `steps` decoder steps,
+    each run for `rows` hypotheses (a beam): the encoder and what depends on the source alone (a Transformer's
+    cross-attention keys and values) once, each step's decoder work once per row. A Transformer step's
+    self-attention reads the keys cached so far (its variant's `step_flops`).
+    """
+    once = forward_flops(model_cfg, vocab_size, src_len, 0)
+    per_row = forward_flops(model_cfg, vocab_size, src_len, steps) - once
+    if model_cfg.arch == "transformer":  # the teacher-forced count holds every position's attention over all of them
+        variant = _variant(model_cfg, "self_attention", SELF_ATTENTION)
+        cached = sum(variant.step_flops(model_cfg, t) for t in range(1, steps + 1))
+        per_row += model_cfg.decoder_layers * (cached - _self_attention_core(model_cfg, steps))
+    return once + rows * per_row

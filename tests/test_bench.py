@@ -18,10 +18,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.config import ModelConfig, load_config
-from nmt.flops import forward_flops, linear_flops, training_flops
+from nmt.config import DecodeConfig, ModelConfig, load_config
+from nmt.flops import decoding_flops, forward_flops, linear_flops, training_flops
 from nmt.models import build_model
 from nmt.processes import descendants
+from nmt.search import greedy_search
 from nmt.tokenizer import VocabInfo
 from tests.conftest import REPO, tiny_config, untrained_run
 from tests.synthetic_archive import archive_folder
@@ -70,6 +71,25 @@ def test_forward_flops_equal_torch_count_of_one_sentence(overrides):
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(src, torch.ones_like(src, dtype=torch.bool), tgt)
     assert forward_flops(cfg, VOCAB.tgt_size, 9, 6) == counter.get_total_flops()
+
+
+@pytest.mark.parametrize("overrides", [*COUNTED, {"arch": "transformer", "self_attention": "linear"}],
+                         ids=lambda o: "-".join(map(str, o.values())))
+def test_decoding_flops_equal_torch_count_of_a_greedy_search(overrides):
+    """One sentence, one row: the encoder once, then each step's decoder over the keys cached so far."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**TINY, **overrides})
+    model = build_model(cfg, VOCAB).eval()
+    src = torch.randint(4, 50, (1, 9))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        (hyp,) = greedy_search(model, src, torch.ones_like(src, dtype=torch.bool),
+                               DecodeConfig(beam=1, max_len_a=1.0, max_len_b=5))
+    steps = len(hyp.tokens) + 1
+    assert steps > 9  # past the local variant's window (8 on each side): its cache then stops growing
+    assert decoding_flops(cfg, VOCAB.tgt_size, 9, steps) == counter.get_total_flops()
+    per_row = decoding_flops(cfg, VOCAB.tgt_size, 9, steps) - decoding_flops(cfg, VOCAB.tgt_size, 9, 0)
+    assert decoding_flops(cfg, VOCAB.tgt_size, 9, steps, rows=5) == pytest.approx(
+        decoding_flops(cfg, VOCAB.tgt_size, 9, 0) + 5 * per_row)
 
 
 def test_training_is_three_forwards_summed_over_pairs():
@@ -206,13 +226,15 @@ def test_profile_step_sorts_operator_times_into_kinds(scripts, tiny_run, tmp_pat
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):
     _, run = tiny_run
     args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
-            "--out-dir", str(tmp_path)]
+            "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
     assert scripts["decode"].main(args) == 0
     result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
-    assert set(result["searches"]) == {"greedy", "beam2"}
+    assert set(result["searches"]) == {"greedy", "beam2"} and result["matmul_peak_tflops"]["fp32"] > 0
     for search in result["searches"].values():
         assert search["one_at_a_time"]["sentences"] == 2 and search["batched"]["sentences"] == 4
         assert search["speedup"] > 0
+        for measured in (search["one_at_a_time"], search["batched"]):
+            assert measured["model_gflops_per_s"] > 0 and 0 < measured["mfu"] < 1
     assert "engines" not in result
 
 
@@ -247,7 +269,7 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_out
         cap = ".floor().clamp(0, most).long()"
         search.write_text(search.read_text(encoding="utf-8").replace(cap, cap + " - 1"), encoding="utf-8")
     args = [str(run), "--limit", "1", "--batched-limit", "3", "--beam", "2", "--device", "cpu", "--threads", "1",
-            "--against", str(tree), "--repeats", "2", "--out-dir", str(tmp_path)]
+            "--against", str(tree), "--repeats", "2", "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
     assert scripts["decode"].main(args) == 0
     result = json.loads((tmp_path / "decode_benchtiny_cpu_against_other.json").read_text())
     assert result["benchmark"] == "decode_against" and result["trees"]["against"]["commit"] is None
@@ -260,6 +282,7 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_out
             assert row["identical_scores"] is identical
             for side in ("this", "against"):
                 assert row[side]["sentences"] == sentences and len(row[side]["passes"]) == 2
+                assert row[side]["cpu_seconds"] > 0 and 0 < row[side]["mfu"] < 1
 
 
 def test_bench_decode_against_refuses_a_checkout_whose_modules_come_from_elsewhere(scripts, tiny_run, tmp_path,

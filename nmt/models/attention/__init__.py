@@ -14,8 +14,9 @@ Masks are bool and True where attending is allowed (the same convention as `src_
 base.py holds the interfaces and the registries; rnn.py the GRU decoder's attentions; full.py, local.py (the
 banded kernel), sparse.py and linear.py the self-attention variants. A new variant is one module: its class,
 `@register_self_attention(name)` (or `register_rnn_attention`), its `settings`, `from_config` when its
-constructor needs more than its settings, and `flops`; then its import line below, which registers it. A built-in
-variant is also declared by name and settings in nmt/config/variants.py, so that configs are checked without torch.
+constructor needs more than its settings, and `flops` (and `step_flops` when a decoding step over its cache costs
+other than its share of `flops`); then its import line below, which registers it. A built-in variant is also
+declared by name and settings in nmt/config/variants.py, so that configs are checked without torch.
 """
 
 from nmt.models.attention.base import (

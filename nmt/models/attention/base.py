@@ -84,6 +84,12 @@ class SelfAttention(nn.Module):
         """Forward FLOPs of the scores and weighted values of one layer over `length` positions, all heads."""
         raise NotImplementedError(f"{cls.__name__} reports no FLOP count")
 
+    @classmethod
+    def step_flops(cls, cfg: ModelConfig, length: int) -> float:
+        """Forward FLOPs of one decoding step's query, all heads, when `length` positions are cached (this one
+        included): by default the cost per position of `flops` over `length` positions."""
+        return cls.flops(cfg, length) / length
+
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:
         """The mask of a whole batch of `length` positions, built once and shared by every layer."""

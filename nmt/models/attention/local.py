@@ -130,6 +130,11 @@ class LocalAttention(FullAttention):
         return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
                    for start, stop, low, high in band_spans(length, max(cls.block, window, 1), window))
 
+    @classmethod
+    def step_flops(cls, cfg: ModelConfig, length: int) -> float:
+        # the cache keeps the last `window` keys: the step attends over them and its own
+        return 2 * linear_flops(1, cfg.d_model, min(length, settings_of(cfg, "self")["window"] + 1))
+
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         return within_window(q_pos, k_pos, self.window)
 
