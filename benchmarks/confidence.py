@@ -71,7 +71,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     translator = load_translator([args.model], device, changes={"beam": args.beam, "n_best": 1})
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
-    found = [nbest[0] for nbest in translator.translations(sources, split_sentences="off")]
+    found = [nbest[0] for nbest in translator._translations(sources, split_sentences="off")]
     metric = sacrebleu.metrics.CHRF()
     chrf = [metric.sentence_score(t.text, [ref]).score for t, ref in zip(found, refs, strict=True)]
     confidence = [t.confidence for t in found]

@@ -101,11 +101,11 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     """Time decoding passes over `lines` (after a short warm-up; the median of `repeats`) and score the output."""
     t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
-    t.search(lines[:2])  # warm-up: first-call allocations
-    passes = [timed(lambda: t.search(lines), t.engine.device) for _ in range(repeats)]
+    t._search(lines[:2])  # warm-up: first-call allocations
+    passes = [timed(lambda: t._search(lines), t.engine.device) for _ in range(repeats)]
     nbest = passes[-1][0]
     best = [list(n[0].tokens) if n else None for n in nbest]
-    hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
+    hyps = [t._detokenize(n[0]) if n else "" for n in nbest]
     return _figures(statistics.median(s for _, s in passes), best, hyps, [t.normalize(r) for r in refs],
                     _flops(t, lines, best, beam))
 
@@ -116,7 +116,7 @@ def _flops(translator: Translator, lines: list[str], best: list[list[int] | None
     beam an estimate: its hypotheses end at other steps, and its first step runs one row)."""
     cfg, vocab = translator.cfg.model, translator.tokenizer.vocab.tgt_size
     return sum(decoding_flops(cfg, vocab, len(src) + 1, len(ids) + 1, beam)
-               for src, ids in zip(translator.encode(lines), best, strict=True) if ids is not None)
+               for src, ids in zip(translator._encode(lines), best, strict=True) if ids is not None)
 
 
 def _figures(seconds: float, best: list[list[int] | None], hyps: list[str], refs: list[str],

@@ -1,16 +1,17 @@
 """The decoding timer that `python -m benchmarks.decode --against TREE` runs, once on this checkout's code and once
 on TREE's, each in a fresh interpreter, and asks for one timed pass at a time.
 
-`benchmarks.decode` starts it as `python -c <this file's text> SPEC` in the checkout's folder with PYTHONPATH set
-to it, so that `nmt` is that checkout's. It therefore imports nothing from `benchmarks` and uses only what every
-checkout since the Translator offers: `load_translator`, `decode_with`, `Translator.search` and
-`Translator.detokenize`. SPEC is JSON: {"model", "device", "precision", "threads", "length_penalty"}. Each line on
-stdin is a request, {"lines": [...], "beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on
-stdout: {"seconds", "cpu_seconds" (the process's CPU time, which a busy machine's other work does not inflate),
-"tokens" (each sentence's best token ids, None for a line without any), "scores" (its score and log-probability),
-"hyps" (its text), "strays"}; the first line, once the model is loaded, is {"strays"} alone. "strays" lists the
-loaded nmt modules whose files lie outside the checkout (an editable install of another checkout serves a module
-that this one lacks), which the caller refuses. Everything else the code prints goes to stderr.
+`benchmarks.decode` starts it as `python -c <this file's text> SPEC` in the checkout's folder with PYTHONPATH set to
+it, so that `nmt` is that checkout's. It therefore imports nothing from `benchmarks` and uses only what every
+checkout since the Translator offers: `load_translator`, `decode_with`, and the Translator's line search and
+detokenizer (`_search` and `_detokenize`, public `search` and `detokenize` in older checkouts). SPEC is JSON:
+{"model", "device", "precision", "threads", "length_penalty"}. Each line on stdin is a request, {"lines": [...],
+"beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on stdout: {"seconds", "cpu_seconds" (the
+process's CPU time, which a busy machine's other work does not inflate), "tokens" (each sentence's best token ids,
+None for a line without any), "scores" (its score and log-probability), "hyps" (its text), "strays"}; the first
+line, once the model is loaded, is {"strays"} alone. "strays" lists the loaded nmt modules whose files lie outside
+the checkout (an editable install of another checkout serves a module that this one lacks), which the caller
+refuses. Everything else the code prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def strays() -> list[str]:
@@ -27,6 +30,12 @@ def strays() -> list[str]:
     files = [getattr(module, "__file__", None) for name, module in list(sys.modules.items())
              if name == "nmt" or name.startswith("nmt.")]
     return sorted(f for f in files if f and tree not in Path(f).resolve().parents)
+
+
+def layer(translator: Any, name: str) -> Callable[..., Any]:
+    """The Translator's method `name` of the layer under its user API: `_name` in checkouts that keep that layer
+    private, `name` in older ones (1d95057 and before), which --against times too."""
+    return getattr(translator, f"_{name}", None) or getattr(translator, name)
 
 
 def main() -> None:
@@ -48,19 +57,20 @@ def main() -> None:
         request = json.loads(line)
         t = translator.with_decode(decode_with(translator.decode, {"beam": request["beam"], "n_best": 1,
                                                                    "batch_tokens": request["batch_tokens"]}))
+        search, detokenize = layer(t, "search"), layer(t, "detokenize")
         if request["warm_up"]:
-            t.search(request["lines"][:2])  # first-call allocations
+            search(request["lines"][:2])  # first-call allocations
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start, cpu_start = time.perf_counter(), time.process_time()
-        nbest = t.search(request["lines"])
+        nbest = search(request["lines"])
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         answers.write(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
                                   "tokens": [list(n[0].tokens) if n else None for n in nbest],
                                   "scores": [[n[0].score, n[0].log_prob] if n else None for n in nbest],
-                                  "hyps": [t.detokenize(n[0]) if n else "" for n in nbest], "strays": strays()})
+                                  "hyps": [detokenize(n[0]) if n else "" for n in nbest], "strays": strays()})
                       + "\n")
         answers.flush()
 

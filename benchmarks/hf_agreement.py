@@ -92,7 +92,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
     sources, refs = split_pair(nmt_greedy.cfg, args.split)
     refs = [nmt_greedy.normalize(r) for r in refs]
     d = nmt_greedy.decode
-    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy.encode(sources)])  # with EOS, as the model reads
+    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy._encode(sources)])  # with EOS, as the model reads
     caps = max_lengths(torch.arange(int(lengths.max()))[None] < lengths[:, None], d.max_len_a, d.max_len_b,
                        nmt_greedy.engine.max_positions).tolist()
     hyps = {"nmt": nmt_greedy.translate(sources, split_sentences="off"),  # line by line, as transformers reads them

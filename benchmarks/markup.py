@@ -208,11 +208,11 @@ def main_result(translator: Translator, args: argparse.Namespace) -> dict[str, A
     runs: dict[str, list[dict[str, Any]]] = {}
     layers = cfg.model.decoder_layers
     for layer in range(1, layers + 1):
-        runs[f"val layer {layer}"] = run_documents(documents(val), functools.partial(translator.aligned, layer=layer))
+        runs[f"val layer {layer}"] = run_documents(documents(val), functools.partial(translator._aligned, layer=layer))
         print(f"val layer {layer}: translated")
     translations = {s: t for result in runs["val layer 1"] for s, t in result["pairs"]}
     runs["val edges"] = run_documents(documents(val), lambda sentences: [Aligned(translations[s]) for s in sentences])
-    runs["test"] = run_documents(documents(test), translator.aligned)
+    runs["test"] = run_documents(documents(test), translator._aligned)
     links = eflomal_links([p for results in runs.values() for r in results for p in r["pairs"]], train)
     table = {name: judge(results, links) for name, results in runs.items()}
     for name, row in table.items():

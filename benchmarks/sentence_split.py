@@ -110,7 +110,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
     joined_refs = grouped(refs, args.group, [" "] * (len(refs) - 1))
-    lines = [text for text, _ in translator.best(sources)]
+    lines = [text for text, _ in translator._best(sources)]
     sizes = [len(sources[i:i + args.group]) for i in range(0, len(sources), args.group)]
     # A paragraph whole reads the same in both forms: the model sees each line break as a space.
     unsplit = translator.translate(grouped(sources, args.group, separators(sources, "spaces")), split_sentences="off")

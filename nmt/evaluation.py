@@ -78,7 +78,7 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
     engine = translator.engine
     _sync(engine.device)
     start = time.perf_counter()
-    best = translator.best(sources)
+    best = translator._best(sources)
     _sync(engine.device)
     seconds = time.perf_counter() - start
     hyps = [translation for translation, _ in best]
@@ -153,7 +153,7 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     decode = translator.decode
     start = time.perf_counter()
     outputs = {alpha: [text for text, _ in translator.with_decode(
-                   dataclasses.replace(decode, n_best=1, length_penalty=alpha)).best(sources)] for alpha in penalties}
+                   dataclasses.replace(decode, n_best=1, length_penalty=alpha))._best(sources)] for alpha in penalties}
     seconds = time.perf_counter() - start
     bleu = sacrebleu.metrics.BLEU()
     table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}
