@@ -33,19 +33,10 @@ import torch
 from benchmarks.common import ROOT, code_commit, machine_info
 from nmt.api import evaluate
 from nmt.cli import compare_main
-from nmt.compare import (
-    ATTENTION_RECORD,
-    DIAG_SENTENCES,
-    FAILED_NOTE,
-    HEATMAPS,
-    RUN_FILES,
-    attention_record,
-    load_run,
-    test_sources,
-)
+from nmt.compare import ATTENTION_RECORD, FAILED_NOTE, RUN_FILES, attention_record, load_run, test_sources
 from nmt.config import ModelConfig, load_config, parse_overrides
 from nmt.data import evaluation_splits
-from nmt.diagnostics import Thresholds
+from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import ConfigError
 from nmt.evaluation import write_report
 from nmt.fileio import atomic_output

@@ -21,6 +21,7 @@ import torch
 
 from nmt.config import ConfigSource, Overrides, as_overrides, load_config
 from nmt.errors import ConfigError, ExportError
+from nmt.model_formats import EXPORT_FORMATS
 from nmt.run import Run, train_run
 from nmt.translator import Translator, load_translator
 
@@ -79,10 +80,10 @@ def export_model(model: str | Path, *, format: str = "ctranslate2", output: str 
     nmt-export does: `format` "ctranslate2" (the deploy extra; option `quantization`, default float32) or
     "huggingface" (the hf extra; a folder transformers loads with its stock classes). Returns the manifest
     written beside the files."""
-    from nmt.export import FORMATS, export_ctranslate2
+    from nmt.export import export_ctranslate2
 
-    if format not in FORMATS:
-        raise ExportError(f"format {format!r}: unknown export format (known: {', '.join(FORMATS)})")
+    if format not in EXPORT_FORMATS:
+        raise ExportError(f"format {format!r}: unknown export format (known: {', '.join(EXPORT_FORMATS)})")
     allowed = {"ctranslate2": {"quantization"}, "huggingface": set()}[format]
     if unknown := sorted(set(options) - allowed):
         raise ExportError(f"export_model: {', '.join(unknown)} does not apply to format {format} "

@@ -31,9 +31,10 @@ from nmt.config import (
     reference_markdown,
     variant_reference,
 )
-from nmt.diagnostics import Thresholds
+from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import MESSAGE, ConfigError, ExportError, NmtError, TrainingInterrupted, excerpt, short_repr
 from nmt.fileio import check_input, check_output, describe_os_error
+from nmt.model_formats import EXPORT_FORMATS, HF_TOKENIZER_FILES, HF_WEIGHT_FILES, QUANTIZATIONS
 from nmt.rundir import RunDir
 from nmt.signals import Interrupted, exit_status, terminate_cleanly
 
@@ -401,18 +402,16 @@ def translate_main(argv: list[str] | None = None) -> int:
 def export_main(argv: list[str] | None = None) -> int:
     """nmt-export RUN_OR_CHECKPOINT: convert a Transformer for deployment with CTranslate2, or into a folder that
     Hugging Face transformers loads (--format huggingface)."""
-    from nmt.export import FORMATS, QUANTIZATIONS, export_ctranslate2
-
     parser = Parser(prog="nmt-export", description=export_main.__doc__)
     parser.add_argument("checkpoint", help="run folder or checkpoint file")
-    parser.add_argument("--format", default="ctranslate2", help=f"export format: {', '.join(FORMATS)}")
+    parser.add_argument("--format", default="ctranslate2", help=f"export format: {', '.join(EXPORT_FORMATS)}")
     parser.add_argument("--quantization",
                         help=f"ctranslate2 weight type: {', '.join(QUANTIZATIONS)} (default float32; float16 needs a "
                              "CUDA machine)")
     parser.add_argument("--output", "-o", required=True, help="new folder for the exported model")
     args = parser.parse_args(argv)
-    if args.format not in FORMATS:
-        raise ExportError(f"--format {args.format}: unknown export format (known: {', '.join(FORMATS)})")
+    if args.format not in EXPORT_FORMATS:
+        raise ExportError(f"--format {args.format}: unknown export format (known: {', '.join(EXPORT_FORMATS)})")
     check_output("--output", args.output, folder=True)
     if args.format == "huggingface":
         from nmt.interop.hf_export import export_huggingface
@@ -422,6 +421,8 @@ def export_main(argv: list[str] | None = None) -> int:
         manifest = export_huggingface(args.checkpoint, args.output)
         print(f"exported {manifest['source_checkpoint']} ({manifest['class']}) to {args.output}")
         return 0
+    from nmt.export import export_ctranslate2
+
     manifest = export_ctranslate2(args.checkpoint, args.output, args.quantization or "float32")
     print(f"exported {manifest['source_checkpoint']} ({manifest['quantization']}) to {args.output}")
     return 0
@@ -430,14 +431,13 @@ def export_main(argv: list[str] | None = None) -> int:
 @command
 def import_main(argv: list[str] | None = None) -> int:
     """nmt-import HF_FOLDER: convert a local Marian/OPUS-MT model folder into an nmt checkpoint."""
-    from nmt.interop.hf_folder import TOKENIZER_FILES, WEIGHT_FILES
-    from nmt.interop.hf_import import import_huggingface
-
     parser = Parser(prog="nmt-import", description=import_main.__doc__)
-    parser.add_argument("folder", help=f"Hugging Face model folder: config.json, {' or '.join(WEIGHT_FILES)}, "
-                                       f"{', '.join(TOKENIZER_FILES)}")
+    parser.add_argument("folder", help=f"Hugging Face model folder: config.json, {' or '.join(HF_WEIGHT_FILES)}, "
+                                       f"{', '.join(HF_TOKENIZER_FILES)}")
     parser.add_argument("--output", "-o", required=True, help="new checkpoint file")
     args = parser.parse_args(argv)
+    from nmt.interop.hf_import import import_huggingface
+
     check_output("--output", args.output, [("folder", args.folder)])
     source = import_huggingface(args.folder, args.output)
     print(f"imported {args.folder} ({source['model_type']}) to {args.output}")
@@ -478,9 +478,6 @@ def average_main(argv: list[str] | None = None) -> int:
 @command
 def compare_main(argv: list[str] | None = None) -> int:
     """nmt-compare RUN_DIR...: compare runs and write compare.md, compare.json and plots."""
-    from nmt.compare import DIAG_SENTENCES, HEATMAPS, RUN_FILES, compare, markdown
-    from nmt.utils import resolve_device
-
     parser = Parser(prog="nmt-compare", description=compare_main.__doc__)
     parser.add_argument("runs", nargs="+", help="run folders (a missing or failed one is reported as such)")
     parser.add_argument("--baseline", action="append", default=[],
@@ -496,6 +493,9 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
+    from nmt.compare import RUN_FILES, compare, markdown
+    from nmt.utils import resolve_device
+
     resolve_device(args.device)
     out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
     reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]

@@ -26,7 +26,7 @@ from sacrebleu.significance import PairedTest
 from nmt.checkpoint import load_model
 from nmt.config import Config, load_config
 from nmt.data import normalize
-from nmt.diagnostics import Thresholds, attention_stats, summarize
+from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds, attention_stats, summarize
 from nmt.errors import CheckpointError, ConfigError, DataError
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
@@ -41,7 +41,6 @@ ATTENTION_RECORD = "attention.json"  # a run's attention diagnostics and heatmap
 RUN_FILES = (RunDir.report_name("test"), RunDir.hypotheses_name("test"), RunDir.CONFIG, RunDir.METRICS,
              FAILED_NOTE, ATTENTION_RECORD)  # what is read of a run, besides further test sets' reports
 NOT_TEST_SETS = ("train", "val", "test")  # eval_<split>.json reports that are no further test set
-DIAG_SENTENCES, HEATMAPS = 200, 3  # the defaults: test sentences diagnosed, and drawn as heatmaps
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the functions take tensors, but importing Thresholds (the CLI's flags) needs no torch
     import torch
 
+DIAG_SENTENCES, HEATMAPS = 200, 3  # a comparison's defaults (nmt.compare): test sentences diagnosed, drawn as heatmaps
+
 
 @dataclass(frozen=True)
 class Thresholds:

@@ -27,7 +27,6 @@ from nmt.config import to_dict
 from nmt.engines.ctranslate2 import (
     FORMAT_VERSION,
     MANIFEST,
-    QUANTIZATIONS,
     check_quantization,
     import_ctranslate2,
     read_manifest,
@@ -40,10 +39,7 @@ from nmt.models.transformer import Transformer, sinusoidal_table
 from nmt.tokenizer import model_pieces
 
 # the names of an export folder's format, for the callers that know them from here
-__all__ = ["FORMATS", "MANIFEST", "QUANTIZATIONS", "ExportError", "export_ctranslate2", "read_manifest",
-           "supported_quantizations"]
-
-FORMATS = ("ctranslate2", "huggingface")  # huggingface: nmt.interop.hf_export
+__all__ = ["MANIFEST", "ExportError", "export_ctranslate2", "read_manifest", "supported_quantizations"]
 
 
 def _np(tensor: torch.Tensor) -> np.ndarray:

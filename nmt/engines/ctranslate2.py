@@ -35,10 +35,10 @@ from nmt.config import DecodeConfig, config_from_dict
 from nmt.engines import Abilities
 from nmt.errors import ExportError
 from nmt.fileio import atomic_output, sha256_file
+from nmt.model_formats import QUANTIZATIONS
 from nmt.search import Hypothesis, gnmt_penalty, max_lengths
 from nmt.tokenizer import EOS_ID, JOINT_FILE, SRC_FILE, TGT_FILE
 
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16")
 MANIFEST = "nmt_export.json"
 FORMAT_VERSION = 1
 NO_ATTENTION = "an exported model gives no attention weights (plots and statistics need a checkpoint)"

@@ -20,9 +20,8 @@ import torch
 
 from nmt.errors import ExportError, FileError, short_repr
 from nmt.fileio import cause, read_regular
+from nmt.model_formats import HF_TOKENIZER_FILES, HF_WEIGHT_FILES
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # each may also be sharded: <name>.index.json
-TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 INDEX = ".index.json"
 MAX_FILE_BYTES = 64 << 20  # a JSON or sentencepiece file: a vocab.json of 250,000 pieces is about 6 MB
 MAX_WEIGHT_BYTES = 16 << 30  # one weights file or shard: OPUS-MT's largest models hold about 1 GB
@@ -54,8 +53,8 @@ class ModelFolder:
         try:
             data = read_regular(path, limit=limit)
         except FileNotFoundError:
-            raise ExportError(f"{path}: missing; a Marian folder holds config.json, {' or '.join(WEIGHT_FILES)} "
-                              f"(or a shard index), {', '.join(TOKENIZER_FILES)}") from None
+            raise ExportError(f"{path}: missing; a Marian folder holds config.json, {' or '.join(HF_WEIGHT_FILES)} "
+                              f"(or a shard index), {', '.join(HF_TOKENIZER_FILES)}") from None
         except OSError as err:
             raise ExportError(f"{path}: cannot read ({cause(err)})") from None
         except FileError as err:
@@ -84,13 +83,14 @@ class ModelFolder:
 
     def weight_files(self, config: dict[str, Any]) -> list[str]:
         """The files that hold the weights, as transformers would choose them: the file config.json's
-        `transformers_weights` names, else the first of WEIGHT_FILES (or its shard index) present; an index's
+        `transformers_weights` names, else the first of HF_WEIGHT_FILES (or its shard index) present; an index's
         shards must be plain file names inside the folder."""
         explicit = config.get("transformers_weights")
         if explicit is not None and not _plain(explicit):
             raise ExportError(f"{self.path / 'config.json'}: transformers_weights {short_repr(explicit)} is not the "
                               "name of a file inside the folder")
-        candidates = [explicit] if explicit else [name for single in WEIGHT_FILES for name in (single, single + INDEX)]
+        candidates = ([explicit] if explicit
+                      else [name for single in HF_WEIGHT_FILES for name in (single, single + INDEX)])
         found = next((name for name in candidates if self.has(name)), None)
         if found is None:
             raise ExportError(f"{self.path}: no weights ({' or '.join(candidates)})")
