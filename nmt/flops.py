@@ -80,7 +80,6 @@ def training_flops(model_cfg: ModelConfig, vocab_size: int, src_lens: list[int],
     return TRAINING_FACTOR * sum(forward_flops(model_cfg, vocab_size, s, t) for s, t in zip(src_lens, tgt_lens))
 
 
-
 def decoding_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, steps: int, rows: int = 1) -> float:
     """Forward FLOPs of decoding one sentence of `src_len` source positions (EOS included) for `steps` decoder steps,
     each run for `rows` hypotheses (a beam): the encoder and what depends on the source alone (a Transformer's
