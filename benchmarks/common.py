@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from nmt.cli import number
-from nmt.config import Range
+from nmt.cli import Parser, number
+from nmt.config import AT_LEAST_ONE, Range
 from nmt.errors import FileError
 from nmt.fileio import atomic_output, describe_os_error, write_json
 from nmt.rundir import RunDir
@@ -64,6 +64,28 @@ def add_device(parser: argparse.ArgumentParser, precision: bool = True) -> None:
 def add_threads(parser: argparse.ArgumentParser, help: str) -> None:
     """--threads: torch's CPU threads, 0 for torch's own choice."""
     parser.add_argument("--threads", type=number(Range(0.0, 1024.0), integer=True), default=0, help=help)
+
+
+def measurement_parser(module: str, doc: str | None, *, precision: bool = False,
+                       threads: str = "CPU threads (default: torch's choice)",
+                       out_dir: str = "where the JSON goes") -> Parser:
+    """The command line of a measurement of a model, named as it runs (`module`) and summed up by the first line of
+    `doc`, with the options they all take: --device (and --precision), --threads and --out-dir."""
+    parser = Parser(prog=prog(module), description=(doc or module).splitlines()[0])
+    add_device(parser, precision)
+    add_threads(parser, threads)
+    add_out_dir(parser, out_dir)
+    return parser
+
+
+def add_split(parser: argparse.ArgumentParser) -> None:
+    """--split: the split of the model's dataset a measurement reads."""
+    parser.add_argument("--split", default="test", help="split of the model's dataset (default test: test2016)")
+
+
+def add_beam(parser: argparse.ArgumentParser, help: str = "beam size (default 5)") -> None:
+    """--beam: the beam size a measurement searches with, 5 unless given."""
+    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help=help)
 
 
 def set_threads(threads: int) -> None:
@@ -206,6 +228,15 @@ def write_result(path: Path, device: torch.device, command: str, result: dict[st
     record = {"date": now(), "command": command, "machine": machine_info(device), **result}
     write_json(path, record)
     return record
+
+
+def finish(out: Path, device: torch.device, module: str, argv: list[str], result: dict[str, Any],
+           summary: str = "") -> int:
+    """A measurement's end: its JSON written to `out` (`write_result`, with `module`'s command line for `argv`),
+    then `summary` and where the JSON went printed; the exit status, 0."""
+    write_result(out, device, command_line(module, argv), result)
+    print(f"{summary} -> {out}" if summary else f"-> {out}")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------- tables

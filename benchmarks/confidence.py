@@ -22,19 +22,8 @@ import numpy as np
 import sacrebleu
 import torch
 
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    command_line,
-    device_tag,
-    prog,
-    run_name,
-    write_result,
-)
-from nmt.cli import Parser, command, number
-from nmt.config import AT_LEAST_ONE
+from benchmarks.common import add_beam, add_split, begin, device_tag, finish, measurement_parser, run_name
+from nmt.cli import command
 from nmt.evaluation import split_pair
 from nmt.translator import load_translator
 
@@ -42,13 +31,10 @@ MODULE = "benchmarks.confidence"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__)
     parser.add_argument("model", help="run folder, checkpoint file or export folder")
-    parser.add_argument("--split", default="test", help="split of the model's dataset (default test: test2016)")
-    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help="beam size (default 5)")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads (default: torch's choice)")
-    add_out_dir(parser)
+    add_split(parser)
+    add_beam(parser)
     return parser.parse_args(argv)
 
 
@@ -71,7 +57,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     translator = load_translator([args.model], device, changes={"beam": args.beam, "n_best": 1})
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
-    found = [nbest[0] for nbest in translator._translations(sources, split_sentences="off")]
+    found = [nbest[0] for nbest in translator.searcher.translations(sources, split_sentences="off")]
     metric = sacrebleu.metrics.CHRF()
     chrf = [metric.sentence_score(t.text, [ref]).score for t, ref in zip(found, refs, strict=True)]
     confidence = [t.confidence for t in found]
@@ -95,11 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
     result = measure(args, device)
     out = args.out_dir / f"confidence_{result['run']}_{device_tag(device)}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"Spearman's rho with sentence chrF: confidence {result['spearman_confidence_chrf']:.4f}, score "
-          f"{result['spearman_score_chrf']:.4f}; mean chrF by confidence quarter (lowest first) "
-          f"{result['chrf_by_confidence_quarter']} -> {out}")
-    return 0
+    return finish(out, device, MODULE, argv, result, "Spearman's rho with sentence chrF: confidence "
+                  f"{result['spearman_confidence_chrf']:.4f}, score {result['spearman_score_chrf']:.4f}; mean chrF "
+                  f"by confidence quarter (lowest first) {result['chrf_by_confidence_quarter']}")
 
 
 if __name__ == "__main__":

@@ -52,20 +52,16 @@ import torch
 from benchmarks.align import Links, aligner, eflomal_links
 from benchmarks.common import (
     ROOT,
-    add_device,
-    add_out_dir,
-    add_threads,
+    add_beam,
     begin,
     code_commit,
-    command_line,
     device_tag,
-    prog,
+    finish,
+    measurement_parser,
     run_name,
     timed,
-    write_result,
 )
-from nmt.cli import Parser, command, number
-from nmt.config import AT_LEAST_ONE
+from nmt.cli import command
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output, sha256_file
 from nmt.glossary import Glossary, load_glossary, words
@@ -94,19 +90,16 @@ here there now again once ever never always often almost quite rather how why ne
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__, out_dir="where the JSON and the constraints files go")
     parser.add_argument("model", help="run folder or checkpoint file")
     parser.add_argument("--sets", nargs="+", default=["test2016", "test2017"],
                         help="splits of the model's dataset to measure on (default test2016 test2017; test2016 is "
                              "the split test)")
-    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help="beam size (default 5)")
+    add_beam(parser)
     parser.add_argument("--glossary", type=Path, default=GLOSSARY,
                         help=f"glossary TSV (default {GLOSSARY.relative_to(ROOT)})")
     parser.add_argument("--speed", action="store_true",
                         help="also time beam search without and with one constraint per line on the first set")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads (default: torch's choice)")
-    add_out_dir(parser, "where the JSON and the constraints files go")
     return parser.parse_args(argv)
 
 
@@ -195,7 +188,7 @@ def differences(plain: Sequence[list[Hypothesis]], constrained: Sequence[list[Hy
 
 def texts(translator: Translator, nbest: Sequence[list[Hypothesis]]) -> list[str]:
     """The best translation of each line ("" for a line without subwords)."""
-    return [translator._detokenize(hyps[0]) if hyps else "" for hyps in nbest]
+    return [translator.searcher.detokenize(hyps[0]) if hyps else "" for hyps in nbest]
 
 
 class Scores:
@@ -226,7 +219,7 @@ def glossary_figures(translator: Translator, glossary: Glossary, sources: list[s
     by_target: dict[str, list[str]] = {}
     for source, target in glossary.entries:
         by_target.setdefault(target, []).append(source)
-    fired = translator._search(sources, terms=terms)
+    fired = translator.searcher.search(sources, terms=terms)
     outputs = texts(translator, fired)
     per_term: dict[str, dict[str, int]] = {}
     for line, ref in zip(terms, refs, strict=True):
@@ -250,7 +243,7 @@ def constraint_figures(translator: Translator, sources: list[str], outputs: list
                        plain: list[list[Hypothesis]], terms: list[list[str]], scores: Scores) -> dict[str, Any]:
     """The reference constraints of a set: how many lines got them, whether the outputs hold them, the scores
     with and without, and the lines without constraints that changed."""
-    constrained = translator._search(sources, terms=terms)
+    constrained = translator.searcher.search(sources, terms=terms)
     given, holding = coverage(texts(translator, constrained), terms)
     met = sum(1 for hyps, line in zip(constrained, terms, strict=True) if line and hyps and hyps[0].unmet == 0)
     return {"lines_given_constraints": given, "terms": sum(len(line) for line in terms),
@@ -268,8 +261,8 @@ def speed(translator: Translator, sources: list[str], terms: list[list[str]]) ->
     device = translator.engine.device
     out: dict[str, Any] = {}
     for name, line_terms in (("without", None), ("with_one_constraint", terms)):
-        translator._search(sources[:2], terms=None if line_terms is None else line_terms[:2])  # warm-up
-        nbest, seconds = timed(functools.partial(translator._search, sources, terms=line_terms), device)
+        translator.searcher.search(sources[:2], terms=None if line_terms is None else line_terms[:2])  # warm-up
+        nbest, seconds = timed(functools.partial(translator.searcher.search, sources, terms=line_terms), device)
         out[name] = {"seconds": round(seconds, 3), "sentences_per_s": round(len(sources) / seconds, 2),
                      "tgt_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in nbest if h) / seconds, 1)}
     out["lines"], out["lines_given_a_constraint"] = len(sources), sum(1 for line in terms if line)
@@ -305,7 +298,7 @@ def measure(args: argparse.Namespace, translator: Translator, glossary: Glossary
     for name in dict.fromkeys(args.sets):
         sources, refs = split_pair(cfg, SET_NAMES.get(name, name))
         refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
-        plain = translator._search(sources)
+        plain = translator.searcher.search(sources)
         sets[name] = {"sources": sources, "refs": refs, "plain": plain, "outputs": texts(translator, plain),
                       "pairs": [(" ".join(tokens(translator.normalize(s))), " ".join(tokens(r)))
                                 for s, r in zip(sources, refs, strict=True)]}
@@ -361,10 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     translator = load_translator([args.model], device, changes={"beam": args.beam, "n_best": 1})
     stem = f"constraints_{run_name(translator.members[0].path, translator.cfg.name)}_{device_tag(device)}"
     result = measure(args, translator, glossary, stem)
-    out = args.out_dir / f"{stem}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"-> {out}")
-    return 0
+    return finish(args.out_dir / f"{stem}.json", device, MODULE, argv, result)
 
 
 if __name__ == "__main__":

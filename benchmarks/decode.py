@@ -40,22 +40,20 @@ import torch
 
 from benchmarks.common import (
     ROOT,
-    add_device,
-    add_out_dir,
-    add_threads,
+    add_beam,
+    add_split,
     begin,
     checkout,
-    command_line,
     device_tag,
+    finish,
     matmul_peak,
     matmul_size,
+    measurement_parser,
     peak_rss_mb,
-    prog,
     run_name,
     timed,
-    write_result,
 )
-from nmt.cli import Parser, command, number
+from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
@@ -67,19 +65,17 @@ WORKER = Path(__file__).with_name("decode_worker.py")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__, precision=True,
+                                threads="CPU threads of every engine (default: torch's choice)")
     parser.add_argument("run", help="run folder or checkpoint file")
-    parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
+    add_split(parser)
     parser.add_argument("--limit", type=number(NON_NEGATIVE, integer=True), default=200,
                         help="sentences decoded one at a time (default 200; 0: all)")
     parser.add_argument("--batched-limit", type=number(NON_NEGATIVE, integer=True), default=0,
                         help="sentences decoded in batches (0: all)")
-    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5,
-                        help="beam size of the beam-search runs (default 5)")
+    add_beam(parser, "beam size of the beam-search runs (default 5)")
     parser.add_argument("--length-penalty", type=number(NON_NEGATIVE), default=None,
                         help="GNMT length penalty of every engine (default: the one stored with the run)")
-    add_device(parser)
-    add_threads(parser, "CPU threads of every engine (default: torch's choice)")
     parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
     parser.add_argument("--against", metavar="TREE",
@@ -89,7 +85,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "per checkout); the median time is kept (default 1)")
     parser.add_argument("--peak-seconds", type=number(NON_NEGATIVE), default=3.0,
                         help="seconds of the matmul peak measurement the MFU is taken against (default 3)")
-    add_out_dir(parser)
     args = parser.parse_args(argv)
     if args.against is not None and args.export is not None:
         parser.error("--against times the PyTorch engine only: leave out --export")
@@ -101,11 +96,11 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     """Time decoding passes over `lines` (after a short warm-up; the median of `repeats`) and score the output."""
     t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
-    t._search(lines[:2])  # warm-up: first-call allocations
-    passes = [timed(lambda: t._search(lines), t.engine.device) for _ in range(repeats)]
+    t.searcher.search(lines[:2])  # warm-up: first-call allocations
+    passes = [timed(lambda: t.searcher.search(lines), t.engine.device) for _ in range(repeats)]
     nbest = passes[-1][0]
     best = [list(n[0].tokens) if n else None for n in nbest]
-    hyps = [t._detokenize(n[0]) if n else "" for n in nbest]
+    hyps = [t.searcher.detokenize(n[0]) if n else "" for n in nbest]
     return _figures(statistics.median(s for _, s in passes), best, hyps, [t.normalize(r) for r in refs],
                     _flops(t, lines, best, beam))
 
@@ -116,7 +111,7 @@ def _flops(translator: Translator, lines: list[str], best: list[list[int] | None
     beam an estimate: its hypotheses end at other steps, and its first step runs one row)."""
     cfg, vocab = translator.cfg.model, translator.tokenizer.vocab.tgt_size
     return sum(decoding_flops(cfg, vocab, len(src) + 1, len(ids) + 1, beam)
-               for src, ids in zip(translator._encode(lines), best, strict=True) if ids is not None)
+               for src, ids in zip(translator.searcher.encode(lines), best, strict=True) if ids is not None)
 
 
 def _figures(seconds: float, best: list[list[int] | None], hyps: list[str], refs: list[str],
@@ -290,10 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-    out = args.out_dir / f"{_stem(args, device, pytorch)}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"peak RSS {result['peak_rss_mb']:.0f} MB -> {out}")
-    return 0
+    return finish(args.out_dir / f"{_stem(args, device, pytorch)}.json", device, MODULE, argv, result,
+                  f"peak RSS {result['peak_rss_mb']:.0f} MB")
 
 
 def _record(kind: str, args: argparse.Namespace, device: torch.device, pytorch: Translator) -> dict[str, Any]:
@@ -326,10 +319,7 @@ def _main_against(argv: list[str], args: argparse.Namespace, device: torch.devic
     against = compared["trees"]["against"]
     label = (against["commit"] or "")[:7] or Path(against["path"]).name
     result = {**_record("decode_against", args, device, pytorch), **compared, **peak}
-    out = args.out_dir / f"{_stem(args, device, pytorch)}_against_{label}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"-> {out}")
-    return 0
+    return finish(args.out_dir / f"{_stem(args, device, pytorch)}_against_{label}.json", device, MODULE, argv, result)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ on TREE's, each in a fresh interpreter, and asks for one timed pass at a time.
 `benchmarks.decode` starts it as `python -c <this file's text> SPEC` in the checkout's folder with PYTHONPATH set to
 it, so that `nmt` is that checkout's. It therefore imports nothing from `benchmarks` and uses only what every
 checkout since the Translator offers: `load_translator`, `decode_with`, and the Translator's line search and
-detokenizer (`_search` and `_detokenize`, public `search` and `detokenize` in older checkouts). SPEC is JSON:
+detokenizer (its searcher's `search` and `detokenize`; see `layer` for older checkouts). SPEC is JSON:
 {"model", "device", "precision", "threads", "length_penalty"}. Each line on stdin is a request, {"lines": [...],
 "beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on stdout: {"seconds", "cpu_seconds" (the
 process's CPU time, which a busy machine's other work does not inflate), "tokens" (each sentence's best token ids,
@@ -33,8 +33,11 @@ def strays() -> list[str]:
 
 
 def layer(translator: Any, name: str) -> Callable[..., Any]:
-    """The Translator's method `name` of the layer under its user API: `_name` in checkouts that keep that layer
-    private, `name` in older ones (1d95057 and before), which --against times too."""
+    """The method `name` of the layer under the Translator's user API, which --against finds in any checkout:
+    `translator.searcher.name` today, the Translator's own `_name` (d79811d to 6abef87) or `name` (before)."""
+    searcher = getattr(translator, "searcher", None)
+    if searcher is not None:
+        return getattr(searcher, name)
     return getattr(translator, f"_{name}", None) or getattr(translator, name)
 
 

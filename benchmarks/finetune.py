@@ -15,18 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import nmt
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    code_commit,
-    command_line,
-    prog,
-    write_result,
-)
+from benchmarks.common import add_split, begin, code_commit, finish, measurement_parser
 from nmt.checkpoint import find_checkpoint, load_contents
-from nmt.cli import Parser, command
+from nmt.cli import command
 from nmt.errors import CheckpointError
 from nmt.fileio import sha256_file
 from nmt.rundir import RunDir
@@ -35,12 +26,9 @@ MODULE = "benchmarks.finetune"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__)
     parser.add_argument("run", help="the child's run folder")
-    parser.add_argument("--split", default="test", help="split of the run's dataset (default: test, test2016)")
-    add_device(parser, precision=False)
-    add_threads(parser, "torch threads")
-    add_out_dir(parser)
+    add_split(parser)
     return parser.parse_args(argv)
 
 
@@ -67,10 +55,8 @@ def main(argv: list[str] | None = None) -> int:
               "child_train": load_contents(child_file).config["train"]}
     result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)
     out = Path(args.out_dir) / f"finetune_{RunDir.of(child_file).name}_{device.type}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"{args.split}: parent BLEU {result['parent']['bleu']:.2f}, child {result['child']['bleu']:.2f} "
-          f"({result['bleu_gain']:+.2f}); {out}")
-    return 0
+    return finish(out, device, MODULE, argv, result, f"{args.split}: parent BLEU {result['parent']['bleu']:.2f}, "
+                  f"child {result['child']['bleu']:.2f} ({result['bleu_gain']:+.2f})")
 
 
 if __name__ == "__main__":

@@ -26,19 +26,8 @@ from typing import Any
 import sacrebleu
 import torch
 
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    code_commit,
-    command_line,
-    device_tag,
-    prog,
-    run_name,
-    write_result,
-)
-from nmt.cli import Parser, command, number
+from benchmarks.common import add_split, begin, code_commit, device_tag, finish, measurement_parser, run_name
+from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE, decode_with
 from nmt.evaluation import split_pair
 from nmt.fileio import sha256_file
@@ -49,14 +38,11 @@ MODULE = "benchmarks.hf_agreement"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__, threads="CPU threads of both (default: torch's choice)")
     parser.add_argument("run", help="run folder or checkpoint file")
-    parser.add_argument("--split", default="test", help="split of the run's dataset (default: test)")
+    add_split(parser)
     parser.add_argument("--batch-size", type=number(AT_LEAST_ONE, integer=True), default=32,
                         help="source lines per transformers generate() call (default 32)")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads of both (default: torch's choice)")
-    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -92,7 +78,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
     sources, refs = split_pair(nmt_greedy.cfg, args.split)
     refs = [nmt_greedy.normalize(r) for r in refs]
     d = nmt_greedy.decode
-    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy._encode(sources)])  # with EOS, as the model reads
+    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy.searcher.encode(sources)])  # with EOS, as read
     caps = max_lengths(torch.arange(int(lengths.max()))[None] < lengths[:, None], d.max_len_a, d.max_len_b,
                        nmt_greedy.engine.max_positions).tolist()
     hyps = {"nmt": nmt_greedy.translate(sources, split_sentences="off"),  # line by line, as transformers reads them
@@ -133,12 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_hf_agreement.") as scratch:
         result = measure(args, device, Path(scratch) / "export")
     out = args.out_dir / f"hf_agreement_{result['run']}_{device_tag(device)}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
     bleu, same = result["bleu"], result["identical_share"]
-    print(f"{result['split']} greedy BLEU: nmt {bleu['nmt']:.2f}; transformers {bleu['transformers']:.2f} "
-          f"(identical lines {100 * same['transformers']:.1f}%), under nmt's length caps "
-          f"{bleu['transformers_nmt_caps']:.2f} (identical {100 * same['transformers_nmt_caps']:.1f}%) -> {out}")
-    return 0
+    return finish(out, device, MODULE, argv, result, f"{result['split']} greedy BLEU: nmt {bleu['nmt']:.2f}; "
+                  f"transformers {bleu['transformers']:.2f} (identical lines {100 * same['transformers']:.1f}%), "
+                  f"under nmt's length caps {bleu['transformers_nmt_caps']:.2f} "
+                  f"(identical {100 * same['transformers_nmt_caps']:.1f}%)")
 
 
 if __name__ == "__main__":

@@ -22,19 +22,9 @@ from typing import Any
 import sacrebleu
 import torch
 
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    command_line,
-    device_tag,
-    prog,
-    run_name,
-    write_result,
-)
-from nmt.cli import Parser, command, number
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
+from benchmarks.common import add_beam, begin, device_tag, finish, measurement_parser, run_name
+from nmt.cli import command, number
+from nmt.config import NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
 from nmt.evaluation import split_pair
 from nmt.translator import Translator, load_translator
 
@@ -42,9 +32,10 @@ MODULE = "benchmarks.lp_agreement"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__, threads="CPU threads of both engines (default: torch's choice)",
+                                out_dir="where the JSONs go")
     parser.add_argument("runs", nargs="+", help="run folders or checkpoint files")
-    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help="beam size (default 5)")
+    add_beam(parser)
     parser.add_argument("--penalties", type=number(NON_NEGATIVE), nargs="+", default=list(TUNED_PENALTIES),
                         help="length penalties of the validation table (default: those decode.length_penalty auto "
                              "tries)")
@@ -52,9 +43,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="length penalty of the identical-lines count on the test split (default 1.0)")
     parser.add_argument("--stop", default="finished", choices=STOP_RULES[:1],
                         help="stopping rule (CTranslate2 has only 'finished')")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads of both engines (default: torch's choice)")
-    add_out_dir(parser, "where the JSONs go")
     return parser.parse_args(argv)
 
 
@@ -108,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         for index, run in enumerate(args.runs):
             result = compare_run(run, args, device, Path(folder) / str(index))
             out = args.out_dir / f"lp_agreement_{result['run']}_{device_tag(device)}.json"
-            write_result(out, device, command_line(MODULE, argv), result)
-            print(f"largest val BLEU difference {result['val']['largest_difference']:.2f}, identical test lines "
-                  f"{100 * result['test']['identical_share']:.1f}% -> {out}")
+            finish(out, device, MODULE, argv, result, "largest val BLEU difference "
+                   f"{result['val']['largest_difference']:.2f}, identical test lines "
+                   f"{100 * result['test']['identical_share']:.1f}%")
     return 0
 
 

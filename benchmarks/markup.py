@@ -27,18 +27,8 @@ from typing import Any
 import torch
 
 from benchmarks.align import eflomal_links
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    command_line,
-    device_tag,
-    prog,
-    run_name,
-    write_result,
-)
-from nmt.cli import Parser, command, number
+from benchmarks.common import begin, device_tag, finish, measurement_parser, run_name
+from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE
 from nmt.evaluation import split_pair
 from nmt.markup import Aligned, SentenceTranslator, splitter, translate_document
@@ -51,13 +41,10 @@ GROUP = 3  # lines per document
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__)
     parser.add_argument("model", help="run folder or checkpoint file")
     parser.add_argument("--choose-lines", type=number(AT_LEAST_ONE, integer=True), default=300,
                         help="val lines the layers are compared on (default 300)")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads (default: torch's choice)")
-    add_out_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -208,11 +195,12 @@ def main_result(translator: Translator, args: argparse.Namespace) -> dict[str, A
     runs: dict[str, list[dict[str, Any]]] = {}
     layers = cfg.model.decoder_layers
     for layer in range(1, layers + 1):
-        runs[f"val layer {layer}"] = run_documents(documents(val), functools.partial(translator._aligned, layer=layer))
+        aligned = functools.partial(translator.searcher.aligned, layer=layer)
+        runs[f"val layer {layer}"] = run_documents(documents(val), aligned)
         print(f"val layer {layer}: translated")
     translations = {s: t for result in runs["val layer 1"] for s, t in result["pairs"]}
     runs["val edges"] = run_documents(documents(val), lambda sentences: [Aligned(translations[s]) for s in sentences])
-    runs["test"] = run_documents(documents(test), translator._aligned)
+    runs["test"] = run_documents(documents(test), translator.searcher.aligned)
     links = eflomal_links([p for results in runs.values() for r in results for p in r["pairs"]], train)
     table = {name: judge(results, links) for name, results in runs.items()}
     for name, row in table.items():
@@ -230,10 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
     translator = load_translator(args.model, device)
     result = main_result(translator, args)
-    out = args.out_dir / f"markup_{result['run']}_{device_tag(device)}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
-    print(f"-> {out}")
-    return 0
+    return finish(args.out_dir / f"markup_{result['run']}_{device_tag(device)}.json", device, MODULE, argv, result)
 
 
 if __name__ == "__main__":

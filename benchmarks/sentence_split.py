@@ -34,18 +34,8 @@ from typing import Any
 import sacrebleu
 import torch
 
-from benchmarks.common import (
-    add_device,
-    add_out_dir,
-    add_threads,
-    begin,
-    command_line,
-    device_tag,
-    prog,
-    run_name,
-    write_result,
-)
-from nmt.cli import Parser, command, number
+from benchmarks.common import add_beam, add_split, begin, device_tag, finish, measurement_parser, run_name
+from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE
 from nmt.evaluation import split_pair
 from nmt.sentences import one_line, split
@@ -56,15 +46,12 @@ BLEU, CHRF = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog=prog(MODULE), description=__doc__.splitlines()[0])
+    parser = measurement_parser(MODULE, __doc__)
     parser.add_argument("model", help="run folder, checkpoint file or export folder")
-    parser.add_argument("--split", default="test", help="split of the model's dataset (default test: test2016)")
+    add_split(parser)
     parser.add_argument("--group", type=number(AT_LEAST_ONE, integer=True), default=3,
                         help="lines joined into one paragraph (default 3)")
-    parser.add_argument("--beam", type=number(AT_LEAST_ONE, integer=True), default=5, help="beam size (default 5)")
-    add_device(parser, precision=False)
-    add_threads(parser, "CPU threads (default: torch's choice)")
-    add_out_dir(parser)
+    add_beam(parser)
     return parser.parse_args(argv)
 
 
@@ -110,7 +97,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
     joined_refs = grouped(refs, args.group, [" "] * (len(refs) - 1))
-    lines = [text for text, _ in translator._best(sources)]
+    lines = [text for text, _ in translator.searcher.best(sources)]
     sizes = [len(sources[i:i + args.group]) for i in range(0, len(sources), args.group)]
     # A paragraph whole reads the same in both forms: the model sees each line break as a space.
     unsplit = translator.translate(grouped(sources, args.group, separators(sources, "spaces")), split_sentences="off")
@@ -143,7 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
     result = measure(args, device)
     out = args.out_dir / f"sentence_split_{result['run']}_{device_tag(device)}.json"
-    write_result(out, device, command_line(MODULE, argv), result)
     for name in ("line_by_line", "unsplit"):
         score = result[name]
         print(f"{name:>26}: BLEU {score['bleu']:6.2f}  chrF {score['chrf']:6.2f}")
@@ -152,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{form + ' ' + name:>26}: BLEU {score['bleu']:6.2f}  chrF {score['chrf']:6.2f}")
         print(f"{form:>26}: {figures['split_into_their_lines']}/{result['paragraphs']} paragraphs split into their "
               f"lines, {figures['split_equals_line_by_line']} translated as line by line")
-    print(f"-> {out}")
-    return 0
+    return finish(out, device, MODULE, argv, result)
 
 
 if __name__ == "__main__":

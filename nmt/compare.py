@@ -300,7 +300,7 @@ def pick_sentences(sources: list[str], count: int) -> list[int]:
 def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Translator, list[Hypothesis]]:
     """The run's best translation of each source, decoded with its own settings, with cross-attention."""
     translator = from_loaded([load_model(run.path, device)], device)
-    return translator, [n[0] for n in translator._search(sources, return_attention=True)]
+    return translator, [n[0] for n in translator.searcher.search(sources, return_attention=True)]
 
 
 def attention_record(run: Run, sources: list[str], device: torch.device, limit: int, heatmaps: int,
@@ -312,9 +312,9 @@ def attention_record(run: Run, sources: list[str], device: torch.device, limit: 
     weights = [h.attention.float() for h in best]  # each (T, S)
     panels = []
     for i in pick_sentences(sample, heatmaps):
-        src, tgt = translator._attention_labels(sample[i], best[i])
+        src, tgt = translator.searcher.attention_labels(sample[i], best[i])
         panels.append({"sentence": i, "weights": weights[i].tolist(), "source": src, "target": tgt,
-                       "translation": translator._detokenize(best[i])})
+                       "translation": translator.searcher.detokenize(best[i])})
     return {"sentences": len(sample), "thresholds": asdict(thresholds), "panels": panels,
             "summary": summarize([attention_stats(w, thresholds) for w in weights], thresholds)}
 

@@ -7,7 +7,6 @@ the report `nmt-train` wrote.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -78,7 +77,7 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
     engine = translator.engine
     _sync(engine.device)
     start = time.perf_counter()
-    best = translator._best(sources)
+    best = translator.searcher.best(sources)
     _sync(engine.device)
     seconds = time.perf_counter() - start
     hyps = [translation for translation, _ in best]
@@ -152,8 +151,8 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     refs = [translator.normalize(r) for r in refs]
     decode = translator.decode
     start = time.perf_counter()
-    outputs = {alpha: [text for text, _ in translator.with_decode(
-                   dataclasses.replace(decode, n_best=1, length_penalty=alpha))._best(sources)] for alpha in penalties}
+    outputs = {alpha: [text for text, _ in translator.with_decode(n_best=1, length_penalty=alpha).searcher.best(
+                   sources)] for alpha in penalties}
     seconds = time.perf_counter() - start
     bleu = sacrebleu.metrics.BLEU()
     table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}

@@ -189,23 +189,16 @@ class _HtmlEvents(HTMLParser):
     def handle_data(self, data: str) -> None:
         self._add("text", data)
 
-    def handle_entityref(self, name: str) -> None:
+    def _entity(self, name: str) -> None:
+        """A character or entity reference (&amp;, &#38;): kept as written, never translated."""
         self._add("entity")
 
-    def handle_charref(self, name: str) -> None:
-        self._add("entity")
-
-    def handle_comment(self, data: str) -> None:
+    def _other(self, data: str) -> None:
+        """A comment, declaration or processing instruction: kept as written."""
         self._add("other")
 
-    def handle_decl(self, decl: str) -> None:
-        self._add("other")
-
-    def unknown_decl(self, data: str) -> None:
-        self._add("other")
-
-    def handle_pi(self, data: str) -> None:
-        self._add("other")
+    handle_entityref = handle_charref = _entity
+    handle_comment = handle_decl = unknown_decl = handle_pi = _other
 
 
 def _read_html(document: str, ignored: frozenset[str]) -> _Document:

@@ -419,6 +419,6 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
         greedy = replace(cfg.decode, beam=1, n_best=1)
         translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
                                 cfg.data.lowercase)
-        hyps = [text for text, _ in translator._best(split.src_raw)]  # line by line, as the references are aligned
+        hyps = [text for text, _ in translator.searcher.best(split.src_raw)]  # line by line: references are aligned
         result["bleu"] = sacrebleu.corpus_bleu(hyps, [split.tgt_raw]).score
     return result

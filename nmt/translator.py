@@ -4,10 +4,10 @@ detokenize, join; and the one loader of a model, whatever its form.
 A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine (`nmt.engines`) that searches over
 source ids. `load_translator` opens run folders, checkpoint files (decoded by the PyTorch engine, several as an
 ensemble) or a CTranslate2 export folder. Validation, `nmt-evaluate`, `nmt-translate`, `nmt-serve`,
-`nmt-compare` and the decoding benchmark all translate through it. Its public methods are the user's API; the
-layers under them (`_translations`: texts split into sentences by `nmt.sentences`, searched and joined; `_best` and
-`_search`: lines searched whole, as evaluation needs; `_encode`, `_detokenize`) are for nmt's own front ends
-(stream, serve, evaluation, compare) and the benchmarks.
+`nmt-compare` and the decoding benchmark all translate through it. Its methods are the user's API; the layer
+under them, its `searcher` (a `Searcher`: `translations`, texts split into sentences by `nmt.sentences`, searched
+and joined; `best` and `search`, lines searched whole, as evaluation needs; `encode`, `detokenize`), is for nmt's
+own front ends (stream, serve, evaluation, compare, validation) and the benchmarks.
 """
 
 from __future__ import annotations
@@ -102,176 +102,44 @@ class Translation:
         return iter((self.text, self.score))
 
 
-class Translator:
-    """Text in, text out, with one engine, one tokenizer and one validated decoding configuration."""
+class Searcher:
+    """Lines in, hypotheses out: the layer under `Translator` that nmt's own front ends (stream, serve,
+    evaluation, compare, validation) and the benchmarks call. It normalizes, encodes and truncates lines, searches
+    them with the engine, detokenizes hypotheses, and joins sentences' n-best lists into texts'."""
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
-                 members: Sequence[Member] = (), cfg: Config | None = None) -> None:
-        if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
-            # a longer source (with its EOS) has no position encodings: truncate to what the model covers
-            decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
+                 members: Sequence[Member] = ()) -> None:
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
-        self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
-
-    def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
-        """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
-        decode.* settings changed by keyword (`beam=5`), checked as the config's are and against what the
-        engine can do; itself when nothing changes."""
-        if decode is None and not changes:
-            return self
-        decode = decode_with(decode or self.decode, changes)
-        check_abilities(self.engine, decode)
-        return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
 
     def normalize(self, line: str) -> str:
         """The text the model reads: as the training data was cleaned (NFC, whitespace, optional lowercase)."""
         return normalize(line, self.lowercase)
 
-    def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, split_sentences: str | bool = "on",
-                  glossary: GlossaryLike = None, constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
-                  **decoding: Any) -> str | list[str]:
-        """The best translation of a text (a str), or of each text of a sequence (a list; "" for a blank one).
-        Each text is split into sentences (`split_sentences`: on, off or nonewlines, as `nmt.sentences.split`),
-        translated in one batch and joined with the text's own whitespace. `glossary` (a `Glossary`, a {source
-        term: target term} mapping, (source, target) pairs, or a TSV/CSV file's path) and `constraints` (the
-        target terms of a str, or a list of them per text) name target terms the translations must contain
-        (`sentence_terms`); `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one
-        batch gives what nmt-translate writes for the same lines."""
-        lines, one = _lines(text)
-        constraints = [constraints] if one and constraints is not None else constraints
-        nbest = self.with_decode(**decoding)._translations(lines, split_sentences, warn, glossary=glossary,
-                                                           constraints=constraints)
-        out = [found[0].text if found else "" for found in nbest]
-        return out[0] if one else out
-
-    def translate_nbest(self, text: str | Sequence[str], n: int | None = None, *, split_sentences: str | bool = "on",
-                        glossary: GlossaryLike = None,
-                        constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
-                        **decoding: Any) -> list[Translation] | list[list[Translation]]:
-        """The n best translations (default: decode.n_best, at most the beam), best first, as `Translation`s (text,
-        score, mean_log_prob, confidence): for a str one list, for a sequence one list per text (a text of several
-        sentences: the combinations of one hypothesis per sentence with the highest summed score). The score is
-        nmt-translate --scores': the summed log-probability (EOS included) over the GNMT length penalty, summed
-        over the text's sentences. `glossary` and `constraints` as `translate` takes them."""
-        lines, one = _lines(text)
-        constraints = [constraints] if one and constraints is not None else constraints
-        searcher = self.with_decode(**({"n_best": n} if n is not None else {}), **decoding)
-        out = searcher._translations(lines, split_sentences, glossary=glossary, constraints=constraints)
-        return out[0] if one else out
-
-    def score(self, sources: str | Sequence[str],
-              references: str | Sequence[str]) -> ReferenceScore | list[ReferenceScore]:
-        """How probable the model finds each reference translation of its source (forced decoding): a str pair
-        gives one `ReferenceScore`, two sequences a list. The number is the model's own: the summed natural-log
-        probability of the reference's subwords and EOS, read step by step as the search reads them (an
-        ensemble: the mean of its members' log-probabilities, as in its search), with no length penalty and no
-        length cap; for the search's output it is `Hypothesis.log_prob` (to float rounding). Both sides are
-        normalized as the training data was, and the source truncated as for translation."""
-        (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
-        if isinstance(references, str) != one:
-            raise ConfigError("score: give a str source with a str reference, or a sequence of each")
-        if len(src_lines) != len(ref_lines):
-            raise ConfigError(f"score: {len(src_lines)} sources but {len(ref_lines)} references; give one of each")
-        if not self.engine.abilities.scores:
-            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: the {self.engine.name} "
-                              "engine does not score given references; load a checkpoint or run folder")
-        targets = [np.asarray(ids, dtype=np.int64)
-                   for ids in self.tokenizer.encode_tgt([self.normalize(line) for line in ref_lines])]
-        most = None if self.engine.max_positions is None else self.engine.max_positions - 1
-        for index, ids in enumerate(targets):
-            if most is not None and len(ids) > most:
-                raise ConfigError(f"score: reference {index} has {len(ids)} subwords; the model reads at most {most}")
-        token_log_probs = self.engine.score(self._encode(src_lines), targets, self.decode)
-        out = [ReferenceScore(float(lp.sum()), len(lp)) for lp in token_log_probs]
-        return out[0] if one else out
-
-    def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
-        """One sentence's best translation with its cross-attention: source and target subwords (each ending in
-        EOS), the weights (rows: target subwords; columns: source subwords), every layer and head of a
-        Transformer, and the attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
-        if not isinstance(sentence, str):
-            raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
-        if not self.engine.abilities.attention:
-            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
-                              "no attention weights; load a checkpoint or run folder")
-        searcher, thresholds = self.with_decode(**decoding), thresholds or Thresholds()
-        hyps = searcher._search([sentence], return_attention=True)[0]
-        if not hyps:
-            return {"translation": "", "src": [], "tgt": [], "attention": [], "layers": [], "diagnostics": None}
-        best, src_ids = hyps[0], searcher._encode([sentence])[0]
-        weights = best.attention.float()  # (T, S)
-        stats = attention_stats(weights, thresholds, per_row=True)
-        focused, uniform = row_classes(weights, thresholds)  # (T,) each
-        stats["flags"] = flags(stats, thresholds)
-        stats["row_flags"] = [[name for name, on in (("over-focused", f), ("near-uniform", u)) if on]
-                              for f, u in zip(focused.tolist(), uniform.tolist())]
-        layers = [{"name": name, "heads": [_rounded(head) for head in heads]}  # each head (T, S)
-                  for name, heads in self.engine.layer_attention(src_ids, list(best.tokens))]
-        src, tgt = searcher._attention_labels(sentence, best)
-        return {"translation": searcher._detokenize(best), "score": round(best.score, 4), "src": src, "tgt": tgt,
-                "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
-
-    def translate_markup(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
-                         split_sentences: str | bool = "nonewlines", **decoding: Any) -> str:
-        """A marked-up document (`format` "html" or "xml") translated with its markup as it was (`nmt.markup`):
-        each block's text is split into sentences (`split_sentences`, as for `translate`; by default a line
-        break is whitespace, as in markup) and translated, and inline tags inside a sentence are placed by the
-        word alignment of `_aligned`; an engine without attention (a CTranslate2 export) puts them at their
-        sentence's edges. Text in code, pre, translate="no" elements and elements named in `ignore_tags` is left
-        alone. `decoding` as for `translate`; a document that cannot be read is a `MarkupError`."""
-        return self.translate_markup_scored(document, format, ignore_tags=ignore_tags,
-                                            split_sentences=split_sentences, **decoding).text
-
-    def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
-                                split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
-        """`translate_markup`'s document as a `Translation`: its score, log-probability and tokens are the sums
-        over every sentence it translated, so its confidence is the token-weighted mean over them (text left alone
-        is not scored; a document with no text to translate has 0 tokens and a NaN confidence)."""
-        aligner, done = self.with_decode(**decoding)._aligned, []
-
-        def translate(sentences: list[str]) -> list[Aligned]:
-            results = aligner(sentences)
-            done.extend(results)
-            return results
-
-        text = translate_document(document, format, translate, ignore_tags=ignore_tags,
-                                  split=splitter(split_mode(split_sentences)))
-        return Translation(text, sum(a.score for a in done), sum(a.log_prob for a in done),
-                           sum(a.tokens for a in done))
-
-    def settings(self) -> dict[str, Any]:
-        """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
-        number even where it is `auto`), engine, precision, models."""
-        decode = dataclasses.asdict(self.decode) | {"length_penalty": self.decode.alpha}
-        return {"decode": decode, "engine": self.engine.name,
-                "precision": self.engine.precision, "lowercase": self.lowercase,
-                "members": [dataclasses.asdict(m) for m in self.members]}
-
-    def _translations(self, texts: Sequence[str], split_sentences: str | bool = "on", warn: Warn | None = None,
+    def translations(self, texts: Sequence[str], split_sentences: str | bool = "on", warn: Warn | None = None,
                      return_attention: bool = False, glossary: GlossaryLike = None,
                      constraints: Sequence[Sequence[str]] | None = None) -> list[list[Translation]]:
-        """Each text's n-best list (`_combine`): its sentences (`nmt.sentences.split` in mode `split_sentences`) are
+        """Each text's n-best list (`combine`): its sentences (`nmt.sentences.split` in mode `split_sentences`) are
         searched in one batch with every other text's; `warn` hears of truncated sentences by their text's index;
         `glossary` and `constraints` (one list per text) as `sentence_terms` assigns them. A text without subwords
         gives an empty list."""
         mode = split_mode(split_sentences)  # checked even for no texts
         pieces = [split(text, mode) for text in texts]
         owner = [index for index, piece in enumerate(pieces) for _ in piece.sentences]
-        nbest = self._search(sentences_of(pieces), None if warn is None else lambda j, n: warn(owner[j], n),
-                             return_attention, sentence_terms(pieces, glossary, constraints))
-        return self._assemble(pieces, nbest)
+        nbest = self.search(sentences_of(pieces), None if warn is None else lambda j, n: warn(owner[j], n),
+                            return_attention, sentence_terms(pieces, glossary, constraints))
+        return self.assemble(pieces, nbest)
 
-    def _assemble(self, pieces: Sequence[Pieces], nbest: Sequence[list[Hypothesis]]) -> list[list[Translation]]:
-        """Each text's n-best list (`_combine`) from the n-best lists of all their sentences, in order (`_search`
+    def assemble(self, pieces: Sequence[Pieces], nbest: Sequence[list[Hypothesis]]) -> list[list[Translation]]:
+        """Each text's n-best list (`combine`) from the n-best lists of all their sentences, in order (`search`
         of `sentences_of(pieces)`)."""
         out, start = [], 0
         for piece in pieces:
-            out.append(self._combine(piece, nbest[start:start + len(piece.sentences)]))
+            out.append(self.combine(piece, nbest[start:start + len(piece.sentences)]))
             start += len(piece.sentences)
         return out
 
-    def _combine(self, pieces: Pieces, nbest: Sequence[list[Hypothesis]]) -> list[Translation]:
+    def combine(self, pieces: Pieces, nbest: Sequence[list[Hypothesis]]) -> list[Translation]:
         """A text's n-best list (decode.n_best entries at most, best first) from its sentences' n-best lists: the
         combinations of one hypothesis per sentence with the highest summed score. The first takes each
         sentence's best; each later one differs from an earlier one in a single sentence, which takes its next
@@ -297,19 +165,19 @@ class Translator:
 
     def _translation(self, pieces: Pieces, hyps: Sequence[Hypothesis | None]) -> Translation:
         found = [hyp for hyp in hyps if hyp is not None]
-        return Translation(pieces.join([self._detokenize(hyp) if hyp is not None else "" for hyp in hyps]),
+        return Translation(pieces.join([self.detokenize(hyp) if hyp is not None else "" for hyp in hyps]),
                            sum(hyp.score for hyp in found), sum(hyp.log_prob for hyp in found),
                            sum(len(hyp.tokens) + 1 for hyp in found), sum(hyp.unmet for hyp in found), tuple(hyps))
 
-    def _best(self, lines: Sequence[str], warn: Warn | None = None,
+    def best(self, lines: Sequence[str], warn: Warn | None = None,
              terms: Sequence[Sequence[str]] | None = None) -> list[tuple[str, Hypothesis | None]]:
         """Each line's best translation, the line searched whole as one sentence (never split: what evaluation
         scores against aligned references), with its hypothesis (None for a line without subwords, whose
-        translation is ""); `terms` as `_search` takes them."""
-        return [(self._detokenize(hyps[0]), hyps[0]) if hyps else ("", None)
-                for hyps in self._search(lines, warn, terms=terms)]
+        translation is ""); `terms` as `search` takes them."""
+        return [(self.detokenize(hyps[0]), hyps[0]) if hyps else ("", None)
+                for hyps in self.search(lines, warn, terms=terms)]
 
-    def _search(self, lines: Sequence[str], warn: Warn | None = None, return_attention: bool = False,
+    def search(self, lines: Sequence[str], warn: Warn | None = None, return_attention: bool = False,
                terms: Sequence[Sequence[str]] | None = None) -> list[list[Hypothesis]]:
         """The n-best list of each line, in input order; a line without subwords (blank, or only characters that
         normalization removes) gives an empty list. `terms`: per line, the target terms its translations must
@@ -317,9 +185,9 @@ class Translator:
         if terms is not None and not self.engine.abilities.constraints:
             raise ExportError(f"{self.members[0].path if self.members else 'this model'}: {NO_GLOSSARY}")
         work = [i for i, line in enumerate(lines) if line.strip()]
-        sources = self._encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
+        sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
         work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
-        constraints = None if terms is None else [self._encode_terms(terms[i]) for i in work]
+        constraints = None if terms is None else [self.encode_terms(terms[i]) for i in work]
         continuations = self.tokenizer.tgt_word_continuations if terms is not None else frozenset()
         nbest = (self.engine.search(sources, self.decode, return_attention, constraints, continuations=continuations)
                  if work else [])
@@ -328,7 +196,7 @@ class Translator:
             results[i] = hyps
         return results
 
-    def _encode(self, lines: Sequence[str], warn: Warn | None = None) -> list[np.ndarray]:
+    def encode(self, lines: Sequence[str], warn: Warn | None = None) -> list[np.ndarray]:
         """Normalized, encoded and truncated source ids (no EOS); `warn` hears of each truncated line."""
         limit = self.decode.max_source_tokens
         out = []
@@ -338,42 +206,190 @@ class Translator:
             out.append(np.asarray(ids[:limit], dtype=np.int64))
         return out
 
-    def _encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
+    def encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
         """Target terms as the search reads them: normalized and encoded alone, so a term opens a word."""
         ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
-    def _detokenize(self, hyp: Hypothesis) -> str:
+    def detokenize(self, hyp: Hypothesis) -> str:
         return self.tokenizer.decode_tgt(hyp.tokens)
 
-    def _attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
+    def attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
         """The labels of `hyp`'s attention over `line`: its columns, the source subwords as the search read them
         (truncated) and EOS; its rows, the target subwords and EOS."""
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
-    def _aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
+    def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
         """Each sentence's best translation with its word alignment: the cross-attention of decoder layer `layer`
         (default ALIGNMENT_LAYER; see `alignment_attention`), averaged over its heads (and an ensemble's members),
         summed from subwords into the whitespace-separated words of both sides; the search's own attention for a
         model without layers of heads (a GRU); none where the engine gives no attention."""
         attention = self.engine.abilities.attention
         out = []
-        for sentence, hyps in zip(sentences, self._search(sentences, return_attention=attention)):
+        for sentence, hyps in zip(sentences, self.search(sentences, return_attention=attention)):
             if not hyps:
                 out.append(Aligned(""))
                 continue
-            best, text = hyps[0], self._detokenize(hyps[0])
+            best, text = hyps[0], self.detokenize(hyps[0])
             scores = {"score": best.score, "log_prob": best.log_prob, "tokens": len(best.tokens) + 1}
             if not attention:
                 out.append(Aligned(text, **scores))
                 continue
-            layers = self.engine.layer_attention(self._encode([sentence])[0], list(best.tokens))
+            layers = self.engine.layer_attention(self.encode([sentence])[0], list(best.tokens))
             weights = alignment_attention(layers, layer) if layers else best.attention.float()  # (T + 1, S + 1)
-            src, tgt = self._attention_labels(sentence, best)
+            src, tgt = self.attention_labels(sentence, best)
             out.append(Aligned(text, word_weights(src, tgt, weights.numpy(), len(sentence.split()),
                                                   len(text.split())), **scores))
         return out
+
+
+class Translator:
+    """Text in, text out, with one engine, one tokenizer and one validated decoding configuration."""
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
+                 members: Sequence[Member] = (), cfg: Config | None = None) -> None:
+        if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
+            # a longer source (with its EOS) has no position encodings: truncate to what the model covers
+            decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
+        self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
+        self.members = list(members)
+        self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
+        self.searcher = Searcher(engine, tokenizer, decode, lowercase, self.members)
+
+    def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
+        """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
+        decode.* settings changed by keyword (`beam=5`), checked as the config's are and against what the
+        engine can do; itself when nothing changes."""
+        if decode is None and not changes:
+            return self
+        decode = decode_with(decode or self.decode, changes)
+        check_abilities(self.engine, decode)
+        return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
+
+    def normalize(self, line: str) -> str:
+        """The text the model reads: as the training data was cleaned (NFC, whitespace, optional lowercase)."""
+        return self.searcher.normalize(line)
+
+    def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, split_sentences: str | bool = "on",
+                  glossary: GlossaryLike = None, constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
+                  **decoding: Any) -> str | list[str]:
+        """The best translation of a text (a str), or of each text of a sequence (a list; "" for a blank one).
+        Each text is split into sentences (`split_sentences`: on, off or nonewlines, as `nmt.sentences.split`),
+        translated in one batch and joined with the text's own whitespace. `glossary` (a `Glossary`, a {source
+        term: target term} mapping, (source, target) pairs, or a TSV/CSV file's path) and `constraints` (the
+        target terms of a str, or a list of them per text) name target terms the translations must contain
+        (`sentence_terms`); `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; one
+        batch gives what nmt-translate writes for the same lines."""
+        lines, one = _lines(text)
+        constraints = [constraints] if one and constraints is not None else constraints
+        nbest = self.with_decode(**decoding).searcher.translations(lines, split_sentences, warn, glossary=glossary,
+                                                                   constraints=constraints)
+        out = [found[0].text if found else "" for found in nbest]
+        return out[0] if one else out
+
+    def translate_nbest(self, text: str | Sequence[str], n: int | None = None, *, split_sentences: str | bool = "on",
+                        glossary: GlossaryLike = None,
+                        constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
+                        **decoding: Any) -> list[Translation] | list[list[Translation]]:
+        """The n best translations (default: decode.n_best, at most the beam), best first, as `Translation`s (text,
+        score, mean_log_prob, confidence): for a str one list, for a sequence one list per text (a text of several
+        sentences: the combinations of one hypothesis per sentence with the highest summed score). The score is
+        nmt-translate --scores': the summed log-probability (EOS included) over the GNMT length penalty, summed
+        over the text's sentences. `glossary` and `constraints` as `translate` takes them."""
+        lines, one = _lines(text)
+        constraints = [constraints] if one and constraints is not None else constraints
+        searcher = self.with_decode(**({"n_best": n} if n is not None else {}), **decoding).searcher
+        out = searcher.translations(lines, split_sentences, glossary=glossary, constraints=constraints)
+        return out[0] if one else out
+
+    def score(self, sources: str | Sequence[str],
+              references: str | Sequence[str]) -> ReferenceScore | list[ReferenceScore]:
+        """How probable the model finds each reference translation of its source (forced decoding): a str pair
+        gives one `ReferenceScore`, two sequences a list. The number is the model's own: the summed natural-log
+        probability of the reference's subwords and EOS, read step by step as the search reads them (an
+        ensemble: the mean of its members' log-probabilities, as in its search), with no length penalty and no
+        length cap; for the search's output it is `Hypothesis.log_prob` (to float rounding). Both sides are
+        normalized as the training data was, and the source truncated as for translation."""
+        (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
+        if isinstance(references, str) != one:
+            raise ConfigError("score: give a str source with a str reference, or a sequence of each")
+        if len(src_lines) != len(ref_lines):
+            raise ConfigError(f"score: {len(src_lines)} sources but {len(ref_lines)} references; give one of each")
+        if not self.engine.abilities.scores:
+            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: the {self.engine.name} "
+                              "engine does not score given references; load a checkpoint or run folder")
+        targets = [np.asarray(ids, dtype=np.int64)
+                   for ids in self.tokenizer.encode_tgt([self.normalize(line) for line in ref_lines])]
+        most = None if self.engine.max_positions is None else self.engine.max_positions - 1
+        for index, ids in enumerate(targets):
+            if most is not None and len(ids) > most:
+                raise ConfigError(f"score: reference {index} has {len(ids)} subwords; the model reads at most {most}")
+        token_log_probs = self.engine.score(self.searcher.encode(src_lines), targets, self.decode)
+        out = [ReferenceScore(float(lp.sum()), len(lp)) for lp in token_log_probs]
+        return out[0] if one else out
+
+    def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
+        """One sentence's best translation with its cross-attention: source and target subwords (each ending in
+        EOS), the weights (rows: target subwords; columns: source subwords), every layer and head of a
+        Transformer, and the attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
+        if not isinstance(sentence, str):
+            raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
+        if not self.engine.abilities.attention:
+            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
+                              "no attention weights; load a checkpoint or run folder")
+        searcher, thresholds = self.with_decode(**decoding).searcher, thresholds or Thresholds()
+        hyps = searcher.search([sentence], return_attention=True)[0]
+        if not hyps:
+            return {"translation": "", "src": [], "tgt": [], "attention": [], "layers": [], "diagnostics": None}
+        best, src_ids = hyps[0], searcher.encode([sentence])[0]
+        weights = best.attention.float()  # (T, S)
+        stats = attention_stats(weights, thresholds, per_row=True)
+        focused, uniform = row_classes(weights, thresholds)  # (T,) each
+        stats["flags"] = flags(stats, thresholds)
+        stats["row_flags"] = [[name for name, on in (("over-focused", f), ("near-uniform", u)) if on]
+                              for f, u in zip(focused.tolist(), uniform.tolist())]
+        layers = [{"name": name, "heads": [_rounded(head) for head in heads]}  # each head (T, S)
+                  for name, heads in self.engine.layer_attention(src_ids, list(best.tokens))]
+        src, tgt = searcher.attention_labels(sentence, best)
+        return {"translation": searcher.detokenize(best), "score": round(best.score, 4), "src": src, "tgt": tgt,
+                "attention": _rounded(weights), "layers": layers, "diagnostics": stats}
+
+    def translate_markup(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
+                         split_sentences: str | bool = "nonewlines", **decoding: Any) -> str:
+        """A marked-up document (`format` "html" or "xml") translated with its markup as it was (`nmt.markup`):
+        each block's text is split into sentences (`split_sentences`, as for `translate`; by default a line
+        break is whitespace, as in markup) and translated, and inline tags inside a sentence are placed by the
+        word alignment of `Searcher.aligned`; an engine without attention (a CTranslate2 export) puts them at their
+        sentence's edges. Text in code, pre, translate="no" elements and elements named in `ignore_tags` is left
+        alone. `decoding` as for `translate`; a document that cannot be read is a `MarkupError`."""
+        return self.translate_markup_scored(document, format, ignore_tags=ignore_tags,
+                                            split_sentences=split_sentences, **decoding).text
+
+    def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
+                                split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
+        """`translate_markup`'s document as a `Translation`: its score, log-probability and tokens are the sums
+        over every sentence it translated, so its confidence is the token-weighted mean over them (text left alone
+        is not scored; a document with no text to translate has 0 tokens and a NaN confidence)."""
+        aligner, done = self.with_decode(**decoding).searcher.aligned, []
+
+        def translate(sentences: list[str]) -> list[Aligned]:
+            results = aligner(sentences)
+            done.extend(results)
+            return results
+
+        text = translate_document(document, format, translate, ignore_tags=ignore_tags,
+                                  split=splitter(split_mode(split_sentences)))
+        return Translation(text, sum(a.score for a in done), sum(a.log_prob for a in done),
+                           sum(a.tokens for a in done))
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
+        number even where it is `auto`), engine, precision, models."""
+        decode = dataclasses.asdict(self.decode) | {"length_penalty": self.decode.alpha}
+        return {"decode": decode, "engine": self.engine.name,
+                "precision": self.engine.precision, "lowercase": self.lowercase,
+                "members": [dataclasses.asdict(m) for m in self.members]}
 
 
 def sentences_of(pieces: Sequence[Pieces]) -> list[str]:

@@ -105,7 +105,7 @@ def test_with_decode_is_the_one_way_to_a_copy_with_other_settings(trained_run):
 def _forward_log_prob(translator: nmt.Translator, source: str, reference: str) -> tuple[float, int]:
     """A reference's summed log-probability and token count by the model's own teacher-forced forward pass."""
     model = translator.engine.model
-    src = torch.tensor([[*translator._encode([source])[0].tolist(), model.eos_id]])  # (1, S)
+    src = torch.tensor([[*translator.searcher.encode([source])[0].tolist(), model.eos_id]])  # (1, S)
     tokens = translator.tokenizer.encode_tgt([translator.normalize(reference)])[0]
     tgt_in, tgt_out = torch.tensor([[model.bos_id, *tokens]]), torch.tensor([[*tokens, model.eos_id]])  # (1, T)
     with torch.no_grad():
@@ -136,7 +136,7 @@ def test_score_gives_each_reference_s_log_probability_as_a_forward_pass_does(tra
         words, chars = translator.score([sources[i]] * 2, list(shuffled[i]))
         assert mine.log_prob >= chars.log_prob  # greedy's own output beats itself shuffled (about as long)
         assert mine.per_token >= words.per_token  # and a shuffled reference (another length: per token)
-    searched = [hyp.log_prob for _, hyp in translator._best(sources)]
+    searched = [hyp.log_prob for _, hyp in translator.searcher.best(sources)]
     assert [s.log_prob for s in scores] == pytest.approx(searched, abs=1e-4)  # the search's own number
     one = translator.score(sources[0], own[0])  # a str pair gives one score
     assert isinstance(one, nmt.translator.ReferenceScore) and one.log_prob == pytest.approx(scores[0].log_prob)

@@ -285,7 +285,7 @@ def test_requests_queued_while_the_worker_is_busy_form_one_batch_even_without_a_
         return batcher.batches, results
 
     batches, results = asyncio.run(scenario())
-    alone = [translator._search([line])[0] for line in LINES]
+    alone = [translator.searcher.search([line])[0] for line in LINES]
     assert batches == 1
     assert [[hyp.tokens for hyp in result[0]] for result in results] == [[hyp.tokens for hyp in n] for n in alone]
 

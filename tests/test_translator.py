@@ -23,7 +23,7 @@ from nmt.errors import ConfigError
 from nmt.evaluation import score, split_pair, tune_length_penalty
 from nmt.fileio import sha256_file
 from nmt.search import Ensemble, decode_batch, gnmt_penalty
-from nmt.translator import check_abilities, from_loaded, load_translator
+from nmt.translator import Translator, check_abilities, from_loaded, load_translator
 from tests.conftest import tiny_config, untrained_run
 
 CPU = torch.device("cpu")
@@ -73,8 +73,8 @@ def test_impossible_decoding_flags_give_one_line_and_write_nothing(trained_run, 
 def test_scores_mean_the_same_in_greedy_and_beam(trained_run):
     translator = load_translator([trained_run], CPU, changes={"length_penalty": 1.3})
     lines = ["Ein Mann fährt Fahrrad.", "Zwei Kinder spielen im Park.", "Eine Frau liest ein Buch."]
-    greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1, "n_best": 1}))._search(lines)
-    beam = translator.with_decode(decode_with(translator.decode, {"beam": 3, "n_best": 3}))._search(lines)
+    greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1, "n_best": 1})).searcher.search(lines)
+    beam = translator.with_decode(decode_with(translator.decode, {"beam": 3, "n_best": 3})).searcher.search(lines)
     for hyps in greedy + beam:
         for h in hyps:
             assert h.score == pytest.approx(h.log_prob / gnmt_penalty(len(h.tokens) + 1, 1.3), rel=1e-5)
@@ -86,12 +86,23 @@ def test_ensemble_of_one_model_twice_decodes_like_the_model(trained_run):
     loaded = load_model(trained_run, CPU)
     lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
     lines = lines[:20]
-    single = from_loaded([loaded], CPU)._search(lines)
-    double = from_loaded([loaded, load_model(trained_run, CPU)], CPU)._search(lines)
+    single = from_loaded([loaded], CPU).searcher.search(lines)
+    double = from_loaded([loaded, load_model(trained_run, CPU)], CPU).searcher.search(lines)
     assert isinstance(from_loaded([loaded, loaded], CPU).engine.model, Ensemble)
     for a, b in zip(single, double):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+def test_the_translator_shows_its_user_api_over_a_searcher_with_its_own_settings(trained_run):
+    assert {name for name in dir(Translator) if not name.startswith("_")} == {
+        "attention", "normalize", "score", "settings", "translate", "translate_markup", "translate_markup_scored",
+        "translate_nbest", "with_decode"}
+    translator = load_translator([trained_run], CPU)
+    wider = translator.with_decode(beam=translator.decode.beam + 1)
+    for one in (translator, wider):  # a copy with other settings searches with them, and only it does
+        assert one.searcher.decode is one.decode and one.searcher.engine is one.engine
+    assert wider.searcher.decode.beam == translator.searcher.decode.beam + 1
 
 
 @pytest.mark.parametrize("beam", [1, 4])
@@ -113,18 +124,18 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        alone = translator._search(lines)
+        alone = translator.searcher.search(lines)
         assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) == 1
         seen.clear()
         torch.set_num_threads(3)
         assert side_by_side(CPU, 7) == 3 and side_by_side(CPU, 1) == 1
         assert side_by_side(torch.device("cuda"), 7) == 1  # a GPU decodes one batch at a time
-        together = translator._search(lines)
+        together = translator.searcher.search(lines)
         assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) > 1
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
-    assert len(batches_by_tokens([len(ids) for ids in translator._encode(lines)], 64)) >= 6
+    assert len(batches_by_tokens([len(ids) for ids in translator.searcher.encode(lines)], 64)) >= 6
     for a, b in zip(alone, together, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
@@ -150,12 +161,12 @@ def test_a_failing_batch_side_by_side_stops_the_batches_not_yet_started(trained_
     lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
     translator = from_loaded([loaded], CPU)
     translator = translator.with_decode(decode_with(translator.decode, {"beam": 2, "batch_tokens": 64}))
-    batches = len(batches_by_tokens([len(ids) for ids in translator._encode(lines)], 64))
+    batches = len(batches_by_tokens([len(ids) for ids in translator.searcher.encode(lines)], 64))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         with pytest.raises(KeyboardInterrupt):
-            translator._search(lines)
+            translator.searcher.search(lines)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
@@ -261,7 +272,7 @@ def test_decoding_never_passes_the_positions_a_transformer_has(tmp_path):
             translator = load_translator([run], CPU, changes={**changes, "beam": beam})
             assert translator.decode.max_source_tokens == 23  # with its EOS, a source fills the 24 positions
             warned: list[int] = []
-            (hyp,), = translator._search([long_line], warn=lambda i, n, seen=warned: seen.append(n))
+            (hyp,), = translator.searcher.search([long_line], warn=lambda i, n, seen=warned: seen.append(n))
             assert warned and len(hyp.tokens) <= 23
 
 

@@ -149,7 +149,7 @@ def queued_batcher(request: Request, limits: Limits) -> Batcher:
 async def decode_lines(request: Request, limits: Limits, lines: list[Any], decode: DecodeConfig,
                        terms: list[list[str]] | None = None) -> list[list[Hypothesis]]:
     """The n-best lists of `lines` (checked against the limits), decoded in a batch with other requests; `terms`
-    as `Translator._search` takes them."""
+    as `Searcher.search` takes them."""
     check_text(lines, limits)
     count_sentences(request, lines)
     if not lines:
@@ -160,7 +160,7 @@ async def decode_lines(request: Request, limits: Limits, lines: list[Any], decod
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
                           decode: DecodeConfig, split_sentences: str, glossary: Glossary | None = None,
                           constraints: list[Any] | None = None) -> list[list[Translation]]:
-    """Each text's n-best list (`Translator._combine`): the texts checked against the limits, split into sentences
+    """Each text's n-best list (`Searcher.combine`): the texts checked against the limits, split into sentences
     (`nmt.sentences.split`), and the sentences decoded in a batch with other requests (the sentence limit counts
     them); `glossary` and `constraints` (one list of target terms per text) as `translator.sentence_terms` assigns
     them, a malformed one a 400."""
@@ -171,7 +171,7 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     except DataError as err:
         raise ApiError(400, str(err)) from None
     nbest = await decode_lines(request, limits, sentences_of(pieces), decode, terms)
-    return translator.with_decode(decode)._assemble(pieces, nbest)
+    return translator.with_decode(decode).searcher.assemble(pieces, nbest)
 
 
 def request_glossary(translator: Translator, glossary: Any, constraints: Any) -> Glossary | None:

@@ -63,7 +63,7 @@ class Batcher:
     async def translate(self, lines: Sequence[str], decode: DecodeConfig,
                         terms: Sequence[Sequence[str]] | None = None) -> list[list[Hypothesis]]:
         """The n-best lists of `lines`, decoded in a batch with whatever other requests arrive meanwhile; `terms`
-        as `Translator._search` takes them."""
+        as `Searcher.search` takes them."""
         loop = asyncio.get_running_loop()
         job = Job(loop.create_future(), loop, lines, decode, terms=terms)
         self.queue.put(job)
@@ -99,7 +99,7 @@ class Batcher:
                     failed.loop.call_soon_threadsafe(_settle, failed.future, None, err)
 
     def _tokens(self, job: Job) -> int:
-        return sum(len(ids) + 1 for ids in self.translator._encode(job.lines))  # + EOS
+        return sum(len(ids) + 1 for ids in self.translator.searcher.encode(job.lines))  # + EOS
 
     def _collect(self, jobs: list[Job], pending: list[Job | None]) -> None:
         """Add to `jobs`, up to the token budget, every translation job already queued and those arriving within
@@ -136,7 +136,7 @@ class Batcher:
             decode = group[0].decode
             lines = [line for job in group for line in job.lines]
             terms = None if plain else [line_terms for job in group for line_terms in job.terms]
-            results = self.translator.with_decode(decode)._search(lines, terms=terms)
+            results = self.translator.with_decode(decode).searcher.search(lines, terms=terms)
             self.batches += 1
             if self.on_batch is not None:
                 self.on_batch(len(lines))
