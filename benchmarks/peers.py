@@ -145,7 +145,7 @@ def decode_pairing(args: argparse.Namespace, argv: list[str]) -> int:
               "checkpoint": ours["checkpoint"], "checkpoint_sha256": ours["checkpoint_sha256"],
               "updates": ours["updates"],
               "nmt": {"batch_tokens": ours["batch_tokens"], "length_penalty": ours["length_penalty"],
-                      "threads": ours["threads"], **nmt},
+                      "threads": ours["threads"], "matmul_peak_tflops": ours["matmul_peak_tflops"], **nmt},
               "fairseq": {"checkpoint": str(checkpoint), "sha256": file_sha256(checkpoint),
                           "updates": fairseq_updates(peers_home / "fairseq" / "logs"), "batch_sentences": 64,
                           **fairseq},

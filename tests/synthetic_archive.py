@@ -53,17 +53,15 @@ def sacrebleu_scores(hyps: list[str], refs: list[str]) -> dict[str, Any]:
     return scores
 
 
-def archive_folder(results: Path, name: str, config: Path, *, older: bool = False,
-                   splits: tuple[str, ...] = archive.SPLITS) -> Path:
+def archive_folder(results: Path, name: str, config: Path, *, splits: tuple[str, ...] = archive.SPLITS) -> Path:
     """results/`name`/ as the archive writes it: a report and translations per test set, run.json, the config and
-    the metrics log. `older` writes a folder from before run.json named the code's commit (test2016 only, the
-    config taken from configs/<name>.yaml)."""
+    the metrics log."""
     folder = results / name
     folder.mkdir(parents=True)
     checkpoint = f"runs/{name}/checkpoints/best.pt"
     sha256 = hashlib.sha256(name.encode()).hexdigest()  # stands for the checkpoint's
     decode = {"beam": 5, "length_penalty": 1.0}
-    for split in splits[:1] if older else splits:
+    for split in splits:
         hyps = translations(split)
         report = {"split": split, "sentences": len(hyps), "scores": sacrebleu_scores(hyps, references(split)),
                   "decode": decode, "members": [{"path": checkpoint, "sha256": sha256, "steps": 300}],
@@ -71,9 +69,6 @@ def archive_folder(results: Path, name: str, config: Path, *, older: bool = Fals
         write_report(report, hyps, RunDir(folder).report(split), RunDir(folder).hypotheses(split))
     records = [{"type": "train", "step": 300, "epoch": 2, "loss": 3.0, "elapsed": 600.0}]
     RunDir(folder).metrics.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    if older:
-        write_json(folder / "run.json", {"command": f"nmt-train configs/{name}.yaml", "hardware": "2-core CPU"})
-        return folder
     (folder / RunDir.CONFIG).write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
     argv = ["run", f"runs/{name}", "--beside", "nothing"]
     write_json(folder / "run.json", {

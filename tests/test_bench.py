@@ -201,6 +201,9 @@ def test_bench_peers_pairs_decoding_with_fairseq_generate(scripts, tiny_run, tmp
     readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
     assert scripts["run_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
     assert "| benchtiny | beam5 |" in readme.read_text() and "| 116.4 | 31.20 |" in readme.read_text()
+    ours, peak = result["nmt"]["greedy"], result["nmt"]["matmul_peak_tflops"]["fp32"]
+    assert ours["mfu"] == pytest.approx(ours["model_gflops_per_s"] / 1e3 / peak, abs=1e-5)  # FLOP/s over the peak
+    assert f"| {100 * ours['mfu']:.1f}% |" in readme.read_text() and "matmul peak measured" in readme.read_text()
     monkeypatch.setenv("PEERS", str(tmp_path / "nowhere"))
     assert scripts["peers"].main(["--decode", str(run), "--kit", str(kit)]) == 2
 
@@ -551,9 +554,9 @@ def test_results_table_refuses_a_folder_without_reports(scripts, tmp_path, capsy
         assert str(results) in capsys.readouterr().err and "old" in (tmp_path / "README.md").read_text()
 
 
-def test_results_table_orders_each_family_by_budget_from_the_configs(scripts, tmp_path, monkeypatch):
-    """An older folder's recipe comes from configs/<name>.yaml: full length first, then update budgets, then
-    time budgets, one table per family."""
+def test_results_table_orders_each_family_by_budget_from_the_configs(scripts, tmp_path):
+    """Each model's recipe comes from its archived config: full length first, then update budgets, then time
+    budgets, one table per family."""
     tables = scripts["results_table"]
     recipes = {  # name -> (arch, the config's train and model settings)
         "tiny_transformer_45min": ("transformer", {"max_steps": 0, "max_minutes": 45}, {}),
@@ -562,13 +565,12 @@ def test_results_table_orders_each_family_by_budget_from_the_configs(scripts, tm
     }
     for name, (arch, train, model) in recipes.items():
         tiny_config(tmp_path / "configs", name, arch, train=train, model=model)
-        archive_folder(tmp_path / "results", name, tmp_path / "configs" / f"{name}.yaml", older=True)
-    monkeypatch.setattr(tables, "ROOT", tmp_path)
+        archive_folder(tmp_path / "results", name, tmp_path / "configs" / f"{name}.yaml")
     text = tables.tables(tmp_path / "results")
     transformer, gru = text.index("**Transformer**"), text.index("**GRU**")
     assert transformer < text.index("full length (20 epochs): `tiny_transformer`") < text.index(
         "45 minutes on 2 CPU cores: `tiny_transformer_45min`") < gru < text.index("GRU, no attention, 20 minutes")
-    assert text.count("| older code |") == 3
+    assert text.count("| 0123456 |") == 3
 
 
 def _committed_bench(folder: Path) -> Path:

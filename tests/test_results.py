@@ -88,6 +88,21 @@ def test_seeds_of_one_recipe_share_a_row_as_mean_and_sample_standard_deviation(a
     assert details.count("| 0123456 |") == 3 and "ensemble of `tiny_seed1`, `tiny_seed2`" in details
 
 
+def test_the_tables_refuse_a_model_whose_run_json_names_no_commit(archived, tmp_path, capsys):
+    results = tmp_path / "results"
+    shutil.copytree(archived, results)
+    run_file = results / "tiny_seed2" / "run.json"
+    run = json.loads(run_file.read_text())
+    del run["commit"]
+    run_file.write_text(json.dumps(run))
+    readme, details = tmp_path / "README.md", tmp_path / "training.md"
+    for path, start, end in ((readme, results_table.START, results_table.END),
+                             (details, results_table.DETAILS_START, results_table.DETAILS_END)):
+        path.write_text(f"{start}\n{end}\n")
+    fails_cleanly(results_table.main, ["--results", str(results), "--readme", str(readme), "--details",
+                                       str(details)], capsys, tmp_path, f"{run_file}: names no commit")
+
+
 def test_archive_refuses_an_unfinished_run_and_a_name_leading_outside(trained_run, tmp_path, capsys):
     results = tmp_path / "results"
     results.mkdir()

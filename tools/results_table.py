@@ -7,8 +7,8 @@ Each results/multi30k/<name>/ folder is one model as `python -m tools.archive` w
 translations for each of the four official test sets (eval_<split>.json, <split>.hyp.en), and run.json (the
 training command, the commit of the code that trained it, the checkpoint's sha256, updates, time, hardware and what
 ran beside it; an ensemble's members). Runs of one recipe differing only in their seed (`<group>_seed<N>`) share a
-row: the mean ± sample standard deviation over the seeds, on each test set. A folder written before the archive
-existed (run.json without a commit: test2016 only) is shown as older code.
+row: the mean ± sample standard deviation over the seeds, on each test set. A folder whose run.json names no commit
+of the code that trained the model is refused: no figure here comes from code no one can check out.
 
 README.md gets one table per family (Transformer, GRU) and the published anchors, between <!-- results:start -->
 and <!-- results:end -->; the details file (docs/training.md) gets every model with its commit, checkpoint and
@@ -40,7 +40,7 @@ from nmt.cli import command
 from nmt.config import Config, load_config
 from nmt.errors import FileError
 from nmt.fileio import describe_os_error
-from nmt.rundir import RunDir, read_metrics
+from nmt.rundir import RunDir
 from tools.archive import SPLITS, group_of
 
 MODULE = "tools.results_table"
@@ -64,7 +64,7 @@ class Model:
 
     name: str
     group: str
-    kind: str  # "run", "ensemble", or "older" (archived before run.json named the code's commit)
+    kind: str  # "run" or "ensemble"
     cfg: Config
     run: dict[str, Any]
     scores: dict[str, dict[str, float]]  # test set -> bleu, bleu_lc, chrf, ter
@@ -74,7 +74,7 @@ class Model:
 
     @property
     def commit(self) -> str:
-        return self.run["commit"][:7] if self.kind != "older" else "older code"
+        return self.run["commit"][:7]
 
 
 def _scores(folder: Path) -> dict[str, dict[str, float]]:
@@ -92,23 +92,18 @@ def read_model(folder: Path) -> Model:
     """The archived model in `folder`; a FileError naming the file at fault."""
     run_file, report_file = folder / "run.json", RunDir(folder).report("test")
     run, report = read_json(run_file), read_json(report_file)
+    if not isinstance(run.get("commit"), str) or not run["commit"]:
+        raise FileError(f"{run_file}: names no commit of the code that trained the model; archive it with "
+                        "python -m tools.archive, which records it")
     with blamed(run_file):
-        kind = run.get("kind", "older") if "commit" in run else "older"
-    config = folder / RunDir.CONFIG  # an older folder has none: its config is the one of its name in configs/
-    cfg = load_config(config if config.is_file() else ROOT / "configs" / f"{folder.name}.yaml")
+        kind = run["kind"]
+    cfg = load_config(folder / RunDir.CONFIG)
     with blamed(report_file):
-        updates, sha256 = checkpoint(report)
+        first = report["members"][0]
+        updates, sha256 = int(first["steps"]), first["sha256"]
         decode = {key: report["decode"][key] for key in ("beam", "length_penalty")}
     group = run.get("group", group_of(folder.name))
     return Model(folder.name, group, kind, cfg, run, _scores(folder), decode, updates, sha256)
-
-
-def checkpoint(report: dict[str, Any]) -> tuple[int, str]:
-    """(updates, sha256) of a report's (first) model; an older report keeps them in other fields."""
-    if "members" in report:
-        return int(report["members"][0]["steps"]), report["members"][0]["sha256"]
-    progress = report.get("checkpoint_progress") or report["train"]
-    return int(progress["steps"]), report["checkpoint_sha256"]
 
 
 def read_models(results: Path) -> list[Model]:
@@ -190,12 +185,10 @@ COLUMNS = ["model", "runs", "updates", *(f"BLEU {TITLES[s]}" for s in SPLITS), "
 def tables(results: Path) -> str:
     """The README block: one table per family, then the published anchors."""
     models = read_models(results)
-    older = (" *Older code*: trained before the archive recorded the code's commit, scored on test2016 only."
-             if any(m.kind == "older" for m in models) else "")
     parts = ["Each row is a model archived in `results/multi30k/<name>/` (beam 5, the length penalty chosen on the "
              "validation split); the seeds of one recipe share a row, as mean ± sample standard deviation. Every "
              "model's commit, checkpoint, hardware and training command: "
-             f"[docs/training.md](docs/training.md#every-archived-model).{older}", ""]
+             "[docs/training.md](docs/training.md#every-archived-model).", ""]
     for arch, family in FAMILIES.items():
         members = [m for m in models if m.cfg.model.arch == arch]
         if not members:
@@ -208,12 +201,6 @@ def tables(results: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _minutes(folder: Path) -> float | None:
-    """The training minutes an older folder's metrics log gives (its last record's elapsed time)."""
-    records = read_metrics(RunDir(folder).metrics)
-    return records[-1].get("elapsed", 0) / 60 if records else None
-
-
 def details(results: Path) -> str:
     """The details block: every archived model with its provenance and its scores on each test set."""
     lines = [*table_header(["model", "code", "checkpoint sha256", "updates", "training", "hardware", "ran beside it",
@@ -221,11 +208,11 @@ def details(results: Path) -> str:
                            "lllrrll" + "r" * 5 + "l")]
     for m in read_models(results):
         with blamed(results / m.name / "run.json"):
-            lines.append(_detail_row(m, results))
+            lines.append(_detail_row(m))
     return "\n".join(lines) + "\n"
 
 
-def _detail_row(m: Model, results: Path) -> str:
+def _detail_row(m: Model) -> str:
     """One model's row of the details table: provenance, decoding settings and BLEU on each test set."""
     run = m.run
     if m.kind == "ensemble":
@@ -234,11 +221,10 @@ def _detail_row(m: Model, results: Path) -> str:
         command_text = "ensemble of " + ", ".join(f"`{member['run']}`" for member in run["members"])
     else:
         sha = f"`{m.sha256[:12]}`"
-        minutes = run.get("training_minutes", _minutes(results / m.name))
-        trained = f"{minutes:.0f} min" if minutes is not None else "–"
+        trained = f"{run['training_minutes']:.0f} min"
         threads = run.get("threads")
         hardware = run["hardware"] + (f", {threads} thread{'s' * (threads != 1)}" if threads else "")
-        command_text = f"`{run.get('training_command', run.get('command'))}`"
+        command_text = f"`{run['training_command']}`"
     bleu = [f"{m.scores[s]['bleu']:.2f}" if s in m.scores else "–" for s in SPLITS]
     return markdown_row([f"`{m.name}`", m.commit, sha, f"{m.updates:,}", trained, hardware, run.get("beside", "–"),
                          f"{m.decode['beam']} / {m.decode['length_penalty']}", *bleu, command_text])
