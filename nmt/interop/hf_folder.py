@@ -151,7 +151,7 @@ def pick_tensors(found: dict[str, torch.Tensor], model: torch.nn.Module, needed:
     tied: dict[int, list[str]] = {}
     for key, value in state.items():
         tied.setdefault(id(value), []).append(key)
-    for key, value in found.items():
+    for key, value in sorted(found.items()):  # by name: the file's own order need not be stable
         if key in state and value.shape != state[key].shape:
             raise ExportError(f"{folder}: tensor {key} has shape {list(value.shape)}, config.json implies "
                               f"{list(state[key].shape)}")
