@@ -207,14 +207,14 @@ def _peers_decode_section(records: dict[str, dict]) -> list[str]:
     for r in records.values():
         for search, ratio in r["ratio"].items():
             ours, theirs = r["nmt"][search], r["fairseq"][search]
-            mfu = f"{100 * ours['mfu']:.1f}%" if "mfu" in ours else "-"  # recorded since the decoding MFU exists
-            lines.append(f"| {r['run']} | {search} | {ours['sentences_per_s']:.1f} | {ours['bleu']:.2f} | {mfu} "
+            lines.append(f"| {r['run']} | {search} | {ours['sentences_per_s']:.1f} | {ours['bleu']:.2f} "
+                         f"| {100 * ours['mfu']:.1f}% "
                          f"| {theirs['sentences_per_s']:.1f} | {theirs['bleu']:.2f} | x{ratio:.2f} |")
     notes = [f"- `{name}`: nmt batches of {r['nmt']['batch_tokens']:,} source tokens, GNMT length penalty "
              f"{_penalty(r['nmt']['length_penalty'])}, {r['nmt']['threads']} threads; fairseq batches of "
              f"{r['fairseq']['batch_sentences']} sentences, its default length normalisation"
-             + (f"; nmt MFU: the model's FLOP/s over the fp32 matmul peak measured in the same run, "
-                f"{r['nmt']['matmul_peak_tflops']['fp32']:.3f} TFLOP/s" if "matmul_peak_tflops" in r["nmt"] else "")
+             f"; nmt MFU: the model's FLOP/s over the fp32 matmul peak measured in the same run, "
+             f"{r['nmt']['matmul_peak_tflops']['fp32']:.3f} TFLOP/s"
              for name, r in records.items()]
     models = [_model(name, r) for name, r in records.items()]
     return lines + [""] + models + notes + [_provenance(name, r) for name, r in records.items()] + [""]

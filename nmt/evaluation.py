@@ -151,8 +151,10 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     refs = [translator.normalize(r) for r in refs]
     decode = translator.decode
     start = time.perf_counter()
-    outputs = {alpha: [text for text, _ in translator.with_decode(n_best=1, length_penalty=alpha).searcher.best(
-                   sources)] for alpha in penalties}
+    outputs = {}
+    for alpha in penalties:
+        searcher = translator.with_decode(n_best=1, length_penalty=alpha).searcher
+        outputs[alpha] = [text for text, _ in searcher.best(sources)]
     seconds = time.perf_counter() - start
     bleu = sacrebleu.metrics.BLEU()
     table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}

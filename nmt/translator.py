@@ -112,6 +112,11 @@ class Searcher:
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
 
+    @property
+    def model_name(self) -> str:
+        """How errors name the model: its (first) member's path."""
+        return self.members[0].path if self.members else "this model"
+
     def normalize(self, line: str) -> str:
         """The text the model reads: as the training data was cleaned (NFC, whitespace, optional lowercase)."""
         return normalize(line, self.lowercase)
@@ -183,7 +188,7 @@ class Searcher:
         normalization removes) gives an empty list. `terms`: per line, the target terms its translations must
         contain (`nmt.glossary.line_terms`), searched for by constrained beam search."""
         if terms is not None and not self.engine.abilities.constraints:
-            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: {NO_GLOSSARY}")
+            raise ExportError(f"{self.model_name}: {NO_GLOSSARY}")
         work = [i for i, line in enumerate(lines) if line.strip()]
         sources = self.encode([lines[i] for i in work], None if warn is None else lambda j, n: warn(work[j], n))
         work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
@@ -252,10 +257,30 @@ class Translator:
         if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
             # a longer source (with its EOS) has no position encodings: truncate to what the model covers
             decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
-        self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
-        self.members = list(members)
+        self.searcher = Searcher(engine, tokenizer, decode, lowercase, members)
         self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
-        self.searcher = Searcher(engine, tokenizer, decode, lowercase, self.members)
+
+    @property
+    def engine(self) -> Engine:
+        return self.searcher.engine
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.searcher.tokenizer
+
+    @property
+    def decode(self) -> DecodeConfig:
+        """The validated decoding settings it searches with."""
+        return self.searcher.decode
+
+    @property
+    def lowercase(self) -> bool:
+        return self.searcher.lowercase
+
+    @property
+    def members(self) -> list[Member]:
+        """The models it decodes with (several: an ensemble), as the reports name them."""
+        return self.searcher.members
 
     def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
         """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
@@ -317,7 +342,7 @@ class Translator:
         if len(src_lines) != len(ref_lines):
             raise ConfigError(f"score: {len(src_lines)} sources but {len(ref_lines)} references; give one of each")
         if not self.engine.abilities.scores:
-            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: the {self.engine.name} "
+            raise ExportError(f"{self.searcher.model_name}: the {self.engine.name} "
                               "engine does not score given references; load a checkpoint or run folder")
         targets = [np.asarray(ids, dtype=np.int64)
                    for ids in self.tokenizer.encode_tgt([self.normalize(line) for line in ref_lines])]
@@ -336,7 +361,7 @@ class Translator:
         if not isinstance(sentence, str):
             raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
         if not self.engine.abilities.attention:
-            raise ExportError(f"{self.members[0].path if self.members else 'this model'}: an exported model gives "
+            raise ExportError(f"{self.searcher.model_name}: an exported model gives "
                               "no attention weights; load a checkpoint or run folder")
         searcher, thresholds = self.with_decode(**decoding).searcher, thresholds or Thresholds()
         hyps = searcher.search([sentence], return_attention=True)[0]

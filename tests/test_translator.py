@@ -97,7 +97,8 @@ def test_ensemble_of_one_model_twice_decodes_like_the_model(trained_run):
 def test_the_translator_shows_its_user_api_over_a_searcher_with_its_own_settings(trained_run):
     assert {name for name in dir(Translator) if not name.startswith("_")} == {
         "attention", "normalize", "score", "settings", "translate", "translate_markup", "translate_markup_scored",
-        "translate_nbest", "with_decode"}
+        "translate_nbest", "with_decode",  # and what it reads from its searcher:
+        "decode", "engine", "lowercase", "members", "tokenizer"}
     translator = load_translator([trained_run], CPU)
     wider = translator.with_decode(beam=translator.decode.beam + 1)
     for one in (translator, wider):  # a copy with other settings searches with them, and only it does
