@@ -18,6 +18,7 @@ import math
 import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -260,27 +261,12 @@ class Translator:
         self.searcher = Searcher(engine, tokenizer, decode, lowercase, members)
         self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
 
-    @property
-    def engine(self) -> Engine:
-        return self.searcher.engine
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self.searcher.tokenizer
-
-    @property
-    def decode(self) -> DecodeConfig:
-        """The validated decoding settings it searches with."""
-        return self.searcher.decode
-
-    @property
-    def lowercase(self) -> bool:
-        return self.searcher.lowercase
-
-    @property
-    def members(self) -> list[Member]:
-        """The models it decodes with (several: an ensemble), as the reports name them."""
-        return self.searcher.members
+    # what it searches with, kept once, by its searcher: read-only here
+    engine = property(attrgetter("searcher.engine"), doc="The engine that searches.")
+    tokenizer = property(attrgetter("searcher.tokenizer"), doc="The model's tokenizer.")
+    decode = property(attrgetter("searcher.decode"), doc="The validated decoding settings.")
+    lowercase = property(attrgetter("searcher.lowercase"), doc="Whether the model reads lowercased text.")
+    members = property(attrgetter("searcher.members"), doc="The models it decodes with, as the reports name them.")
 
     def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
         """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
