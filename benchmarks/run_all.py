@@ -38,6 +38,8 @@ from benchmarks.common import (
     table_header,
     write_or_check,
 )
+from benchmarks.decode_profile import ceiling_lines
+from benchmarks.decode_profile import markdown_table as decode_profile_table
 from benchmarks.profile_step import markdown_table as profile_table
 from nmt.cli import command
 from nmt.config import load_config
@@ -230,6 +232,16 @@ def _profile_section(records: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _decode_profile_section(records: dict[str, dict]) -> list[str]:
+    """Where batched decoding's time goes, its output arithmetic apart, and the ceiling that arithmetic sets."""
+    lines = ["### Where decoding's time goes, and the ceiling at unchanged outputs", ""]
+    for name, r in records.items():
+        lines += [f"{r['run']} on {r['split']}, batches of {r['batch_tokens']:,} source tokens, each batch on one "
+                  "thread (seconds summed over the batches, profiler on):", "", decode_profile_table(r), "",
+                  *ceiling_lines(r), _model(name, r), _provenance(name, r), ""]
+    return lines
+
+
 def _serve_section(records: dict[str, dict]) -> list[str]:
     """nmt-serve: one-sentence requests from 1, 8, 32 ... concurrent clients over the loopback, through each API
     measured (records from before --apis hold the native API alone, with a flat speedup)."""
@@ -331,6 +343,7 @@ def _sentence_split_section(records: dict[str, dict]) -> list[str]:
 
 SECTIONS = {"train": _train_section, "decode": _decode_section, "attention": _attention_section,
             "peers": _peers_section, "peers_decode": _peers_decode_section, "profile": _profile_section,
+            "decode_profile": _decode_profile_section,
             "serve": _serve_section, "lp_agreement": _agreement_section, "constraints": _constraints_section,
             "sentence_split": _sentence_split_section}
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import itertools
 import json
+import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -50,7 +54,7 @@ def keep_threads() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def scripts() -> dict[str, ModuleType]:
     """The benchmark modules (benchmarks/) and the table writers (tools/), by name."""
-    names = ("train", "decode", "attention", "run_all", "peers", "profile_step")
+    names = ("train", "decode", "attention", "run_all", "peers", "profile_step", "decode_profile")
     return {**{name: importlib.import_module(f"benchmarks.{name}") for name in names},
             **{name: importlib.import_module(f"tools.{name}") for name in ("results_table", "compare_table")}}
 
@@ -224,6 +228,66 @@ def test_profile_step_sorts_operator_times_into_kinds(scripts, tiny_run, tmp_pat
     assert scripts["profile_step"].category("Some label") is None
     assert scripts["profile_step"].category("_Dropout/aten::where") == "dropout"
     assert scripts["profile_step"].category("_SmoothedCrossEntropyBackward/aten::mul") == "softmax and loss"
+
+
+def test_decode_profile_sorts_top_level_operators_into_parts(scripts):
+    part_of = scripts["decode_profile"].part_of
+    assert part_of("aten::addmm") == part_of("aten::linear") == "matmuls"
+    assert part_of("aten::add") == part_of("aten::masked_fill") == "element-wise arithmetic"  # not a matmul
+    assert part_of("aten::scaled_dot_product_attention") == "attention kernel"
+    assert part_of("aten::index_select") == part_of("aten::cat") == "rows and caches"
+    assert part_of("aten::topk") == part_of("aten::amax") == "choosing tokens"
+    assert part_of("aten::nonzero") == "other operators"
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_decoding_ceiling_never_ends_after_the_best_schedule_of_whole_batches(scripts, workers):
+    """Every assignment of batches to workers tried: the floor is at most the best makespan, and equal batches
+    (the busiest worker runs ceil(n / W) of them) reach it."""
+    floor = scripts["decode_profile"].makespan_floor
+    rng = random.Random(workers)
+    for _ in range(40):
+        times = [rng.uniform(0.1, 2.0) for _ in range(rng.randint(1, 7))]
+        best = min(max(sum(t for t, w in zip(times, owners, strict=True) if w == worker) for worker in range(workers))
+                   for owners in itertools.product(range(workers), repeat=len(times)))
+        assert floor(times, workers) <= best + 1e-12
+    assert floor([1.0] * 9, workers) == pytest.approx(math.ceil(9 / workers))
+    assert floor([], workers) == 0.0
+
+
+def test_decode_profile_decodes_the_engines_batches_and_bounds_their_workers(scripts, tmp_path, capsys):
+    """Batch by batch it gives the whole split's tokens and scores; every part is a time; the ceiling lies between
+    the output arithmetic spread evenly and all of it on one worker; --peers turns it into a multiple of fairseq's
+    speed, and refuses another model's record."""
+    run = untrained_run(tmp_path, "profiletiny", decode={"batch_tokens": 48, "max_len_a": 0.0, "max_len_b": 3})
+    peers = {"benchmark": "peers_decode", "checkpoint_sha256": hashlib.sha256(
+        (run / "checkpoints" / "best.pt").read_bytes()).hexdigest(),
+        "fairseq": {key: {"sentences_per_s": 10.0} for key in ("greedy", "beam2")},
+        "nmt": {key: {"sentences_per_s": 5.0, "mfu": 0.1} for key in ("greedy", "beam2")},
+        "ratio": {"greedy": 0.5, "beam2": 0.5}}
+    (tmp_path / "peers.json").write_text(json.dumps(peers))
+    out = tmp_path / "results"
+    args = [str(run), "--limit", "12", "--beam", "2", "--threads", "1", "--workers", "2", "--peers",
+            str(tmp_path / "peers.json"), "--out-dir", str(out)]
+    assert scripts["decode_profile"].main(args) == 0
+    result = json.loads((out / "decode_profile_profiletiny_cpu.json").read_text())
+    for name, search in result["searches"].items():
+        assert search["same_as_whole_split"] and search["sentences"] == 12 and len(search["batches"]) > 2
+        assert min(search["parts"].values()) >= 0 and search["parts"]["matmuls"] > 0
+        arithmetic = [batch["arithmetic_seconds"] for batch in search["batches"]]
+        assert sum(arithmetic) / 2 - 1e-3 <= search["ceiling_seconds"] <= sum(arithmetic) + 1e-3
+        assert 12 / search["ceiling_sentences_per_s"] == pytest.approx(search["ceiling_seconds"], abs=1e-3)
+        expected = search["ceiling_sentences_per_s"] / 10.0
+        assert result["peers"]["searches"][name]["ceiling_x_fairseq"] == pytest.approx(expected, abs=1e-2)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
+    assert scripts["run_all"].main(["--report-only", "--results", str(out), "--readme", str(readme)]) == 0
+    assert "| matmuls (output arithmetic) |" in readme.read_text() and "ceiling with 2 workers" in readme.read_text()
+    peers["checkpoint_sha256"] = "0" * 64
+    (tmp_path / "peers.json").write_text(json.dumps(peers))
+    capsys.readouterr()
+    assert scripts["decode_profile"].main(args) == 1
+    assert "peers.json: measured another model" in capsys.readouterr().err
 
 
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):
