@@ -8,15 +8,17 @@ runs it: timed, then again under torch.profiler. Each top-level operator's time,
 one part, and what no operator accounts for (Python, dispatch, the search's bookkeeping) into another:
 - the output arithmetic: matmuls, the attention kernel, softmax, layer norm and element-wise arithmetic, the
   operations whose floating-point results are the tokens and scores. Another kernel, shape or thread count for
-  one of them changes the scores' bits (the batch's rows, its padding, the threads of a matmul, a strided
-  operand: each measured to do so here), so code that keeps its outputs runs these as they are;
+  one of them can change the scores' bits (the batch's rows, its padding, the threads of a matmul, a strided
+  operand: two are counted below), so code that keeps its outputs runs these as they are;
 - everything else: moving rows and caches (index_select, cat, copy, embedding lookups), choosing the best tokens
   (top-k, maxima), other operators and the time outside operators, which faster code could shrink.
 The ceiling: W workers (--workers; default the engine's count, one per torch thread, as many as there are
 batches at most) each decode whole batches one after the other, so none ends before max(total / W, the longest
 batch, the sum of the ceil(n / W) shortest of n batches) of their output-arithmetic times; the split's sentences
 over that is the most any code with these outputs decodes per second here, even if everything else cost nothing
-and batches side by side ran as fast as alone. --peers names a peers_decode JSON of the same model: fairseq's
+and batches side by side ran as fast as alone. Each search also runs in batches of half the source tokens, and
+with two threads per batch (torch then splits each operator), and counts the sentences that keep their tokens
+and, bit for bit, their scores and log-probabilities. --peers names a peers_decode JSON of the same model: fairseq's
 sentences/s there turn the ceiling into a multiple of fairseq-generate's speed, and its MFU into the MFU the
 ceiling would reach (the same FLOPs per sentence, the same matmul peak). Writes
 benchmarks/results/decode_profile_<run>_cpu.json.
@@ -49,7 +51,7 @@ from benchmarks.common import (
 )
 from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
-from nmt.engines.pytorch import batches_by_tokens, side_by_side
+from nmt.engines.pytorch import batches_by_tokens, side_by_side, torch_threads
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
 from nmt.translator import load_translator
@@ -134,11 +136,10 @@ def makespan_floor(times: list[float], workers: int) -> float:
     return max(sum(times) / workers, max(times), sum(sorted(times)[:most]))
 
 
-def profile_search(engine: Any, ids: list[np.ndarray], batches: list[list[int]], cfg: Any,
-                   workers: int) -> dict[str, Any]:
+def profile_search(engine: Any, ids: list[np.ndarray], batches: list[list[int]], cfg: Any, workers: int,
+                   whole: list[list[Any]]) -> dict[str, Any]:
     """One search over every batch: timed, then profiled; the parts, the ceiling, and whether batch by batch it
-    gave the whole split's tokens and scores."""
-    whole = engine.search(ids, cfg)
+    gave `whole`, the whole split's hypotheses decoded at once."""
     sources = [[ids[i] for i in batch] for batch in batches]
     seconds, same = [], True
     for batch, inputs in zip(batches, sources, strict=True):
@@ -167,9 +168,29 @@ def profile_search(engine: Any, ids: list[np.ndarray], batches: list[list[int]],
             "ceiling_seconds": round(floor, 3), "ceiling_sentences_per_s": round(sentences / floor, 2)}
 
 
-def _best(nbest: list[Any]) -> tuple[list[int], float] | None:
-    """A sentence's best hypothesis as its tokens and score (None: none)."""
-    return (list(nbest[0].tokens), nbest[0].score) if nbest else None
+def _best(nbest: list[Any]) -> tuple[list[int], float, float] | None:
+    """A sentence's best hypothesis as its tokens, score and log-probability (None: none)."""
+    return (list(nbest[0].tokens), nbest[0].score, nbest[0].log_prob) if nbest else None
+
+
+def bit_checks(engine: Any, ids: list[np.ndarray], batches: list[list[int]], cfg: Any,
+               whole: list[list[Any]]) -> dict[str, dict[str, int]]:
+    """How many sentences keep `whole`'s tokens, and its scores bit for bit, when the same search runs in batches of
+    half the source tokens, or on two threads per batch (each batch alone, so torch splits its operators)."""
+    half = engine.search(ids, decode_with(cfg, {"batch_tokens": max(1, cfg.batch_tokens // 2)}))
+    two = list(whole)
+    with torch_threads(2):
+        for batch in batches:
+            for i, nbest in zip(batch, engine.search([ids[i] for i in batch], cfg), strict=True):
+                two[i] = nbest
+    return {name: {"same_tokens": sum(_tokens(a) == _tokens(b) for a, b in zip(found, whole, strict=True)),
+                   "same_scores": sum(_best(a) == _best(b) for a, b in zip(found, whole, strict=True))}
+            for name, found in (("half_batches", half), ("two_threads_per_batch", two))}
+
+
+def _tokens(nbest: list[Any]) -> list[int] | None:
+    """A sentence's best tokens (None: no hypothesis)."""
+    return list(nbest[0].tokens) if nbest else None
 
 
 def against_peers(path: Path, record: dict[str, Any], searches: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -196,11 +217,12 @@ def against_peers(path: Path, record: dict[str, Any], searches: dict[str, dict[s
 
 
 def markdown_table(record: dict[str, Any]) -> str:
-    """Seconds per part of each search, the output arithmetic marked, and the ceiling line under the table."""
+    """Seconds per part of each search (the parts no search spent time in left out), the output arithmetic
+    marked."""
     searches = record["searches"]
     rows = table_header(["part", *(f"{name} s" for name in searches), *(f"{name} share" for name in searches)],
                         "l" + "r" * 2 * len(searches))
-    for part in PARTS:
+    for part in (p for p in PARTS if any(s["parts"][p] > 0 for s in searches.values())):
         label = f"{part} (output arithmetic)" if part in ARITHMETIC else part
         rows.append(markdown_row([label, *(f"{s['parts'][part]:.3f}" for s in searches.values()),
                                   *(f"{100 * s['parts'][part] / s['profiled_seconds']:.1f}%"
@@ -209,7 +231,8 @@ def markdown_table(record: dict[str, Any]) -> str:
 
 
 def ceiling_lines(record: dict[str, Any]) -> list[str]:
-    """Per search: measured speed on one thread, the ceiling, and against fairseq when the record has it."""
+    """Per search: measured speed on one thread, the ceiling (against fairseq when the record has it), and how many
+    sentences kept their outputs with batches half as large and with two threads per batch."""
     peers = record.get("peers", {}).get("searches", {})
     lines = []
     for name, s in record["searches"].items():
@@ -222,7 +245,10 @@ def ceiling_lines(record: dict[str, Any]) -> list[str]:
                      f"{100 * p['ceiling_mfu']:.1f}% (reached in `{record['peers']['file']}`: "
                      f"{p['nmt_sentences_per_s']:.1f} sent/s, x{p['reached_x_fairseq']:.2f}, MFU "
                      f"{100 * p['reached_mfu']:.1f}%)")
-        lines.append(line)
+        half, two = s["bits"]["half_batches"], s["bits"]["two_threads_per_batch"]
+        lines.append(f"{line}. Scores kept bit for bit (tokens kept): {half['same_scores']:,} ({half['same_tokens']:,})"
+                     f" with batches half as large, {two['same_scores']:,} ({two['same_tokens']:,}) with two threads "
+                     "per batch")
     return lines
 
 
@@ -244,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, beam in {"greedy": 1, f"beam{args.beam}": args.beam}.items():
         cfg = decode_with(translator.decode, {"beam": beam, "n_best": 1})
         engine.search(ids[:2], cfg)  # warm-up: first-call allocations
-        searches[name] = profile_search(engine, ids, batches, cfg, workers)
+        whole = engine.search(ids, cfg)
+        searches[name] = {**profile_search(engine, ids, batches, cfg, workers, whole),
+                          "bits": bit_checks(engine, ids, batches, cfg, whole)}
     member = translator.members[0]
     record = {"benchmark": "decode_profile", "run": run_name(Path(member.path), translator.cfg.name),
               "checkpoint": str(member.path), "checkpoint_sha256": member.sha256, "updates": member.steps,

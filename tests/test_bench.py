@@ -273,6 +273,8 @@ def test_decode_profile_decodes_the_engines_batches_and_bounds_their_workers(scr
     result = json.loads((out / "decode_profile_profiletiny_cpu.json").read_text())
     for name, search in result["searches"].items():
         assert search["same_as_whole_split"] and search["sentences"] == 12 and len(search["batches"]) > 2
+        for kept in search["bits"].values():  # a sentence that keeps its score's bits keeps its tokens
+            assert 0 <= kept["same_scores"] <= kept["same_tokens"] <= 12
         assert min(search["parts"].values()) >= 0 and search["parts"]["matmuls"] > 0
         arithmetic = [batch["arithmetic_seconds"] for batch in search["batches"]]
         assert sum(arithmetic) / 2 - 1e-3 <= search["ceiling_seconds"] <= sum(arithmetic) + 1e-3
