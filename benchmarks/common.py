@@ -224,8 +224,9 @@ def now() -> str:
 
 
 def write_result(path: Path, device: torch.device, command: str, result: dict[str, Any]) -> dict[str, Any]:
-    """Write a benchmark's JSON with the date, the command line and the machine; returns what was written."""
-    record = {"date": now(), "command": command, "machine": machine_info(device), **result}
+    """Write a benchmark's JSON with the date, the command line, the machine and the commit of the code measuring
+    (`code_commit`); returns what was written."""
+    record = {"date": now(), "command": command, "machine": machine_info(device), "commit": code_commit(), **result}
     write_json(path, record)
     return record
 
