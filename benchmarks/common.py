@@ -203,12 +203,13 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
 
 def checkout(tree: Path = ROOT) -> dict[str, Any]:
-    """Where a checkout is, its commit and whether its tracked files differ from it (None: git cannot tell)."""
+    """Where a checkout is, its commit and whether its tracked files, the measurements in benchmarks/results apart,
+    differ from it (None: git cannot tell)."""
     def git(*words: str) -> str | None:
         done = subprocess.run(["git", "-C", str(tree), *words], capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else None
 
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"path": str(tree), "commit": git("rev-parse", "HEAD"), "modified": None if status is None else bool(status)}
 
 
