@@ -231,13 +231,16 @@ def markdown_table(record: dict[str, Any]) -> str:
 
 
 def ceiling_lines(record: dict[str, Any]) -> list[str]:
-    """Per search: measured speed on one thread, the ceiling (against fairseq when the record has it), and how many
-    sentences kept their outputs with batches half as large and with two threads per batch."""
+    """Per search: measured speed on one thread and the best schedule of its batch times on the workers, the ceiling
+    (against fairseq when the record has it), and how many sentences kept their outputs with batches half as large
+    and with two threads per batch."""
     peers = record.get("peers", {}).get("searches", {})
     lines = []
     for name, s in record["searches"].items():
+        scheduled = s["sentences"] / makespan_floor([batch["seconds"] for batch in s["batches"]], s["workers"])
         line = (f"- {name}: {s['sentences']:,} sentences in {len(s['batches'])} batches, {s['sentences_per_s']:.1f} "
-                f"sent/s on one thread; output arithmetic {100 * s['arithmetic_share']:.1f}% of the profiled time; "
+                f"sent/s on one thread, at most {scheduled:.1f} with these batch times on {s['workers']} workers; "
+                f"output arithmetic {100 * s['arithmetic_share']:.1f}% of the profiled time; "
                 f"ceiling with {s['workers']} workers {s['ceiling_sentences_per_s']:.1f} sent/s")
         if name in peers:
             p = peers[name]
