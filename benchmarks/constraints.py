@@ -54,7 +54,6 @@ from benchmarks.common import (
     ROOT,
     add_beam,
     begin,
-    code_commit,
     device_tag,
     finish,
     measurement_parser,
@@ -324,7 +323,7 @@ def measure(args: argparse.Namespace, translator: Translator, glossary: Glossary
               f"{row['glossary']['lines_fired_in']} lines, scores {row['glossary']['scores']}")
     member = translator.members[0]
     out = {"benchmark": "constraints", "run": run_name(member.path, cfg.name), "checkpoint": member.path,
-           "checkpoint_sha256": member.sha256, "updates": member.steps, "commit": code_commit(),
+           "checkpoint_sha256": member.sha256, "updates": member.steps,
            "decode": translator.settings()["decode"], "engine": translator.engine.name,
            "threads": torch.get_num_threads(),
            "aligner": {"name": "eflomal", "version": aligner_version(),

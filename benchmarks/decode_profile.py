@@ -40,13 +40,14 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from benchmarks.common import (
     add_beam,
     add_split,
-    arguments,
+    begin,
+    blamed,
     finish,
+    finite,
     markdown_row,
     measurement_parser,
     read_json,
     run_name,
-    set_threads,
     table_header,
 )
 from nmt.cli import command, number
@@ -193,27 +194,44 @@ def _tokens(nbest: list[Any]) -> list[int] | None:
     return list(nbest[0].tokens) if nbest else None
 
 
-def against_peers(path: Path, record: dict[str, Any], searches: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The ceilings as multiples of fairseq-generate's sentences/s in the peers_decode JSON at `path`, which must
-    have measured the same model."""
+def read_peers(path: Path, sha256: str, searches: dict[str, int]) -> dict[str, dict[str, float]]:
+    """Per search (name -> beam), the figures of the peers_decode JSON at `path` the ceiling is set against:
+    fairseq's and our sentences/s, their ratio and our MFU. Read before decoding, so a file that cannot serve (not
+    such a record, another model, a field missing or not a positive speed) stops the run at once."""
     peers = read_json(path)
     if peers.get("benchmark") != "peers_decode":
         raise FileError(f"--peers {path}: not a peers_decode record (python -m benchmarks.peers --decode writes one)")
-    if peers.get("checkpoint_sha256") != record["checkpoint_sha256"]:
+    if peers.get("checkpoint_sha256") != sha256:
         raise FileError(f"--peers {path}: measured another model (sha256 {str(peers.get('checkpoint_sha256'))[:12]}, "
-                        f"not {record['checkpoint_sha256'][:12]})")
+                        f"not {sha256[:12]})")
     found = {}
-    for name, search in searches.items():
-        key = "greedy" if search["beam"] == 1 else f"beam{search['beam']}"
-        if key not in peers.get("fairseq", {}):
-            raise FileError(f"--peers {path}: no fairseq figure for {key}")
-        theirs, ours = peers["fairseq"][key]["sentences_per_s"], peers["nmt"][key]
-        scale = search["ceiling_sentences_per_s"] / ours["sentences_per_s"]  # same FLOPs per sentence, same peak
-        found[name] = {"fairseq_sentences_per_s": theirs, "nmt_sentences_per_s": ours["sentences_per_s"],
-                       "reached_x_fairseq": peers["ratio"][key], "reached_mfu": ours["mfu"],
-                       "ceiling_x_fairseq": round(search["ceiling_sentences_per_s"] / theirs, 2),
-                       "ceiling_mfu": round(ours["mfu"] * scale, 4)}
-    return {"file": path.name, "searches": found}
+    with blamed(path):  # a missing or mistyped field names the file
+        for name, beam in searches.items():
+            key = "greedy" if beam == 1 else f"beam{beam}"
+            found[name] = {"fairseq_sentences_per_s": _speed(peers["fairseq"][key], f"fairseq {key}"),
+                           "nmt_sentences_per_s": _speed(peers["nmt"][key], f"nmt {key}"),
+                           "reached_x_fairseq": finite(peers["ratio"][key], f"ratio {key}"),
+                           "reached_mfu": finite(peers["nmt"][key]["mfu"], f"nmt {key} mfu")}
+    return found
+
+
+def against_peers(peers: dict[str, dict[str, float]], searches: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`read_peers`' figures with each search's ceiling as a multiple of fairseq-generate's sentences/s and as the
+    MFU it would reach (the same FLOPs per sentence over the same peak: MFU scales with the speed)."""
+    found = {}
+    for name, p in peers.items():
+        ceiling = searches[name]["ceiling_sentences_per_s"]
+        found[name] = {**p, "ceiling_x_fairseq": round(ceiling / p["fairseq_sentences_per_s"], 2),
+                       "ceiling_mfu": round(p["reached_mfu"] * ceiling / p["nmt_sentences_per_s"], 4)}
+    return found
+
+
+def _speed(figures: dict[str, Any], name: str) -> float:
+    """A record's sentences/s, which must be a positive number."""
+    value = finite(figures["sentences_per_s"], f"{name} sentences_per_s")
+    if value <= 0:
+        raise ValueError(f"{name} sentences_per_s is {value}, not a positive speed")
+    return value
 
 
 def markdown_table(record: dict[str, Any]) -> str:
@@ -257,10 +275,8 @@ def ceiling_lines(record: dict[str, Any]) -> list[str]:
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    argv = arguments(argv)
-    args = parse_args(argv)
-    set_threads(args.threads)
-    device = torch.device("cpu")
+    argv, args, _ = begin(argv, parse_args)
+    device = torch.device("cpu")  # parse_args allows no other
     translator = load_translator([args.run], device)
     sources, _ = split_pair(translator.cfg, args.split)
     sources = sources[:args.limit or None]
@@ -268,22 +284,24 @@ def main(argv: list[str] | None = None) -> int:
     batches = batches_by_tokens([len(s) for s in ids], translator.decode.batch_tokens)
     workers = args.workers or side_by_side(device, len(batches))
     engine = translator.engine
+    member = translator.members[0]
+    beams = {"greedy": 1, f"beam{args.beam}": args.beam}
+    peers = None if args.peers is None else read_peers(args.peers, member.sha256, beams)
     torch.set_num_threads(1)  # as each side-by-side worker decodes
     searches = {}
-    for name, beam in {"greedy": 1, f"beam{args.beam}": args.beam}.items():
+    for name, beam in beams.items():
         cfg = decode_with(translator.decode, {"beam": beam, "n_best": 1})
         engine.search(ids[:2], cfg)  # warm-up: first-call allocations
         whole = engine.search(ids, cfg)
         searches[name] = {**profile_search(engine, ids, batches, cfg, workers, whole),
                           "bits": bit_checks(engine, ids, batches, cfg, whole)}
-    member = translator.members[0]
     record = {"benchmark": "decode_profile", "run": run_name(Path(member.path), translator.cfg.name),
               "checkpoint": str(member.path), "checkpoint_sha256": member.sha256, "updates": member.steps,
               "arch": translator.cfg.model.arch, "split": args.split, "limit": args.limit,
               "batch_tokens": translator.decode.batch_tokens, "length_penalty": translator.decode.alpha,
               "threads_per_batch": 1, "searches": searches}
-    if args.peers is not None:
-        record["peers"] = against_peers(args.peers, record, searches)
+    if peers is not None:
+        record["peers"] = {"file": args.peers.name, "searches": against_peers(peers, searches)}
     print(markdown_table(record))
     print("\n".join(ceiling_lines(record)))
     return finish(args.out_dir / f"decode_profile_{record['run']}_cpu.json", device, MODULE, argv, record)

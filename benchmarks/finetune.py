@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import nmt
-from benchmarks.common import add_split, begin, code_commit, finish, measurement_parser
+from benchmarks.common import add_split, begin, finish, measurement_parser
 from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.cli import command
 from nmt.errors import CheckpointError
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         raise CheckpointError(f"{child_file}: not a fine-tuned model (its run had no train.init_from)")
     if sha256_file(Path(parent["path"])) != parent["sha256"]:
         raise CheckpointError(f"{parent['path']}: changed since {args.run} was fine-tuned from it (sha256 differs)")
-    result = {"split": args.split, "commit": code_commit(), "parent": _scored(Path(parent["path"]), args.split, device),
+    result = {"split": args.split, "parent": _scored(Path(parent["path"]), args.split, device),
               "child": _scored(child_file, args.split, device),
               "child_train": load_contents(child_file).config["train"]}
     result["bleu_gain"] = round(result["child"]["bleu"] - result["parent"]["bleu"], 2)

@@ -26,7 +26,7 @@ from typing import Any
 import sacrebleu
 import torch
 
-from benchmarks.common import add_split, begin, code_commit, device_tag, finish, measurement_parser, run_name
+from benchmarks.common import add_split, begin, device_tag, finish, measurement_parser, run_name
 from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE, decode_with
 from nmt.evaluation import split_pair
@@ -91,7 +91,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
             for name, h in hyps.items() if name != "nmt"}
     member = nmt_greedy.members[0]
     return {"benchmark": "hf_agreement", "run": run_name(member.path, nmt_greedy.cfg.name), "split": args.split,
-            "sentences": len(sources), "code_commit": code_commit(), "checkpoint": member.path,
+            "sentences": len(sources), "checkpoint": member.path,
             "checkpoint_sha256": member.sha256, "updates": member.steps, "train_minutes": member.minutes,
             "export_class": manifest["class"], "transformers_version": manifest["transformers_version"],
             "model_safetensors_sha256": sha256_file(folder / "model.safetensors"), "batch_size": args.batch_size,

@@ -290,6 +290,11 @@ def test_decode_profile_decodes_the_engines_batches_and_bounds_their_workers(scr
     capsys.readouterr()
     assert scripts["decode_profile"].main(args) == 1
     assert "peers.json: measured another model" in capsys.readouterr().err
+    peers["checkpoint_sha256"] = result["checkpoint_sha256"]
+    peers["fairseq"]["beam2"]["sentences_per_s"] = 0
+    (tmp_path / "peers.json").write_text(json.dumps(peers))
+    assert scripts["decode_profile"].main(args) == 1  # refused before decoding
+    assert "fairseq beam2 sentences_per_s is 0, not a positive speed" in capsys.readouterr().err
 
 
 def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp_path):
