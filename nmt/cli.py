@@ -206,7 +206,7 @@ def add_threshold_args(parser: argparse.ArgumentParser, where: str, shares: bool
 
 def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
     """The translator for the models on the command line, with the decoding flags applied and checked."""
-    from nmt.translator import load_translator
+    from nmt.loader import load_translator
 
     changes = {key: getattr(args, key) for key in DECODE_FLAGS} | extra
     translator = load_translator(paths, args.device, args.precision, changes, flag)
@@ -278,7 +278,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     from nmt.data import read_pair
     from nmt.evaluation import check_tuning, evaluate, report_paths, split_pair, tune_command, write_report
     from nmt.evaluation import summary as eval_summary
-    from nmt.translator import model_inputs
+    from nmt.loader import model_inputs
 
     paths = args.models + args.checkpoint
     if not paths:

@@ -30,10 +30,11 @@ from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds, attention_stat
 from nmt.errors import CheckpointError, ConfigError, DataError
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
+from nmt.loader import from_loaded
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
 from nmt.rundir import RunDir, read_metrics
 from nmt.search import Hypothesis
-from nmt.translator import Translator, from_loaded
+from nmt.translator import Translator
 from nmt.utils import resolve_device
 
 FAILED_NOTE = RunDir.FAILED
@@ -300,7 +301,7 @@ def pick_sentences(sources: list[str], count: int) -> list[int]:
 def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Translator, list[Hypothesis]]:
     """The run's best translation of each source, decoded with its own settings, with cross-attention."""
     translator = from_loaded([load_model(run.path, device)], device)
-    return translator, [n[0] for n in translator.searcher.search(sources, return_attention=True)]
+    return translator, [n[0] for n in translator.hypotheses(sources, return_attention=True)]
 
 
 def attention_record(run: Run, sources: list[str], device: torch.device, limit: int, heatmaps: int,
@@ -312,9 +313,9 @@ def attention_record(run: Run, sources: list[str], device: torch.device, limit: 
     weights = [h.attention.float() for h in best]  # each (T, S)
     panels = []
     for i in pick_sentences(sample, heatmaps):
-        src, tgt = translator.searcher.attention_labels(sample[i], best[i])
+        src, tgt = translator.attention_labels(sample[i], best[i])
         panels.append({"sentence": i, "weights": weights[i].tolist(), "source": src, "target": tgt,
-                       "translation": translator.searcher.detokenize(best[i])})
+                       "translation": translator.detokenize(best[i])})
     return {"sentences": len(sample), "thresholds": asdict(thresholds), "panels": panels,
             "summary": summarize([attention_stats(w, thresholds) for w in weights], thresholds)}
 

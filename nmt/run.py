@@ -57,7 +57,7 @@ class Run:
 
     def translator(self, device: str | torch.device = "auto", **decoding: Any) -> Translator:
         """A translator for the final model (or the run folder's best checkpoint), as `nmt.load` gives it."""
-        from nmt.translator import load_translator
+        from nmt.loader import load_translator
 
         return load_translator([self.checkpoint or self.path], device, changes=decoding)
 

@@ -401,20 +401,6 @@ def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
     return [(rank, ranked[index]) for rank, _, index in sorted(order)]
 
 
-def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
-                 return_attention: bool = False, constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
-    """Constrained beam search when any sentence has a constraint (`constraints`: per sentence, its target terms as
-    token ids, each a whole word: no token of `continuations` right after it), else greedy search when `cfg.beam ==
-    1` (one-element lists) and beam search otherwise; `auto` length penalties decode at `cfg.alpha`."""
-    if constraints is not None and any(len(term) for terms in constraints for term in terms):
-        return constrained_beam_search(model, src, src_mask, cfg, constraints, return_attention=return_attention,
-                                       continuations=continuations)
-    if cfg.beam == 1:
-        return [[h] for h in greedy_search(model, src, src_mask, cfg, return_attention=return_attention)]
-    return beam_search(model, src, src_mask, cfg, return_attention=return_attention)
-
-
 @torch.inference_mode()
 def forced_log_probs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                      tgt_out: torch.Tensor) -> torch.Tensor:

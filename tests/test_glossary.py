@@ -88,7 +88,7 @@ def test_without_terms_decoding_is_todays_on_the_sample_test_set(trained_run) ->
     translator = load_translator([trained_run], CPU)
     lines = read_pair(*resolve_files(translator.cfg)["test"])[0]
     model, cfg = translator.engine.model.eval(), translator.decode
-    batch = collate([(ids, ids[:0]) for ids in translator.searcher.encode(lines)], model.pad_id)
+    batch = collate([(ids, ids[:0]) for ids in translator.encode(lines)], model.pad_id)
     plain = beam_search(model, batch.src, batch.src_mask, cfg)
     empty = constrained_beam_search(model, batch.src, batch.src_mask, cfg, [[] for _ in lines])
     assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain] == \

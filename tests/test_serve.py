@@ -28,11 +28,11 @@ with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 ove
 
 from nmt.cli import translate_main  # noqa: E402
 from nmt.errors import ConfigError  # noqa: E402
+from nmt.loader import load_translator  # noqa: E402
 from nmt.serve.app import ClientGone, Limits, create_app, unless_gone  # noqa: E402
 from nmt.serve.batcher import Batcher  # noqa: E402
 from nmt.serve.command import main as serve_main  # noqa: E402
 from nmt.serve.limits import HeaderLimits  # noqa: E402
-from nmt.translator import load_translator  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -285,7 +285,7 @@ def test_requests_queued_while_the_worker_is_busy_form_one_batch_even_without_a_
         return batcher.batches, results
 
     batches, results = asyncio.run(scenario())
-    alone = [translator.searcher.search([line])[0] for line in LINES]
+    alone = [translator.hypotheses([line])[0] for line in LINES]
     assert batches == 1
     assert [[hyp.tokens for hyp in result[0]] for result in results] == [[hyp.tokens for hyp in n] for n in alone]
 

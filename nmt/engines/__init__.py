@@ -31,7 +31,8 @@ class Abilities:
 
 
 class Engine(Protocol):
-    """Searches over source ids (no EOS), returning each sentence's n-best list in input order."""
+    """Searches over source ids (no EOS), returning each sentence's n-best list in input order (an empty one for a
+    source without ids)."""
 
     name: str
     abilities: Abilities

@@ -175,6 +175,10 @@ class CTranslate2Engine:
             raise ExportError(NO_ATTENTION)
         if constraints is not None:
             raise ExportError(NO_GLOSSARY)
+        if not all(len(ids) for ids in sources):  # a source without ids has no hypotheses
+            searched = [i for i, ids in enumerate(sources) if len(ids)]
+            found = iter(self.search([sources[i] for i in searched], cfg))
+            return [next(found) if len(ids) else [] for ids in sources]
         results: list[list[Hypothesis]] = [[] for _ in sources]
         if not sources:
             return results
