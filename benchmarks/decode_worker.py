@@ -52,9 +52,9 @@ def main() -> None:
 
     from nmt.config import decode_with
 
-    try:
+    if (Path.cwd() / "nmt" / "loader.py").is_file():
         from nmt.loader import load_translator
-    except ImportError:  # a checkout whose translator module loads models itself
+    else:  # a checkout whose translator module loads models itself
         from nmt.translator import load_translator
 
     if spec["threads"]:

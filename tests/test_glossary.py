@@ -15,8 +15,9 @@ from nmt.data import collate, read_pair, resolve_files
 from nmt.engines.ctranslate2 import CTranslate2Engine
 from nmt.errors import DataError, ExportError
 from nmt.glossary import MAX_ENTRIES, Glossary, line_terms, load_glossary
+from nmt.loader import load_translator
 from nmt.search import beam_search, constrained_beam_search
-from nmt.translator import Translator, load_translator
+from nmt.translator import Translator
 from tests.conftest import fails_cleanly
 
 CPU = torch.device("cpu")
