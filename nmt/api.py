@@ -1,12 +1,12 @@
-"""The public API, for notebooks and scripts: what the console commands do, as functions.
+"""The public API for notebooks and scripts: what the console commands do, as functions.
 
     import nmt
     run = nmt.train("configs/sample_transformer.yaml", overrides={"train.max_steps": 100})
     translator = nmt.load(run.path, device="cpu", beam=5)
     translator.translate("Ein Hund läuft.")
 
-Each raises the library's own errors (`nmt.ConfigError`, `nmt.CheckpointError`, ...: all `nmt.NmtError`), never
-exits the process and leaves the root logger and the signal handlers as it found them.
+Each raises the library's own errors (all `nmt.NmtError`), never exits and leaves the root logger and the signal
+handlers as it found them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The one way from text to text: split into sentences, normalize, encode, truncate, search, detokenize, join.
+"""The Translator: text to text through one engine, and the ids-level calls under it.
 
-A `Translator` joins a tokenizer, a validated `DecodeConfig` and an engine (`nmt.engines`) that searches over
-source ids; `nmt.loader` builds one from a run folder, checkpoints or an export. Its text methods (`translate`,
-`translate_nbest`, `translate_markup`, `score`, `attention`) are the user's; `prepare` and `translations` are the
-same pipeline in two halves, for a caller that searches several requests' texts at once (the server); `hypotheses`
-searches lines whole, and `encode`, `search_batch`, `score_batch` and `detokenize` serve callers that bring their
-own token ids.
+`translate` splits texts into sentences, normalizes, encodes and truncates them, searches them in one batch, detokenizes
+and joins them; `prepare` and `translations` are its two halves, for a caller that searches several requests at once
+(the server). `hypotheses` searches lines whole; `encode`, `search_batch`, `score_batch` and `detokenize` take token
+ids, as CTranslate2's `translate_batch` and `score_batch` do. `nmt.loader` builds one.
 """
 
 from __future__ import annotations
@@ -32,8 +30,8 @@ from nmt.search import Hypothesis
 from nmt.sentences import Pieces, split, split_mode
 from nmt.tokenizer import Tokenizer
 
-ALIGNMENT_LAYER = -2  # the decoder layer whose cross-attention places inline tags (docs/translating.md says why)
-Warn = Callable[[int, int], None]  # (index of the line, its subword count) of a truncated source
+ALIGNMENT_LAYER = -2  # the decoder layer whose cross-attention places inline tags
+Warn = Callable[[int, int], None]  # (line index, subwords) of a truncated source
 
 
 @dataclass(frozen=True)
@@ -64,33 +62,30 @@ class ReferenceScore:
 
 @dataclass(frozen=True)
 class Translation:
-    """One translation of a text, an entry of its n-best list: the text with each sentence translated, whitespace
-    and line breaks kept. A text of one sentence has its hypothesis's score and log-probability."""
+    """One entry of a text's n-best list: each sentence translated, the text's whitespace kept."""
 
     text: str
-    score: float  # the sum of its sentences' scores (each Hypothesis.score, the length-penalized log-probability)
-    log_prob: float  # the summed natural-log probability of every subword it holds and of each sentence's EOS
-    tokens: int  # the subwords scored, each sentence's EOS included
-    unmet: int = 0  # target terms its sentences lack (a constrained search that reached the length cap)
+    score: float  # the sum of its sentences' Hypothesis.score
+    log_prob: float  # summed over its subwords and each sentence's EOS
+    tokens: int  # subwords scored, each sentence's EOS included
+    unmet: int = 0  # target terms it lacks (the search reached the length cap)
     hypotheses: tuple[Hypothesis | None, ...] = field(default=(), compare=False, repr=False)  # one per sentence
 
     @property
     def mean_log_prob(self) -> float:
-        """The per-token average log-probability: over all its sentences' tokens, so a token-weighted mean; NaN
-        for a translation of no tokens (a document with no text to translate)."""
+        """The token-weighted mean log-probability; NaN without tokens."""
         return self.log_prob / self.tokens if self.tokens else math.nan
 
     @property
     def confidence(self) -> float:
-        """exp(mean_log_prob), in [0, 1]: the geometric mean of the model's probability for each token it chose.
-        How sure the model was of its own words, not an estimate of the translation's quality."""
+        """exp(mean_log_prob): the geometric mean of the model's probability for each token it chose; how sure the model
+        was, not an estimate of quality."""
         return math.exp(self.mean_log_prob)
 
 
 @dataclass(frozen=True)
 class Texts:
-    """Texts split into sentences, with the target terms each sentence's translation must contain (None: no
-    glossary or constraints): what `Translator.translations` searches in one batch."""
+    """Texts split into sentences, with each sentence's target terms (None: no glossary or constraints)."""
 
     pieces: tuple[Pieces, ...]
     terms: list[list[str]] | None = None
@@ -105,7 +100,7 @@ class Texts:
 
     @staticmethod
     def joined(parts: Sequence[Texts]) -> Texts:
-        """Several as one, in order, so that one search serves them all; all with terms or all without."""
+        """Several as one, so that one search serves them all; all with terms or all without."""
         terms = None if parts[0].terms is None else [terms for part in parts for terms in part.terms or []]
         return Texts(tuple(piece for part in parts for piece in part.pieces), terms)
 
@@ -116,16 +111,15 @@ class Translator:
     def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
                  members: Sequence[Member] = (), cfg: Config | None = None) -> None:
         if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
-            # a longer source (with its EOS) has no position encodings: truncate to what the model covers
+            # a longer source (with its EOS) has no position encodings
             decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
-        self.members = list(members)  # the models it decodes with, as the reports name them
-        self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
+        self.members = list(members)
+        self.cfg = cfg  # the (first) member's training config
 
     def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
-        """The same models and tokenizer with other search settings: `decode` in place of this one's, and/or
-        decode.* settings changed by keyword (`beam=5`), checked as the config's are and against what the
-        engine can do; itself when nothing changes."""
+        """The same models with other search settings: `decode`, and/or decode.* keywords (`beam=5`), checked as the
+        config's are and against the engine; itself when nothing changes."""
         if decode is None and not changes:
             return self
         decode = decode_with(decode or self.decode, changes)
@@ -133,19 +127,19 @@ class Translator:
         return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
 
     def normalize(self, line: str) -> str:
-        """The text the model reads: as the training data was cleaned (NFC, whitespace, optional lowercase)."""
+        """The text the model reads, cleaned as the training data was."""
         return normalize(line, self.lowercase)
 
     def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, split_sentences: str | bool = "on",
                   glossary: GlossaryLike = None, constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                   **decoding: Any) -> str | list[str]:
         """The best translation of a text (a str), or of each text of a sequence (a list; "" for a blank one).
-        Each text is split into sentences (`split_sentences`: on, off or nonewlines, as `nmt.sentences.split`),
-        translated in one batch and joined with the text's own whitespace. `glossary` (a `Glossary`, a {source
-        term: target term} mapping, (source, target) pairs, or a TSV/CSV file's path) and `constraints` (the
-        target terms of a str, or a list of them per text) name target terms the translations must contain
-        (`sentence_terms`); `decoding` overrides decode.* settings (beam, length_penalty, ...) for this call; `warn`
-        hears of each truncated sentence: its text's index and its subword count."""
+
+        `split_sentences` (on, off, nonewlines) as `nmt.sentences.split`; `glossary` (a `Glossary`, a mapping, pairs or
+        a TSV/CSV path) and `constraints` (target terms of a str, or one list per text) name terms the translation must
+        contain; `decoding` overrides decode.* settings for this call; `warn` hears (text index, subwords) of each
+        truncated sentence.
+        """
         lines, one = _lines(text)
         constraints = [constraints] if one and constraints is not None else constraints
         texts = self.prepare(lines, split_sentences, glossary=glossary, constraints=constraints)
@@ -157,11 +151,9 @@ class Translator:
                         glossary: GlossaryLike = None,
                         constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                         **decoding: Any) -> list[Translation] | list[list[Translation]]:
-        """The n best translations (default: decode.n_best, at most the beam), best first, as `Translation`s (text,
-        score, mean_log_prob, confidence): for a str one list, for a sequence one list per text (a text of several
-        sentences: the combinations of one hypothesis per sentence with the highest summed score). The score is
-        nmt-translate --scores': the summed log-probability (EOS included) over the GNMT length penalty, summed
-        over the text's sentences. `glossary` and `constraints` as `translate` takes them."""
+        """The n best translations (default decode.n_best) as `Translation`s, best first: one list for a str, one per
+        text for a sequence. A text of several sentences gives the combinations of one hypothesis per sentence with
+        the highest summed score. Arguments as `translate`'s."""
         lines, one = _lines(text)
         constraints = [constraints] if one and constraints is not None else constraints
         texts = self.prepare(lines, split_sentences, glossary=glossary, constraints=constraints)
@@ -170,22 +162,19 @@ class Translator:
 
     def prepare(self, texts: Sequence[str], split_sentences: str | bool = "on", *, glossary: GlossaryLike = None,
                 constraints: Sequence[Sequence[str]] | None = None) -> Texts:
-        """The first half of `translate`: texts split into sentences (`nmt.sentences.split` in mode
-        `split_sentences`) with their target terms (`sentence_terms`). A malformed glossary or constraint is a
-        `DataError`; nothing is searched yet."""
+        """The first half of `translate`: texts split into sentences, with their target terms; `DataError` for a
+        malformed glossary or constraint."""
         mode = split_mode(split_sentences)
         pieces = tuple(split(text, mode) for text in texts)
         return Texts(pieces, sentence_terms(pieces, glossary, constraints))
 
     def translations(self, texts: Texts, warn: Warn | None = None,
                      return_attention: bool = False) -> list[list[Translation]]:
-        """The second half of `translate`: every sentence of `texts` searched in one batch, and each text's n-best
-        list made of its sentences' (`combine`); a text without subwords gives an empty list. `warn` hears of
-        truncated sentences by their text's index; `return_attention` keeps each hypothesis's attention."""
-        owner = texts.owners()
+        """The second half of `translate`: every sentence searched in one batch, each text's n-best list made of its
+        sentences' (empty for a text without subwords)."""
+        owner, constraints = texts.owners(), self._constraints(texts.terms)
         sources = self.encode(texts.sentences, None if warn is None else lambda j, n: warn(owner[j], n))
-        terms = None if texts.terms is None else [self._term_ids(line) for line in texts.terms]
-        nbest = self.engine.search(sources, self.decode, return_attention, **self._constraints(terms))
+        nbest = self.engine.search(sources, self.decode, return_attention, **constraints)
         out, start = [], 0
         for piece in texts.pieces:
             out.append(self._combine(piece, nbest[start:start + len(piece.sentences)]))
@@ -193,10 +182,8 @@ class Translator:
         return out
 
     def _combine(self, pieces: Pieces, nbest: Sequence[list[Hypothesis]]) -> list[Translation]:
-        """A text's n-best list (decode.n_best entries at most, best first) from its sentences' n-best lists: the
-        combinations of one hypothesis per sentence with the highest summed score. The first takes each
-        sentence's best; each later one differs from an earlier one in a single sentence, which takes its next
-        hypothesis. A sentence without subwords translates to ""; a text with none gives an empty list."""
+        """A text's n-best list from its sentences': the first takes each sentence's best, each later one differs from
+        an earlier one in one sentence, which takes its next hypothesis."""
         if not any(nbest):
             return []
         options = [hyps or [None] for hyps in nbest]
@@ -224,15 +211,13 @@ class Translator:
 
     def hypotheses(self, lines: Sequence[str], *, terms: Sequence[Sequence[str]] | None = None,
                    warn: Warn | None = None, return_attention: bool = False) -> list[list[Hypothesis]]:
-        """Each line's n-best hypotheses, in input order, the line searched whole as one sentence (never split:
-        what evaluation scores against aligned references); a line without subwords gives an empty list.
-        `terms`: per line, the target terms its translations must contain (`nmt.glossary.line_terms`)."""
-        term_ids = None if terms is None else [self._term_ids(line) for line in terms]
-        return self.search_batch(self.encode(lines, warn), terms=term_ids, return_attention=return_attention)
+        """Each line's n-best hypotheses, the line searched whole (as evaluation needs: references are aligned);
+        `terms`: per line, the target terms its translations must contain."""
+        constraints = self._constraints(terms)
+        return self.engine.search(self.encode(lines, warn), self.decode, return_attention, **constraints)
 
     def encode(self, lines: Sequence[str], warn: Warn | None = None) -> list[np.ndarray]:
-        """Normalized, encoded and truncated source ids (no EOS), none for a blank line; `warn` hears of each
-        truncated line."""
+        """Normalized, encoded and truncated source ids (no EOS); none for a blank line."""
         limit = self.decode.max_source_tokens
         out = []
         for index, ids in enumerate(self.tokenizer.encode_src([self.normalize(line) if line.strip() else ""
@@ -244,25 +229,26 @@ class Translator:
 
     def search_batch(self, sources: Sequence[Sequence[int]], *, terms: Sequence[Sequence[Sequence[int]]] | None = None,
                      return_attention: bool = False) -> list[list[Hypothesis]]:
-        """Each source's n-best hypotheses, in input order: source ids (no EOS; `encode` makes them) searched as
-        given. `terms`: per source, the target terms (ids, as `encode_tgt` gives them) its outputs must contain,
-        each as a whole word. A source without ids gives an empty list."""
-        sources = [np.asarray(ids, dtype=np.int64) for ids in sources]
-        term_ids = None if terms is None else [[np.asarray(t, dtype=np.int64) for t in line] for line in terms]
-        return self.engine.search(sources, self.decode, return_attention, **self._constraints(term_ids))
+        """Each source's n-best hypotheses: ids (no EOS) searched as given; `terms` per source, as target ids, each a
+        whole word; a source without ids gives an empty list."""
+        constraints = self._constraints(terms, encoded=True)
+        return self.engine.search([np.asarray(ids, dtype=np.int64) for ids in sources], self.decode, return_attention,
+                                  **constraints)
 
     def _term_ids(self, terms: Sequence[str]) -> list[np.ndarray]:
-        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word."""
+        """Target terms as the search reads them: normalized and encoded alone, so that each opens a word."""
         ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
-    def _constraints(self, terms: list[list[np.ndarray]] | None) -> dict[str, Any]:
-        """The engine's arguments for target terms: none without them; refused by an engine that cannot."""
+    def _constraints(self, terms: Sequence[Sequence[Any]] | None, encoded: bool = False) -> dict[str, Any]:
+        """The engine's arguments for per-line target terms (text, or ids where `encoded`)."""
         if terms is None:
             return {}
         if not self.engine.abilities.constraints:
             raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
-        return {"constraints": terms, "continuations": self.tokenizer.tgt_word_continuations}
+        ids = ([[np.asarray(term, dtype=np.int64) for term in line] for line in terms] if encoded
+               else [self._term_ids(line) for line in terms])
+        return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations}
 
     def _name(self) -> str:
         """How errors name the model: its (first) member's path."""
@@ -273,16 +259,14 @@ class Translator:
         return self.tokenizer.decode_tgt(hyp.tokens)
 
     def attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
-        """The labels of `hyp`'s attention over `line`: its columns, the source subwords as the search read them
-        (truncated) and EOS; its rows, the target subwords and EOS."""
+        """The labels of `hyp`'s attention: source subwords as searched, target subwords, each ending in EOS."""
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
     def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
-        """Each sentence's best translation with its word alignment: the cross-attention of decoder layer `layer`
-        (default ALIGNMENT_LAYER; see `alignment_attention`), averaged over its heads (and an ensemble's members),
-        summed from subwords into the whitespace-separated words of both sides; the search's own attention for a
-        model without layers of heads (a GRU); none where the engine gives no attention."""
+        """Each sentence's best translation with its word alignment: decoder layer `layer`'s cross-attention (default
+        ALIGNMENT_LAYER) averaged over heads and members and summed into words; a GRU's own attention; none where the
+        engine gives no attention."""
         attention = self.engine.abilities.attention
         out = []
         for sentence, hyps in zip(sentences, self.hypotheses(sentences, return_attention=attention)):
@@ -303,12 +287,9 @@ class Translator:
 
     def score(self, sources: str | Sequence[str],
               references: str | Sequence[str]) -> ReferenceScore | list[ReferenceScore]:
-        """How probable the model finds each reference translation of its source (forced decoding): a str pair
-        gives one `ReferenceScore`, two sequences a list. The number is the model's own: the summed natural-log
-        probability of the reference's subwords and EOS, read step by step as the search reads them (an
-        ensemble: the mean of its members' log-probabilities, as in its search), with no length penalty and no
-        length cap; for the search's output it is `Hypothesis.log_prob` (to float rounding). Both sides are
-        normalized as the training data was, and the source truncated as for translation."""
+        """The log-probability the model gives each reference translation of its source (forced decoding, no length
+        penalty): one `ReferenceScore` for a str pair, a list for two sequences. For the search's own output it
+        equals `Hypothesis.log_prob`."""
         (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
         if isinstance(references, str) != one:
             raise ConfigError("score: give a str source with a str reference, or a sequence of each")
@@ -320,8 +301,7 @@ class Translator:
         return out[0] if one else out
 
     def score_batch(self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Each target's token log-probabilities given its source (forced decoding), EOS's last: source ids as
-        `encode` gives them, target ids without BOS or EOS."""
+        """Each target's token log-probabilities given its source, EOS's last (ids without BOS or EOS)."""
         if not self.engine.abilities.scores:
             raise ExportError(f"{self._name()}: the {self.engine.name} "
                               "engine does not score given references; load a checkpoint or run folder")
@@ -333,9 +313,8 @@ class Translator:
         return self.engine.score([np.asarray(ids, dtype=np.int64) for ids in sources], targets, self.decode)
 
     def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
-        """One sentence's best translation with its cross-attention: source and target subwords (each ending in
-        EOS), the weights (rows: target subwords; columns: source subwords), every layer and head of a
-        Transformer, and the attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
+        """One sentence's best translation with its cross-attention (every layer and head of a Transformer) and the
+        attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
         if not isinstance(sentence, str):
             raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
         if not self.engine.abilities.attention:
@@ -360,20 +339,15 @@ class Translator:
 
     def translate_markup(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
                          split_sentences: str | bool = "nonewlines", **decoding: Any) -> str:
-        """A marked-up document (`format` "html" or "xml") translated with its markup as it was (`nmt.markup`):
-        each block's text is split into sentences (`split_sentences`, as for `translate`; by default a line
-        break is whitespace, as in markup) and translated, and inline tags inside a sentence are placed by the
-        word alignment of `aligned`; an engine without attention (a CTranslate2 export) puts them at their
-        sentence's edges. Text in code, pre, translate="no" elements and elements named in `ignore_tags` is left
-        alone. `decoding` as for `translate`; a document that cannot be read is a `MarkupError`."""
+        """An HTML or XML document translated with its markup kept (`nmt.markup`): inline tags placed by `aligned`, or
+        at their sentence's edges where the engine gives no attention; code, pre, translate="no" and `ignore_tags`
+        elements left alone."""
         return self.translate_markup_scored(document, format, ignore_tags=ignore_tags,
                                             split_sentences=split_sentences, **decoding).text
 
     def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
                                 split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
-        """`translate_markup`'s document as a `Translation`: its score, log-probability and tokens are the sums
-        over every sentence it translated, so its confidence is the token-weighted mean over them (text left alone
-        is not scored; a document with no text to translate has 0 tokens and a NaN confidence)."""
+        """`translate_markup`'s document as a `Translation` summed over the sentences it translated."""
         aligner, done = self.with_decode(**decoding).aligned, []
 
         def translate(sentences: list[str]) -> list[Aligned]:
@@ -387,8 +361,7 @@ class Translator:
                            sum(a.tokens for a in done))
 
     def settings(self) -> dict[str, Any]:
-        """Everything that decides the output, for reports: search settings (the length penalty as decoded, a
-        number even where it is `auto`), engine, precision, models."""
+        """Everything that decides the output, for reports (the length penalty as searched, even where `auto`)."""
         decode = dataclasses.asdict(self.decode) | {"length_penalty": self.decode.alpha}
         return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
@@ -397,10 +370,8 @@ class Translator:
 
 def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
                    constraints: Sequence[Sequence[str]] | None = None) -> list[list[str]] | None:
-    """Per sentence of split texts, the target terms its translation must contain (`nmt.glossary.line_terms`):
-    the glossary's entries are matched in each sentence; a text's own `constraints` (one list per text) go to its
-    sentence, and a text that holds several sentences and constraints is refused (which sentence a term belongs
-    to is not known: split it, or translate it whole with split_sentences off). None when neither is given."""
+    """Per sentence, the target terms its translation must contain: the glossary's entries found in it, and its text's
+    `constraints` (refused for a text of several sentences: which one a term belongs to is unknown)."""
     if constraints is not None:
         line_terms([" ".join(piece.sentences) for piece in pieces], None, constraints)  # checked per text
         for number, (piece, terms) in enumerate(zip(pieces, constraints), 1):
@@ -412,9 +383,8 @@ def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
 
 
 def alignment_attention(layers: Sequence[tuple[str, torch.Tensor]], layer: int | None = None) -> torch.Tensor:
-    """The attention that aligns words, from `Engine.layer_attention`'s named layers: decoder layer `layer`
-    (counted from 1; default ALIGNMENT_LAYER; negative from the last) of each model, averaged over heads and
-    models; (T, S)."""
+    """The attention that aligns words: decoder layer `layer` (from 1; negative from the last) of each model, averaged
+    over heads and models; (T, S)."""
     by_model: dict[str, list[torch.Tensor]] = {}
     for name, heads in layers:
         by_model.setdefault(name.rpartition("layer")[0], []).append(heads)

@@ -106,7 +106,7 @@ class TorchEngine:
 
         stop = threading.Event()  # set by a failing batch or the caller's error: batches not yet begun are skipped
 
-        def search_batch(indices: list[int]) -> None:
+        def search_one_batch(indices: list[int]) -> None:
             if stop.is_set():
                 return
             try:
@@ -134,12 +134,12 @@ class TorchEngine:
         workers = side_by_side(self.device, len(batches))
         if workers == 1:
             for indices in batches:
-                search_batch(indices)
+                search_one_batch(indices)
             return results
         with torch_threads(torch.get_num_threads() // workers):
             pool = ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode")
             try:  # longest first, so that no long batch is left to run alone
-                for future in [pool.submit(search_batch, indices) for indices in reversed(batches)]:
+                for future in [pool.submit(search_one_batch, indices) for indices in reversed(batches)]:
                     future.result()
             finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
                 stop.set()

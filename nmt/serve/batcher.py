@@ -90,7 +90,7 @@ class Batcher:
             jobs = [job]
             try:
                 self._collect(jobs, pending)
-                self._decode(jobs)
+                self._translate(jobs)
             except Exception as err:  # noqa: BLE001 - fail these requests, keep serving
                 for failed in jobs:
                     failed.loop.call_soon_threadsafe(_settle, failed.future, None, err)
@@ -122,7 +122,7 @@ class Batcher:
             result, error = None, err
         job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
-    def _decode(self, jobs: list[Job]) -> None:
+    def _translate(self, jobs: list[Job]) -> None:
         """One search per group of jobs with equal settings, with or without terms; each job gets its own slice of
         the results."""
         groups: dict[tuple, list[Job]] = {}
