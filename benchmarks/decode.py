@@ -98,8 +98,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds of the matmul peak measurement the MFU is taken against (default 3)")
     args = parser.parse_args(argv)
     if args.export is not None and (args.against is not None or args.ensemble or args.glossary):
-        parser.error("--export exports RUN alone and searches without a glossary: leave out --against, --ensemble "
-                     "and --glossary")
+        parser.error("--export times RUN alone without a glossary: with --against, --ensemble or --glossary leave "
+                     "out --export")
     return args
 
 
