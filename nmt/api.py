@@ -21,7 +21,7 @@ from nmt.config import ConfigSource, Overrides, as_overrides, load_config
 from nmt.errors import ConfigError, ExportError
 from nmt.loader import load_translator
 from nmt.model_formats import EXPORT_FORMATS
-from nmt.run import Run, train_run
+from nmt.run.lifecycle import Run, train_run
 from nmt.translator import Translator
 
 Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of them: an ensemble

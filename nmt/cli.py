@@ -35,7 +35,7 @@ from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import MESSAGE, ConfigError, ExportError, NmtError, TrainingInterrupted, excerpt, short_repr
 from nmt.fileio import check_input, check_output, describe_os_error
 from nmt.model_formats import EXPORT_FORMATS, HF_TOKENIZER_FILES, HF_WEIGHT_FILES, QUANTIZATIONS
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.signals import Interrupted, exit_status, terminate_cleanly
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
     from nmt.data import prepare, summary
-    from nmt.run import check_data_paths
+    from nmt.run.lifecycle import check_data_paths
 
     cfg = config_from_args(args)
     check_data_paths(cfg)
@@ -241,7 +241,7 @@ def train_main(argv: list[str] | None = None) -> int:
                              "validation split)")
     args = parser.parse_args(argv)
     from nmt.evaluation import summary as eval_summary
-    from nmt.run import train_run
+    from nmt.run.lifecycle import train_run
 
     cfg = config_from_args(args)
     setup_logging()

@@ -32,7 +32,7 @@ from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
 from nmt.loader import from_loaded
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
-from nmt.rundir import RunDir, read_metrics
+from nmt.run.folder import RunDir, read_metrics
 from nmt.search import Hypothesis
 from nmt.translator import Translator
 from nmt.utils import resolve_device
@@ -68,7 +68,7 @@ def _number(value: Any) -> bool:
 
 
 def finite_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a run's metrics.jsonl as `nmt.rundir.read_metrics` reads them, each without the figures
+    """The records of a run's metrics.jsonl as `nmt.run.folder.read_metrics` reads them, each without the figures
     that are not finite numbers (a curve or a speed has no point for them)."""
     return [{k: v for k, v in entry.items() if k == "type" or _number(v)} for entry in read_metrics(path)]
 

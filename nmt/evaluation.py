@@ -24,7 +24,7 @@ from nmt.data import evaluation_files, evaluation_splits, read_pair
 from nmt.engines.ctranslate2 import is_export, store_decode
 from nmt.errors import ConfigError, DataError, short_repr
 from nmt.fileio import atomic_output, check_output, sha256_file, write_json
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.translator import Translator
 
 

@@ -15,7 +15,7 @@ from nmt.engines.ctranslate2 import MANIFEST, CTranslate2Engine, export_files, i
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import CheckpointError, ConfigError, ExportError
 from nmt.fileio import sha256_file
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.search import Ensemble
 from nmt.tokenizer import Tokenizer
 from nmt.translator import Member, Translator, check_abilities

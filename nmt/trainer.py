@@ -38,8 +38,8 @@ from nmt.kernels import keep_freed_memory, label_smoothed_loss, real_targets
 from nmt.loader import from_loaded
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
-from nmt.rundir import RunDir
-from nmt.runlog import MetricsLog
+from nmt.run.folder import RunDir
+from nmt.run.log import MetricsLog
 from nmt.signals import stop_signal
 from nmt.translator import Translator
 from nmt.utils import autocast, rank_seed, rng_state, seed_everything, set_rng_state

@@ -281,7 +281,7 @@ def test_hand_edited_and_cut_off_run_files(tmp_path, trained_run, capsys) -> Non
     """A run whose report is not one nmt-evaluate writes fails with a reason naming the file; a metrics line
     cut off by a crash, or one with odd figures, is left out; a comparison with no usable run exits 1."""
     from nmt.compare import finite_metrics, load_run
-    from nmt.rundir import read_metrics
+    from nmt.run.folder import read_metrics
 
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"type": "train", "step": 5, "tgt_tok_s": "fast", "loss": 2.5}\n[1]\n'

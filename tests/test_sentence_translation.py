@@ -20,7 +20,7 @@ from nmt.config import load_config
 from nmt.data import prepare
 from nmt.evaluation import split_pair, tune_length_penalty
 from nmt.loader import load_translator
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.sentences import split
 from nmt.serve.app import Limits, create_app
 from nmt.trainer import validation_scores

@@ -17,7 +17,7 @@ from nmt.errors import ExportError
 from nmt.export import publish_export
 from nmt.fileio import sha256_file
 from nmt.interop.hf_weights import CLASSES, hf_kind, import_transformers, quiet, to_hf_weights
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_pieces
 
 MANIFEST = "nmt_huggingface.json"
