@@ -302,7 +302,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     else:
         name = args.split
         sources, refs = split_pair(translator.cfg, args.split)
-    out, hyp_path = report_paths(translator.members[0].path, name, args.output)
+    out, hyp_path = report_paths(translator.members[0].path, name, args.output, translator.languages[1])
     check_output("report", out, inputs)
     check_output("hypotheses", hyp_path, [*inputs, ("report", out)])
     report, hyps = evaluate(translator, sources, refs, name, command_line("nmt-evaluate", argv))
@@ -493,12 +493,12 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
-    from nmt.compare import RUN_FILES, compare, markdown
+    from nmt.compare import compare, markdown, run_files
     from nmt.utils import resolve_device
 
     resolve_device(args.device)
     out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
-    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
+    reads = [("run file", Path(run) / name) for run in args.runs for name in run_files(run)]
     for name in ("compare.json", "compare.md", "learning_curves.png"):
         check_output("--out", out / name, reads)
     data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
