@@ -301,11 +301,6 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
         log(f"encoding with the given tokenizer ({given.identity[:12]}); no sentencepiece model is trained")
         tokenizer, sample = given, {"pairs": 0, "sha256": ""}
         tokenizer.save(out)
-    for tag in d.tags:
-        try:
-            tokenizer.reserved_id(tag)
-        except TokenizerError as err:
-            raise DataError(f"data.train_corpora: {err}") from None
     with worker_pool(workers) as pool:
         _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs, tokenizer)
     (out / NORMALIZED).unlink()
@@ -343,6 +338,12 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS,
     A given `tokenizer` (a fine-tuning parent's) encodes the corpus instead of one trained on it; the cache key
     then names that tokenizer instead of the tokenizer settings.
     """
+    if tokenizer is not None:
+        for tag in cfg.data.tags:
+            try:
+                tokenizer.reserved_id(tag)
+            except TokenizerError as err:
+                raise DataError(f"data.train_corpora: {err}") from None
     corpora = resolve_corpora(cfg, log)
     for split_corpora in corpora.values():
         for path in (p for c in split_corpora for p in c.paths):
