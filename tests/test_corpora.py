@@ -168,3 +168,29 @@ def test_a_tag_the_given_tokenizer_does_not_reserve_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"data.train_corpora: tag '<bt>' is not in the tokenizer's source vocab"):
         prepare(child, log=quiet, tokenizer=given)
     assert not any((tmp_path / "cache").glob("*/COMPLETE"))
+
+
+def test_a_ctranslate2_export_of_a_tagged_model_never_emits_the_tag(tmp_path):
+    pytest.importorskip("ctranslate2")
+    from nmt.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.export import export_ctranslate2
+    from nmt.translator import load_translator
+    from tests.conftest import untrained_run
+
+    files = write_pair(tmp_path / "synthetic", "bt", SYNTHETIC)
+    run = untrained_run(tmp_path, "tagged", data={"train_corpora": [{"files": files, "tag": "<bt>"}]},
+                        model={"output_bias": True})
+    payload = load_checkpoint(run / "checkpoints" / "best.pt")
+    translator = load_translator([run], "cpu")
+    tag = translator.tokenizer.reserved_id("<bt>")
+    payload["model"]["output.bias"][tag] = 1e4  # the tag is the model's favourite output everywhere
+    save_checkpoint(payload, tmp_path / "favours_tag.pt")
+    export_ctranslate2(tmp_path / "favours_tag.pt", tmp_path / "ct2", "float32")
+    exported = load_translator([tmp_path / "ct2"], "cpu")
+    lines = ["Ein Hund rennt.", "Zwei Katzen schlafen."]
+    hyps = exported.searcher.search(lines)
+    assert all(hyp and tag not in hyp[0].tokens for hyp in hyps)
+    engine = exported.engine  # the same search without the mask emits it
+    pieces = [[engine.src_pieces[i] for i in ids.tolist()] + [engine.eos] for ids in exported.searcher.encode(lines)]
+    unmasked = engine.translator.translate_batch(pieces, beam_size=1, max_decoding_length=4)
+    assert all("<bt>" in out.hypotheses[0] for out in unmasked)

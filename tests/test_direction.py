@@ -83,3 +83,29 @@ def test_a_reverse_model_trains_and_evaluates_into_german(tmp_path, capsys):
     from nmt.sentences import split
     assert split("Mr. Smith runs. A dog sleeps.", language=translator.searcher.language).sentences == (
         "Mr. Smith runs.", "A dog sleeps.")
+
+
+def test_exports_name_the_models_languages_and_keep_its_tags_out(tmp_path):
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("transformers")
+    import json
+
+    from nmt import load
+    from nmt.export import export_ctranslate2, read_manifest
+    from nmt.interop.hf_export import export_huggingface
+    from tests.conftest import untrained_run
+
+    (tmp_path / "bt.en").write_text("a dog runs\n", encoding="utf-8")
+    (tmp_path / "bt.de").write_text("ein hund rennt\n", encoding="utf-8")
+    corpus = {"files": [str(tmp_path / "bt.en"), str(tmp_path / "bt.de")], "tag": "<bt>"}
+    run = untrained_run(tmp_path, "reverse", data={"direction": "en-de", "train_corpora": [corpus]})
+    tag = load(run, device="cpu").tokenizer.reserved_id("<bt>")
+    export_ctranslate2(run, tmp_path / "ct2", "float32")
+    assert read_manifest(tmp_path / "ct2")["languages"] == ["en", "de"]
+    export_huggingface(run, tmp_path / "hf")
+    tokenizer = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert (tokenizer["source_lang"], tokenizer["target_lang"]) == ("en", "de")
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text(encoding="utf-8"))
+    assert generation["bad_words_ids"] == [[tag]]
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
+    assert "A Transformer translating en->de" in card and "- en\n- de" in card

@@ -195,8 +195,9 @@ class CTranslate2Engine:
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)
         pending = []
-        pieces = {i: piece for piece, i in self.tgt_ids.items()}
-        suppress = {"suppress_sequences": [[pieces[i]] for i in sorted(never_emit)]} if never_emit else {}
+        # the reserved symbols as target pieces, each a sequence of one that CTranslate2 never emits
+        suppress = {"suppress_sequences": [[piece] for piece, i in self.tgt_ids.items() if i in never_emit]
+                    } if never_emit else {}
         for limit, rows in by_limit.items():
             beta = ranking_penalty(cfg.alpha, sum(len(sources[i]) + 1 for i in rows) / len(rows))
             futures = self.translator.translate_batch(

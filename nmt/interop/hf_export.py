@@ -118,7 +118,7 @@ def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) ->
     m = cfg.model
     lines = [
         f"# {cfg.name}", "",
-        f"A {src}->{tgt} Transformer trained with nmt on {dataset}, converted to "
+        f"A Transformer translating {src}->{tgt}, trained with nmt on {dataset}, converted to "
         f"`{CLASSES[kind]}` (a stock transformers class) by `nmt-export --format huggingface`.", "",
         "**License**: not set. Choose one and put it in the `license` field above before publishing.", "",
         "## Model", "",
