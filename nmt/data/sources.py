@@ -57,13 +57,13 @@ class Corpus:
         return len(self.paths) == 1
 
 
-def verify_checksum(path: Path, expected: str, hint: str) -> None:
+def _verify(path: Path, expected: str, hint: str) -> None:
     actual = sha256_file(path)
     if actual != expected:
         raise DataError(f"{path}: checksum mismatch (expected sha256 {expected}, got {actual}); {hint}")
 
 
-def download(url: str, dest: Path, expected: str, mirror_hint: str) -> None:
+def _download(url: str, dest: Path, expected: str, mirror_hint: str) -> None:
     """Fetch `url` into `dest` through a temporary file, with a progress bar and a checksum check; a failure says
     how to use a mirror instead (`mirror_hint`)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def download(url: str, dest: Path, expected: str, mirror_hint: str) -> None:
                 for chunk in iter(lambda: response.read(1 << 16), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
-        verify_checksum(tmp, expected, f"the download from {url} is damaged; run again")
+        _verify(tmp, expected, f"the download from {url} is damaged; run again")
         tmp.replace(dest)
     except (urllib.error.URLError, OSError) as err:
         raise DataError(f"cannot download {url} ({getattr(err, 'reason', err)}); {mirror_hint}") from None
@@ -90,23 +90,30 @@ def fetch_multi30k(data: DataConfig, log: Log = print, splits: dict[str, str] = 
     if mirror:
         log(f"multi30k: reading from mirror {mirror}")
     files: dict[str, Path] = {}
+    hint = f"set data.mirror or {MIRROR_ENV} to a folder holding {', '.join(MULTI30K_SHA256)}"
     for name in (f"{stem}.{side}.gz" for stem in splits.values() for side in ("de", "en")):
-        expected = MULTI30K_SHA256[name]
-        if mirror:
-            path = Path(mirror) / name
-            if not path.is_file():
-                raise DataError(f"{path}: file not found in the Multi30k mirror folder")
-            verify_checksum(path, expected, "the mirror copy differs from the official file: replace it")
-        else:
-            path = Path(data.download_dir) / "multi30k" / name
-            if path.is_file():
-                verify_checksum(path, expected, "the file is damaged or incomplete: delete it and run again")
-            else:
-                log(f"multi30k: downloading {name}")
-                download(f"{MULTI30K_URL}/{name}", path, expected,
-                          f"set data.mirror or {MIRROR_ENV} to a folder holding {', '.join(MULTI30K_SHA256)}")
-        files[name] = path
+        files[name] = fetch_file(name, MULTI30K_SHA256[name], mirror, Path(data.download_dir) / "multi30k",
+                                 MULTI30K_URL, "Multi30k", hint, log)
     return {split: (files[f"{stem}.de.gz"], files[f"{stem}.en.gz"]) for split, stem in splits.items()}
+
+
+def fetch_file(name: str, expected: str, mirror: str, folder: Path, url: str, what: str, hint: str,
+               log: Log) -> Path:
+    """The official file `name` of a dataset (`what`), checked against its sha256 `expected`: from the `mirror`
+    folder when one is set, else from `folder`, downloaded from `url`/`name` once (`hint`: how to use a mirror)."""
+    if mirror:
+        path = Path(mirror) / name
+        if not path.is_file():
+            raise DataError(f"{path}: file not found in the {what} mirror folder")
+        _verify(path, expected, "the mirror copy differs from the official file: replace it")
+        return path
+    path = folder / name
+    if path.is_file():
+        _verify(path, expected, "the file is damaged or incomplete: delete it and run again")
+    else:
+        log(f"{what.lower()}: downloading {name}")
+        _download(f"{url}/{name}", path, expected, hint)
+    return path
 
 
 def in_direction(pair: tuple[Path, Path], data: DataConfig) -> tuple[Path, Path]:

@@ -18,9 +18,8 @@ from nmt.data.sources import (
     MULTI30K_SPLITS,
     MULTI30K_TEST_SETS,
     Log,
-    download,
+    fetch_file,
     fetch_multi30k,
-    verify_checksum,
 )
 from nmt.data.text import normalize_lines, read_lines
 from nmt.errors import DataError
@@ -68,24 +67,9 @@ def task2_files(data: DataConfig, language: str, log: Log = print) -> list[Path]
     mirror = data.task2_mirror or os.environ.get(TASK2_MIRROR_ENV, "")
     if mirror:
         log(f"multi30k task 2: reading from mirror {mirror}")
-    files = []
-    for name in (f"train.{n}.{language}.gz" for n in range(1, 6)):
-        expected = TASK2_SHA256[name]
-        if mirror:
-            path = Path(mirror) / name
-            if not path.is_file():
-                raise DataError(f"{path}: file not found in the Multi30k task 2 mirror folder")
-            verify_checksum(path, expected, "the mirror copy differs from the official file: replace it")
-        else:
-            path = Path(data.download_dir) / "multi30k-task2" / name
-            if path.is_file():
-                verify_checksum(path, expected, "the file is damaged or incomplete: delete it and run again")
-            else:
-                log(f"multi30k task 2: downloading {name}")
-                download(f"{TASK2_URL}/{name}", path, expected, f"set data.task2_mirror or {TASK2_MIRROR_ENV} "
-                          f"to a folder holding {', '.join(TASK2_SHA256)}")
-        files.append(path)
-    return files
+    hint = f"set data.task2_mirror or {TASK2_MIRROR_ENV} to a folder holding {', '.join(TASK2_SHA256)}"
+    return [fetch_file(name, TASK2_SHA256[name], mirror, Path(data.download_dir) / "multi30k-task2", TASK2_URL,
+                       "Multi30k task 2", hint, log) for name in (f"train.{n}.{language}.gz" for n in range(1, 6))]
 
 
 def held_out_lines(data: DataConfig, log: Log = print) -> set[str]:
