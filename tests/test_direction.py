@@ -109,3 +109,18 @@ def test_exports_name_the_models_languages_and_keep_its_tags_out(tmp_path):
     assert generation["bad_words_ids"] == [[tag]]
     card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
     assert "A Transformer translating en->de" in card and "- en\n- de" in card
+
+
+def test_ensemble_members_must_translate_the_same_way(tmp_path):
+    from nmt import load
+    from nmt.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.errors import CheckpointError
+    from tests.conftest import untrained_run
+
+    run = untrained_run(tmp_path, "forward")
+    payload = load_checkpoint(run / "checkpoints" / "best.pt")
+    payload["config"]["data"]["direction"] = "en-de"  # the same vocabulary, read the other way
+    save_checkpoint(payload, tmp_path / "reverse.pt")
+    assert load(tmp_path / "reverse.pt", device="cpu").languages == ("en", "de")
+    with pytest.raises(CheckpointError, match="translates en-de, .* de-en; ensemble members must translate the same"):
+        load([run, tmp_path / "reverse.pt"], device="cpu")

@@ -236,6 +236,10 @@ def _validate_data(data: DataConfig) -> None:
         pair = BILINGUAL[data.dataset]
         raise ConfigError(f"data.direction: dataset '{data.dataset}' holds {pair[0]} and {pair[1]}: choose "
                           f"{pair[0]}-{pair[1]} or {pair[1]}-{pair[0]}, not {data.direction}")
+    for i, entry in enumerate(data.train_corpora):
+        if not isinstance(entry, (list, CorpusConfig)):
+            raise ConfigError(f"data.train_corpora[{i}]: expected a list of files or a CorpusConfig, got "
+                              f"{type(entry).__name__} (load_config reads a mapping as one)")
     for i, entry in enumerate(data.corpora):
         where = f"data.train_corpora[{i}]"
         if len(entry.files) not in (1, 2) or not all(entry.files):
