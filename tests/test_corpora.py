@@ -12,7 +12,7 @@ import torch
 
 from nmt.cli import prepare_main
 from nmt.config import Config, CorpusConfig, DataConfig, DecodeConfig, TokenizerConfig, load_config
-from nmt.data import prepare
+from nmt.data import prepare, summary
 from nmt.data.pipeline import repeats
 from nmt.errors import ConfigError, DataError
 from nmt.models.base import Memory, Seq2Seq, State
@@ -64,6 +64,7 @@ def test_weights_change_how_often_a_corpus_is_seen(tmp_path):
     assert all(counts[t] == 3 * once[t] for _, t in SYNTHETIC), counts
     assert sum(seen(halved)[t] for _, t in SYNTHETIC) == len(SYNTHETIC) // 2
     assert [c["rows"] for c in tripled.stats["corpora"]][1] == 3 * len(SYNTHETIC)
+    assert f"bt.de + bt.en 4 / 4 x 3 = {3 * len(SYNTHETIC)}" in summary(tripled)
     assert {s: len(tripled.splits[s]) for s in ("val", "test")} == {s: len(plain.splits[s]) for s in ("val", "test")}
 
 
