@@ -219,12 +219,26 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 
 @command
 def prepare_main(argv: list[str] | None = None) -> int:
-    """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
-    args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
+    """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did. With --task2 LANG
+    --output FILE: write Multi30k task 2's LANG text instead, without validation and test sentences."""
+    parser = config_parser("nmt-prepare", prepare_main.__doc__)
+    parser.add_argument("--task2", choices=("en", "de"),
+                        help="write the monolingual task 2 text of this language to --output (data.task2_mirror, "
+                             "data.mirror for the held-out sets, data.lowercase as in the config)")
+    parser.add_argument("--output", help="with --task2: the file to write (.gz: gzipped)")
+    args = parser.parse_args(argv)
+    if bool(args.task2) != bool(args.output):
+        raise ConfigError("--task2 and --output go together")
     from nmt.data import prepare, summary
     from nmt.run import check_data_paths
 
     cfg = config_from_args(args)
+    if args.task2:
+        from nmt.data.task2 import write_monolingual
+
+        check_output("output", args.output)
+        print(write_monolingual(cfg.data, args.task2, args.output).summary())
+        return 0
     check_data_paths(cfg)
     print(summary(prepare(cfg)))
     return 0
@@ -302,7 +316,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     else:
         name = args.split
         sources, refs = split_pair(translator.cfg, args.split)
-    out, hyp_path = report_paths(translator.members[0].path, name, args.output)
+    out, hyp_path = report_paths(translator.members[0].path, name, args.output, translator.languages[1])
     check_output("report", out, inputs)
     check_output("hypotheses", hyp_path, [*inputs, ("report", out)])
     report, hyps = evaluate(translator, sources, refs, name, command_line("nmt-evaluate", argv))
@@ -493,12 +507,12 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
-    from nmt.compare import RUN_FILES, compare, markdown
+    from nmt.compare import compare, markdown, run_files
     from nmt.utils import resolve_device
 
     resolve_device(args.device)
     out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
-    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
+    reads = [("run file", Path(run) / name) for run in args.runs for name in run_files(run)]
     for name in ("compare.json", "compare.md", "learning_curves.png"):
         check_output("--out", out / name, reads)
     data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,

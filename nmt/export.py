@@ -166,7 +166,8 @@ def publish_export(output: Path, loaded: LoadedModel, manifest_name: str, head: 
         fill(tmp)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         manifest = {**head, "source_checkpoint": str(loaded.path), "source_sha256": sha256_file(loaded.path),
-                    "tokenizer_id": loaded.tokenizer.identity, "config": to_dict(loaded.cfg), "files": files}
+                    "tokenizer_id": loaded.tokenizer.identity, "languages": list(loaded.cfg.data.languages),
+                    "config": to_dict(loaded.cfg), "files": files}
         (tmp / manifest_name).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if output.is_dir():
             output.rmdir()

@@ -198,10 +198,10 @@ def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: C
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
     """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
+    corpora = [(f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.corpora) for path in entry.files]
     if cfg.data.dataset != "files":
-        return []
-    return [(f"data.{key}", getattr(cfg.data, key)) for key in FILES_KEYS if getattr(cfg.data, key)] + [
-        (f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.train_corpora) for path in entry]
+        return corpora
+    return [(f"data.{key}", getattr(cfg.data, key)) for key in FILES_KEYS if getattr(cfg.data, key)] + corpora
 
 
 def check_data_paths(cfg: Config) -> None:
@@ -221,7 +221,7 @@ def _check_run_paths(cfg: Config) -> None:
     """
     check_output("run folder (run_root/name)", cfg.run_dir, folder=True)
     inputs = _data_inputs(cfg)
-    for path in RunDir(cfg.run_dir).outputs((JOINT_FILE, SRC_FILE, TGT_FILE)):
+    for path in RunDir(cfg.run_dir).outputs(cfg.data.languages[1], (JOINT_FILE, SRC_FILE, TGT_FILE)):
         check_output("run file", path, inputs)
     if cfg.train.init_from and RunDir(cfg.run_dir).path.resolve() == Path(cfg.train.init_from).resolve():
         raise ConfigError(f"train.init_from {cfg.train.init_from}: is this run's own folder; a child needs a run "

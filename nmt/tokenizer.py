@@ -51,14 +51,16 @@ class VocabInfo:
     unk_id: int = UNK_ID
 
 
-def _train_model(cfg: TokenizerConfig, lines: Iterable[str]) -> bytes:
-    """Train one sentencepiece model from an in-memory iterator and return its serialized bytes."""
+def _train_model(cfg: TokenizerConfig, lines: Iterable[str], reserved: Sequence[str] = ()) -> bytes:
+    """Train one sentencepiece model from an in-memory iterator and return its serialized bytes; each `reserved`
+    symbol is a control piece (never matched in text: only put in as an id)."""
     writer = io.BytesIO()
+    extra = {"control_symbols": list(reserved)} if reserved else {}
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines), model_writer=writer, model_type=cfg.type, vocab_size=cfg.vocab_size,
             character_coverage=cfg.character_coverage, hard_vocab_limit=cfg.hard_vocab_limit,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, num_threads=2, minloglevel=2)
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, num_threads=2, minloglevel=2, **extra)
     except RuntimeError as err:
         raise TokenizerError(_plain_words(str(err), cfg)) from None
     return writer.getvalue()
@@ -117,15 +119,16 @@ class Tokenizer:
 
     @classmethod
     def train(cls, cfg: TokenizerConfig, src_lines: Iterable[str], tgt_lines: Iterable[str],
-              out_dir: str | Path) -> Tokenizer:
-        """Train on the given sentences (both sides, source first, for a joint model) and save into `out_dir`.
+              out_dir: str | Path, reserved: Sequence[str] = ()) -> Tokenizer:
+        """Train on the given sentences (both sides, source first, for a joint model) and save into `out_dir`;
+        the `reserved` symbols (source tags) are pieces of the source vocabulary that no text segments into.
 
         The sentences are read once, so they may come from a generator rather than a list in memory.
         """
         if cfg.joint:
-            tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines)))
+            tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines), reserved))
         else:
-            tok = cls(_train_model(cfg, src_lines), _train_model(cfg, tgt_lines))
+            tok = cls(_train_model(cfg, src_lines, reserved), _train_model(cfg, tgt_lines))
         tok.save(out_dir)
         return tok
 
@@ -216,6 +219,29 @@ class Tokenizer:
         table = self._tables[min(side, len(self._tables) - 1)]
         # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
         return model.decode_pieces([table[i] for i in kept]).replace("\u2581", " ").strip()
+
+    def reserved_id(self, tag: str) -> int:
+        """The source id of a reserved symbol (a corpus tag); TokenizerError when the vocabulary does not reserve
+        it: absent, or an ordinary piece that text segments into."""
+        if self._tables:
+            raise TokenizerError(f"tag {tag!r}: a tokenizer with id tables (an imported model) reserves no tags")
+        piece = self._src.piece_to_id(tag)
+        if self._src.id_to_piece(piece) != tag:
+            raise TokenizerError(f"tag {tag!r} is not in the tokenizer's source vocabulary (train a tokenizer with "
+                                 "the tagged corpus)")
+        if not self._src.is_control(piece) or piece in SPECIAL_IDS:
+            raise TokenizerError(f"tag {tag!r} is an ordinary piece of the tokenizer's source vocabulary (id "
+                                 f"{piece}), which text segments into: choose a tag that is not a word or subword")
+        return piece
+
+    @functools.cached_property
+    def never_emit(self) -> frozenset[int]:
+        """Target ids no search may output: the reserved symbols (tags) of a joint vocabulary."""
+        if self._tables:
+            return frozenset()
+        model = self._tgt
+        return frozenset(i for i in range(model.get_piece_size())
+                         if model.is_control(i) and i not in SPECIAL_IDS and i != UNK_ID)
 
     def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each source line, without BOS/EOS."""

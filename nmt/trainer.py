@@ -327,7 +327,7 @@ class Trainer:
             report["parent"] = self.progress.parent
         if tuning is not None:
             report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
-        write_report(report, hyps, run.report("test"), run.hypotheses("test"))
+        write_report(report, hyps, run.report("test"), run.hypotheses("test", translator.languages[1]))
         outcome.report = report
         return outcome
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from nmt.checkpoint import LoadedModel, load_model
-from nmt.config import Config, DecodeConfig, config_from_dict, decode_with
+from nmt.config import Config, DataConfig, DecodeConfig, config_from_dict, decode_with
 from nmt.data import normalize
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
@@ -109,9 +109,10 @@ class Searcher:
     them with the engine, detokenizes hypotheses, and joins sentences' n-best lists into texts'."""
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
-                 members: Sequence[Member] = ()) -> None:
+                 members: Sequence[Member] = (), *, language: str) -> None:
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
+        self.language = language  # the source language: how texts are split into sentences
 
     @property
     def model_name(self) -> str:
@@ -130,7 +131,7 @@ class Searcher:
         `glossary` and `constraints` (one list per text) as `sentence_terms` assigns them. A text without subwords
         gives an empty list."""
         mode = split_mode(split_sentences)  # checked even for no texts
-        pieces = [split(text, mode) for text in texts]
+        pieces = [split(text, mode, language=self.language) for text in texts]
         owner = [index for index, piece in enumerate(pieces) for _ in piece.sentences]
         nbest = self.search(sentences_of(pieces), None if warn is None else lambda j, n: warn(owner[j], n),
                             return_attention, sentence_terms(pieces, glossary, constraints))
@@ -195,8 +196,8 @@ class Searcher:
         work, sources = [i for i, ids in zip(work, sources) if len(ids)], [ids for ids in sources if len(ids)]
         constraints = None if terms is None else [self.encode_terms(terms[i]) for i in work]
         continuations = self.tokenizer.tgt_word_continuations if terms is not None else frozenset()
-        nbest = (self.engine.search(sources, self.decode, return_attention, constraints, continuations=continuations)
-                 if work else [])
+        nbest = (self.engine.search(sources, self.decode, return_attention, constraints, continuations=continuations,
+                                    never_emit=self.tokenizer.never_emit) if work else [])
         results: list[list[Hypothesis]] = [[] for _ in lines]
         for i, hyps in zip(work, nbest, strict=True):
             results[i] = hyps
@@ -258,8 +259,9 @@ class Translator:
         if engine.max_positions is not None and decode.max_source_tokens >= engine.max_positions:
             # a longer source (with its EOS) has no position encodings: truncate to what the model covers
             decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
-        self.searcher = Searcher(engine, tokenizer, decode, lowercase, members)
         self.cfg = cfg  # the (first) member's training config: its dataset, experiment name, ...
+        self.languages = (cfg.data if cfg is not None else DataConfig()).languages  # (source, target)
+        self.searcher = Searcher(engine, tokenizer, decode, lowercase, members, language=self.languages[0])
 
     # what it searches with, kept once, by its searcher: read-only here
     engine = property(attrgetter("searcher.engine"), doc="The engine that searches.")
@@ -390,7 +392,7 @@ class Translator:
             return results
 
         text = translate_document(document, format, translate, ignore_tags=ignore_tags,
-                                  split=splitter(split_mode(split_sentences)))
+                                  split=splitter(split_mode(split_sentences), self.languages[0]))
         return Translation(text, sum(a.score for a in done), sum(a.log_prob for a in done),
                            sum(a.tokens for a in done))
 
@@ -472,6 +474,9 @@ def from_loaded(loaded: Sequence[LoadedModel], device: torch.device, precision: 
         if other.cfg.data.lowercase != first.cfg.data.lowercase:
             raise CheckpointError(f"{other.path}: data.lowercase differs from {first.path}'s; ensemble members "
                                   "must read the same normalized text")
+        if other.cfg.data.languages != first.cfg.data.languages:
+            raise CheckpointError(f"{other.path}: translates {other.cfg.data.direction}, {first.path} "
+                                  f"{first.cfg.data.direction}; ensemble members must translate the same way")
     model = first.model if len(loaded) == 1 else Ensemble([item.model for item in loaded]).to(device)
     return Translator(TorchEngine(model, device, precision), first.tokenizer, decode or first.cfg.decode,
                       first.cfg.data.lowercase, [member_of(item) for item in loaded], first.cfg)

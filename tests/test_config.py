@@ -361,7 +361,7 @@ def test_set_fills_an_empty_section(tmp_path):
 
 @pytest.mark.parametrize("dataset", ["sample", "multi30k"])
 @pytest.mark.parametrize("key,value", [(key, "f.txt") for key in (
-    "train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")] + [("train_corpora", [["f.tsv"]])])
+    "train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")])
 def test_file_keys_need_dataset_files(tmp_path, dataset, key, value):
     path = write(tmp_path, {"train": {"max_steps": 5}, "data": {"dataset": dataset, key: value}})
     with pytest.raises(ConfigError) as err:

@@ -42,6 +42,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             except ConfigError:
                 pass
         return _coerce(value, last, where)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {short_repr(value)}")

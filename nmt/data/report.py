@@ -16,8 +16,9 @@ def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str
     lines += [f"{s:<8}{stats['pairs_read'][s]:>12,}{stats['pairs_kept'][s]:>12,}" for s in stats["pairs_read"]]
     corpora = stats.get("corpora", [])
     if len(corpora) > 1:
-        lines.append("training corpora (read / kept): " + "; ".join(
-            f"{c['name']} {c['read']:,} / {c['kept']:,}" for c in corpora))
+        lines.append("training corpora (read / kept, and the rows stored of a weighted one): " + "; ".join(
+            f"{c['name']}{' ' + c['tag'] if c['tag'] else ''} {c['read']:,} / {c['kept']:,}"
+            + (f" x {c['weight']:g} = {c['rows']:,}" if c["weight"] != 1 else "") for c in corpora))
     dropped = stats["dropped"]
     lines.append(f"dropped from train: {dropped['empty']:,} empty, {dropped['duplicate']:,} duplicates, "
                  f"{dropped['too_long']:,} longer than {d.max_tokens} subwords, {dropped['ratio']:,} with length "

@@ -99,7 +99,8 @@ class TorchEngine:
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
                constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
-               continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
+               continuations: frozenset[int] = frozenset(),
+               never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
         self.model.eval()
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
@@ -114,7 +115,7 @@ class TorchEngine:
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
                     terms = None if constraints is None else [[t.tolist() for t in constraints[i]] for i in indices]
                     nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention=return_attention,
-                                         constraints=terms, continuations=continuations)
+                                         constraints=terms, continuations=continuations, never_emit=never_emit)
             except BaseException:
                 stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
                 raise

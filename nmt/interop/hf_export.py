@@ -22,7 +22,6 @@ from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_piece
 
 MANIFEST = "nmt_huggingface.json"
 FORMAT_VERSION = 1
-SOURCE_LANG, TARGET_LANG = "de", "en"
 
 
 def _hf_config(transformers: Any, loaded: LoadedModel, kind: str) -> Any:
@@ -50,14 +49,18 @@ def _generation_config(transformers: Any, loaded: LoadedModel) -> Any:
     """Our special ids and decoding settings in transformers' terms (docs/huggingface.md says what differs)."""
     d = loaded.cfg.decode
     longest = min(math.floor(d.max_len_a * (d.max_source_tokens + 1) + d.max_len_b), loaded.cfg.model.max_positions - 1)
+    never = sorted(loaded.tokenizer.never_emit)  # reserved tags: generate must not emit them either
     return transformers.GenerationConfig(
         decoder_start_token_id=BOS_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
         forced_eos_token_id=EOS_ID, num_beams=d.beam, length_penalty=d.alpha, early_stopping=d.stop == "finished",
-        max_length=longest + 2)  # the decoder start, at most `longest` tokens, then EOS
+        max_length=longest + 2,  # the decoder start, at most `longest` tokens, then EOS
+        **({"bad_words_ids": [[i] for i in never]} if never else {}))
 
 
-def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_length: int) -> None:
-    """MarianTokenizer's files for our tokenizer, written by MarianTokenizer itself."""
+def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_length: int,
+                     languages: tuple[str, str]) -> None:
+    """MarianTokenizer's files for our tokenizer (translating `languages`: source, target), written by
+    MarianTokenizer itself."""
     with tempfile.TemporaryDirectory() as scratch:
         raw = Path(scratch)
         tokenizer.save(raw)
@@ -73,7 +76,7 @@ def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_
         marian = transformers.MarianTokenizer(
             source_spm=str(raw / "source.spm"), target_spm=str(raw / "target.spm"), vocab=str(vocab_files[0]),
             target_vocab_file=str(vocab_files[-1]) if len(tables) == 2 else None, separate_vocabs=len(tables) == 2,
-            source_lang=SOURCE_LANG, target_lang=TARGET_LANG, unk_token=tables[0][UNK_ID],
+            source_lang=languages[0], target_lang=languages[1], unk_token=tables[0][UNK_ID],
             eos_token=tables[0][EOS_ID], pad_token=tables[0][PAD_ID], model_max_length=max_length)
         marian.save_pretrained(str(folder))
 
@@ -98,23 +101,24 @@ def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) ->
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     cfg = loaded.cfg
+    src, tgt = cfg.data.languages
     dataset = {"multi30k": "Multi30k (WMT16 multimodal task 1)", "sample": "nmt's embedded sample corpus",
                "files": "the user's own parallel files"}[cfg.data.dataset]
     results = []
     if report is not None:
         for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
             results.append(EvalResult(
-                task_type="translation", task_name=f"Translation {SOURCE_LANG}-{TARGET_LANG}",
+                task_type="translation", task_name=f"Translation {src}-{tgt}",
                 dataset_type=cfg.data.dataset, dataset_name=f"{dataset}, test split", dataset_split="test",
                 metric_type=metric, metric_name=name, metric_value=report[metric],
                 metric_config=report[f"{metric}_signature"]))
-    data = ModelCardData(language=[SOURCE_LANG, TARGET_LANG], license="unknown", library_name="transformers",
+    data = ModelCardData(language=[src, tgt], license="unknown", library_name="transformers",
                          pipeline_tag="translation", tags=["translation", "nmt"], datasets=[cfg.data.dataset],
                          model_name=cfg.name, eval_results=results or None)
     m = cfg.model
     lines = [
         f"# {cfg.name}", "",
-        f"A {SOURCE_LANG}->{TARGET_LANG} Transformer trained with nmt on {dataset}, converted to "
+        f"A Transformer translating {src}->{tgt}, trained with nmt on {dataset}, converted to "
         f"`{CLASSES[kind]}` (a stock transformers class) by `nmt-export --format huggingface`.", "",
         "**License**: not set. Choose one and put it in the `license` field above before publishing.", "",
         "## Model", "",
@@ -181,7 +185,8 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
     def fill(tmp: Path) -> None:
         with quiet(transformers):
             hf.save_pretrained(str(tmp))
-            _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1)
+            _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1,
+                             loaded.cfg.data.languages)
         (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded)), encoding="utf-8")
 
     head = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],

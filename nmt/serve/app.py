@@ -165,7 +165,7 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     them); `glossary` and `constraints` (one list of target terms per text) as `translator.sentence_terms` assigns
     them, a malformed one a 400."""
     check_text(texts, limits)
-    pieces = [split(text, split_sentences) for text in texts]
+    pieces = [split(text, split_sentences, language=translator.searcher.language) for text in texts]
     try:
         terms = sentence_terms(pieces, glossary, constraints)
     except DataError as err:
