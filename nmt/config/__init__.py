@@ -35,14 +35,13 @@ from nmt.config.sections import FILES_KEYS, Config, DataConfig, TokenizerConfig,
 from nmt.config.variants import (
     FAMILIES,
     STRIDE,
+    VARIANTS,
     WINDOW,
+    Variant,
     check_attention,
-    declare_variant,
-    declared_variants,
     family_of,
     settings_of,
     variant_reference,
-    withdraw_variant,
 )
 
 __all__ = [
@@ -57,6 +56,7 @@ __all__ = [
     "STRIDE",
     "TUNED_PENALTIES",
     "UNTUNED_PENALTY",
+    "VARIANTS",
     "WINDOW",
     "Config",
     "ConfigSource",
@@ -68,6 +68,7 @@ __all__ = [
     "Section",
     "TokenizerConfig",
     "TrainConfig",
+    "Variant",
     "VariantSetting",
     "as_overrides",
     "check_attention",
@@ -75,8 +76,6 @@ __all__ = [
     "check_model",
     "check_ranges",
     "config_from_dict",
-    "declare_variant",
-    "declared_variants",
     "decode_with",
     "family_of",
     "load_config",
@@ -90,5 +89,4 @@ __all__ = [
     "validate",
     "validate_new_run",
     "variant_reference",
-    "withdraw_variant",
 ]

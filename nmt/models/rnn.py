@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from nmt.config import ModelConfig
 from nmt.kernels import Dropout
-from nmt.models.attention import RNN_ATTENTION
+from nmt.models.attention import variant_class
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class RNNSeq2Seq(Seq2Seq):
         self.tgt_embed = self.src_embed if share else nn.Embedding(vocab.tgt_size, emb, padding_idx=vocab.pad_id)
         self.encoder = GRUEncoder(self.src_embed, hidden, cfg.encoder_layers, cfg.dropout)
         self.bridge = nn.Linear(cfg.encoder_layers * hidden, cfg.decoder_layers * hidden)
-        self.attention = RNN_ATTENTION[cfg.attention].from_config(cfg)
+        self.attention = variant_class("rnn", cfg.attention).from_config(cfg)
         self.decoder = nn.GRU(emb + (hidden if cfg.input_feeding else 0), hidden, cfg.decoder_layers,
                               batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.combine = nn.Linear(2 * hidden, hidden)

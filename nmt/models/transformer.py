@@ -11,7 +11,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.kernels import Dropout
-from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
+from nmt.models.attention import FullAttention, SelfAttention, variant_class
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class Transformer(Seq2Seq):
         tgt_tokens = src_tokens if share else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad_id)
         self.src_embed = Embedder(src_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
-        self.self_core = SELF_ATTENTION[cfg.self_attention].from_config(cfg)
+        self.self_core = variant_class("self", cfg.self_attention).from_config(cfg)
         cross_core = FullAttention(cfg.temperature, cfg.attention_dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core, cfg.activation)

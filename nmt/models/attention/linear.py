@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from nmt.config import ModelConfig
-from nmt.models.attention.base import SelfAttention, linear_flops, register_self_attention
+from nmt.models.attention.base import SelfAttention
 
 _EPS = 1e-6
 CHUNK = 64  # causal positions taken together: masked scores within a chunk, running sums across chunks
@@ -41,19 +40,12 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return torch.cat(nums, 2), torch.cat(dens, 2)  # (B, h, T, dv), (B, h, T, 1)
 
 
-@register_self_attention("linear")
 class LinearAttention(SelfAttention):
     """Kernelised attention phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1, in O(n) memory.
 
     It has no softmax, so `temperature` and attention dropout do not apply; `need_weights` returns the
     equivalent explicit weights phi(q) phi(k)^T normalised over the keys.
     """
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        head_dim = cfg.d_model // cfg.heads
-        # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
-        return 2 * linear_flops(length, cfg.d_model, head_dim) + linear_flops(length, cfg.d_model, 1)
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:

@@ -8,8 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt.config import WINDOW, ModelConfig, settings_of
-from nmt.models.attention.base import linear_flops, register_self_attention
+from nmt.config import WINDOW
 from nmt.models.attention.full import FullAttention
 
 
@@ -106,7 +105,6 @@ class _BandedAttention(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-@register_self_attention("local")
 class LocalAttention(FullAttention):
     """Each query sees the keys within `window` positions on either side, in time and memory linear in length.
 
@@ -116,24 +114,11 @@ class LocalAttention(FullAttention):
     no real key attends over its whole window (any finite value will do: padded positions are never read).
     """
 
-    settings = (WINDOW,)
     block = 64  # query positions per block; wider blocks mean fewer kernel calls and more masked-out scores
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0, window: int = WINDOW.default) -> None:
         super().__init__(temperature, dropout)
         self.window = window
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        # blocks of queries, each against the keys within `window` positions of the block
-        window = settings_of(cfg, "self")["window"]
-        return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
-                   for start, stop, low, high in band_spans(length, max(cls.block, window, 1), window))
-
-    @classmethod
-    def step_flops(cls, cfg: ModelConfig, length: int) -> float:
-        # the cache keeps the last `window` keys: the step attends over them and its own
-        return 2 * linear_flops(1, cfg.d_model, min(length, settings_of(cfg, "self")["window"] + 1))
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         return within_window(q_pos, k_pos, self.window)
