@@ -208,15 +208,6 @@ class Tokenizer:
         return [[ids.get(piece, UNK_ID) for piece in pieces]
                 for pieces in model.encode(list(lines), out_type=str, num_threads=threads)]
 
-    def _decode(self, side: int, ids: Iterable[int]) -> str:
-        model = (self._src, self._tgt)[side]
-        kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
-        if not self._tables:
-            return model.decode(kept)
-        table = self._tables[min(side, len(self._tables) - 1)]
-        # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
-        return model.decode_pieces([table[i] for i in kept]).replace("\u2581", " ").strip()
-
     def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each source line, without BOS/EOS."""
         return self._encode(0, lines, threads)
@@ -231,13 +222,13 @@ class Tokenizer:
         """Subword ids of each target line, without BOS/EOS."""
         return self._encode(1, lines, threads)
 
-    def decode_src(self, ids: Iterable[int]) -> str:
-        """Text of source ids; padding, BOS and EOS are dropped."""
-        return self._decode(0, ids)
-
     def decode_tgt(self, ids: Iterable[int]) -> str:
         """Text of target ids; padding, BOS and EOS are dropped."""
-        return self._decode(1, ids)
+        kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
+        if not self._tables:
+            return self._tgt.decode(kept)
+        # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
+        return self._tgt.decode_pieces([self._tables[-1][i] for i in kept]).replace("\u2581", " ").strip()
 
     def src_pieces(self, line: str) -> list[str]:
         """Subword strings of a source line (no specials), e.g. for attention-plot labels."""
