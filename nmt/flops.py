@@ -1,8 +1,7 @@
-"""Analytic FLOP counts of the models (the matmul peak they are set against is measured in benchmarks/common.py).
+"""Analytic FLOP counts of the models, each attention variant's keyed by its name.
 
-Counts follow the usual model-FLOPs convention: a multiply-add is 2 FLOPs, only matrix products count
-(element-wise work, norms, softmax and embedding lookups do not), and a training step costs 3 x the
-forward pass (the backward pass computes gradients for both activations and weights, 2 x forward).
+A multiply-add is 2 FLOPs and only matrix products count; a training step costs 3 x the forward pass (the
+backward pass computes gradients for activations and weights).
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ def _gru_flops(steps: float, input_size: int, hidden: int) -> float:
     return linear_flops(steps, input_size, 3 * hidden) + linear_flops(steps, hidden, 3 * hidden)
 
 
-# The GRU decoder's attention at `tgt_len` steps over `src_len` encoder states, by model.attention. Scoring
-# and the weighted sum of the values are each one hidden-size product per (step, position) pair.
+# The GRU decoder's attention at `tgt_len` steps over `src_len` encoder states, by model.attention.
 def _pairs(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
-    return linear_flops(tgt_len, src_len, cfg.hidden_size)
+    return linear_flops(tgt_len, src_len, cfg.hidden_size)  # the scores, or the context
 
 
 def _additive(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
@@ -45,15 +43,15 @@ def _general(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
 
 
 def _mean(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
-    return _pairs(cfg, src_len, tgt_len)  # the context only: the mean as a weighted sum
+    return _pairs(cfg, src_len, tgt_len)  # the mean as a weighted sum
 
 
 RNN_ATTENTION_FLOPS: dict[str, Callable[[ModelConfig, int, int], float]] = {
     "additive": _additive, "dot": _dot, "general": _general, "scaled_dot": _dot, "none": _mean}
 
 
-# Scores and weighted values of one self-attention layer over `length` positions, all heads, by
-# model.self_attention; a masked pattern (causal, sparse) still computes the whole score matrix.
+# One self-attention layer's scores and values over `length` positions, by model.self_attention; a masked
+# pattern (causal, sparse) still computes every score.
 def _full(cfg: ModelConfig, length: int) -> float:
     return 2 * linear_flops(length, cfg.d_model, length)
 
@@ -65,18 +63,16 @@ def _local(cfg: ModelConfig, length: int) -> float:
 
 
 def _linear(cfg: ModelConfig, length: int) -> float:
-    # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
     return 2 * linear_flops(length, cfg.d_model, cfg.d_model // cfg.heads) + linear_flops(length, cfg.d_model, 1)
 
 
 def _local_step(cfg: ModelConfig, length: int) -> float:
-    # the cache keeps the last `window` keys: the step attends over them and its own
     return 2 * linear_flops(1, cfg.d_model, min(length, settings_of(cfg, "self")["window"] + 1))
 
 
 SELF_ATTENTION_FLOPS: dict[str, Callable[[ModelConfig, int], float]] = {
     "full": _full, "local": _local, "sparse": _full, "linear": _linear}
-# One decoding step's query with `length` positions cached, where it costs other than its share of the layer's.
+# A decoding step's query over `length` cached positions, where it costs other than its share of the layer.
 SELF_ATTENTION_STEP_FLOPS: dict[str, Callable[[ModelConfig, int], float]] = {"local": _local_step}
 
 
@@ -117,10 +113,7 @@ def _rnn_flops(cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) ->
 
 
 def forward_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) -> float:
-    """Forward FLOPs of one sentence pair: `src_len` source positions (EOS included), `tgt_len` decoder steps.
-
-    Embeddings are excluded; the output layer and attention are included.
-    """
+    """Forward FLOPs of one sentence pair of `src_len` source positions (EOS included) and `tgt_len` steps."""
     if model_cfg.arch == "transformer":
         return _transformer_flops(model_cfg, vocab_size, src_len, tgt_len)
     if model_cfg.arch == "rnn":
@@ -134,11 +127,7 @@ def training_flops(model_cfg: ModelConfig, vocab_size: int, src_lens: list[int],
 
 
 def decoding_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, steps: int, rows: int = 1) -> float:
-    """Forward FLOPs of decoding one sentence of `src_len` source positions (EOS included) for `steps` decoder steps,
-    each run for `rows` hypotheses (a beam): the encoder and what depends on the source alone (a Transformer's
-    cross-attention keys and values) once, each step's decoder work once per row. A Transformer step's
-    self-attention reads the keys cached so far.
-    """
+    """Forward FLOPs of decoding one sentence for `steps` steps of `rows` hypotheses (the encoder once)."""
     once = forward_flops(model_cfg, vocab_size, src_len, 0)
     per_row = forward_flops(model_cfg, vocab_size, src_len, steps) - once
     if model_cfg.arch == "transformer":  # the teacher-forced count holds every position's attention over all of them

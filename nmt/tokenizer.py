@@ -29,7 +29,7 @@ SRC_FILE = "src.model"
 TGT_FILE = "tgt.model"
 VOCAB_FILE = "vocab.json"  # an id table's pieces (a model imported from Hugging Face)
 BLOB_FORMAT = 1
-TABLE_BLOB_FORMAT = 2  # a blob with id tables: older readers refuse it instead of using sentencepiece's ids
+TABLE_BLOB_FORMAT = 2  # a blob with id tables
 
 
 def model_pieces(proto: bytes) -> list[str]:
@@ -82,18 +82,12 @@ def _plain_words(message: str, cfg: TokenizerConfig) -> str:
 
 
 class Tokenizer:
-    """Source and target sentencepiece models (one shared model when the vocabulary is joint).
-
-    Ids are the sentencepiece models' own, unless id tables are given: then a piece's id is its index in the table
-    of its side (a piece not in it is UNK_ID), as MarianTokenizer maps pieces through vocab.json. One table shared
-    by two sentencepiece models is a joint vocabulary (Marian's layout); the tables hold the special ids' pieces at
-    PAD_ID, UNK_ID, BOS_ID and EOS_ID.
-    """
+    """Source and target sentencepiece models (one when the vocabulary is joint), with id tables for an imported
+    Marian vocabulary."""
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None = None,
                  tables: Sequence[Sequence[str]] | None = None) -> None:
-        """`tgt_model=None` means one joint model serves both sides; `tables`: one id table for both sides, or the
-        source's and the target's."""
+        """`tgt_model=None`: one joint model; `tables`: one id table for both sides, or one per side."""
         self._protos = [src_model] if tgt_model is None else [src_model, tgt_model]
         try:
             self._src = spm.SentencePieceProcessor(model_proto=src_model)
@@ -118,10 +112,7 @@ class Tokenizer:
     @classmethod
     def train(cls, cfg: TokenizerConfig, src_lines: Iterable[str], tgt_lines: Iterable[str],
               out_dir: str | Path) -> Tokenizer:
-        """Train on the given sentences (both sides, source first, for a joint model) and save into `out_dir`.
-
-        The sentences are read once, so they may come from a generator rather than a list in memory.
-        """
+        """Train on the sentences (read once: a generator will do) and save into `out_dir`."""
         if cfg.joint:
             tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines)))
         else:
@@ -146,8 +137,7 @@ class Tokenizer:
         raise TokenizerError(f"{directory}: no sentencepiece model ({JOINT_FILE}, or {SRC_FILE} and {TGT_FILE})")
 
     def save(self, directory: str | Path) -> None:
-        """Write the model files into `directory` (created if missing), removing the other layout's files (a joint
-        model replaces separate ones and the reverse), so that `load` finds this tokenizer."""
+        """Write the model files into `directory`, removing the other layout's, so that `load` finds these."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         names = [JOINT_FILE] if len(self._protos) == 1 else [SRC_FILE, TGT_FILE]

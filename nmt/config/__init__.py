@@ -1,10 +1,4 @@
-"""Typed configuration: one dataclass per YAML section, validated before any data is read.
-
-fields.py holds the building blocks (Range, `setting`), model.py the model section, variants.py the attention
-variants and their settings, decoding.py the decode section, sections.py the other sections, Config and the
-cross-field checks, overrides.py the overrides (and the command line's `key=value` syntax), loading.py
-`load_config` and YAML out, reference.py the generated key reference.
-"""
+"""Typed configuration: one dataclass per YAML section, validated before any data is read, without torch."""
 
 from nmt.config.decoding import (
     AUTO,

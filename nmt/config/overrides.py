@@ -1,5 +1,5 @@
-"""Overrides of config keys: the mapping `load_config` takes (`{"train.max_steps": 60}`), and the command line's
-`key=value` strings (`--set`), parsed here and only here into that mapping."""
+"""Overrides of config keys: the mapping `load_config` takes (`{"train.max_steps": 60}`), and the parser of the
+command line's `--set key=value` strings into it."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ Overrides = Mapping[str, Any]  # dotted key -> Python value: {"train.max_steps":
 
 
 def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
-    """The mapping of `--set key.path=value` strings, in their order (a key given again takes the place of its
-    last occurrence); each value is read as YAML, so 3, 0.1, true, [1, 2] keep their types."""
+    """The mapping of `--set key.path=value` strings, each value read as YAML (3, 0.1, true, [1, 2] keep their
+    types); a key given again moves to its last place."""
     overrides: dict[str, Any] = {}
     for text in texts:
         if "=" not in text:

@@ -1,10 +1,5 @@
-"""The attention variants a config may name: one table, read by the config checks and by the model factory.
-
-Each family's variant is named by a model key (`model.attention` for the GRU decoder, `model.self_attention`
-for the transformer) and reads its own settings from the block beside it (`model.attention_settings`,
-`model.self_attention_settings`). The table names each variant's class by its import path, so a config is
-checked without importing torch and the class is imported only when a model is built.
-"""
+"""The attention variants a config may name (`model.attention`, `model.self_attention`) with their settings (read
+from `<key>_settings`), and each one's class by import path, so configs are checked without torch."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ WINDOW = VariantSetting("window", int, 8, "transformer local/sparse attention: n
 STRIDE = VariantSetting("stride", int, 8, "transformer sparse attention: every stride-th position is also seen.",
                         bounds=Range(1, 1_000_000))
 
-# The model key that names each family's variant; the variant's settings block is <key>_settings.
-FAMILIES = {"rnn": "attention", "self": "self_attention"}
+FAMILIES = {"rnn": "attention", "self": "self_attention"}  # the model key naming each family's variant
 
 
 @dataclass(frozen=True)
@@ -60,8 +54,7 @@ def family_of(arch: str) -> str:
 
 
 def settings_of(cfg: ModelConfig, family: str) -> dict[str, Any]:
-    """The checked settings of the configured variant of `family`, from its block: an unknown variant is a
-    ConfigError listing the valid names, an unknown setting one naming the nearest valid key."""
+    """The checked settings of `family`'s configured variant; ConfigError for an unknown variant or key."""
     key, variants = FAMILIES[family], VARIANTS[family]
     name = getattr(cfg, key)
     if name not in variants:
@@ -70,13 +63,12 @@ def settings_of(cfg: ModelConfig, family: str) -> dict[str, Any]:
 
 
 def check_attention(cfg: ModelConfig) -> None:
-    """Raise ConfigError unless the architecture's attention variant exists and its block holds valid settings
-    of its own (the other family's keys are not read)."""
+    """ConfigError unless the architecture's attention variant exists and its settings are valid."""
     settings_of(cfg, family_of(cfg.arch))
 
 
 def variant_reference() -> str:
-    """Markdown table of every declared variant's own settings, for the config reference."""
+    """Markdown table of every variant's settings, for the config reference."""
     lines = ["## Attention variant settings", "",
              "Each variant reads its own settings from its family's block: `model.self_attention_settings` "
              "(transformer) or `model.attention_settings` (rnn). A variant not listed has none.", "",

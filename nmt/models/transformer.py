@@ -125,8 +125,7 @@ class _Layer(nn.Module):
         super().__init__()
         self.pre_norm = pre_norm
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(sublayers))
-        # No dropout on the wide hidden layer (as fairseq's default): on CPU, drawing its mask costs more than
-        # the rest of the layer's dropout together, and the sublayer output is dropped anyway.
+        # No dropout on the wide hidden layer (fairseq's default): the sublayer output is dropped anyway.
         self.ffn = nn.Sequential(_xavier(nn.Linear(d_model, ffn_dim)), ACTIVATION_MODULES[activation](),
                                  _xavier(nn.Linear(ffn_dim, d_model)))
         self.dropout = Dropout(dropout)
@@ -172,8 +171,8 @@ class DecoderLayer(_Layer):
 
     def step(self, x: torch.Tensor, state: LayerState, memory_mask: torch.Tensor, need_weights: bool
              ) -> tuple[torch.Tensor, LayerState, torch.Tensor | None]:
-        """One position of G sentences' rows (G*W, 1, d) -> its output, the layer's next state and the cross
-        weights (G, h, W, S): each sentence's W rows attend as W queries over its memory, held once."""
+        """One position of G sentences' rows (G*W, 1, d) -> output, next state and cross weights (G, h, W, S); a
+        sentence's W rows attend together over its memory, held once."""
         out, cache = self.self_attn.step(self._in(x, 0), state.cache)
         x = self._add(x, out, 0)
         groups, dim = state.memory_k.size(0), x.size(-1)

@@ -1,8 +1,4 @@
-"""The two attention interfaces, and the class of the variant a config names.
-
-Each variant is a subclass of its family's interface, named with its settings in nmt.config.VARIANTS; its
-constructor takes those settings as keyword arguments.
-"""
+"""The two attention interfaces, and the class of the variant a config names (nmt.config.VARIANTS)."""
 
 from __future__ import annotations
 
@@ -47,7 +43,7 @@ class RNNAttention(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Base of the transformer attention cores. They hold no parameters, so one instance serves all layers."""
+    """Base of the transformer attention cores; parameter-free, so one instance serves all layers."""
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0) -> None:
         super().__init__()

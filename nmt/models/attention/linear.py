@@ -17,10 +17,7 @@ def _phi(x: torch.Tensor) -> torch.Tensor:
 
 
 def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The numerator and normaliser of causal linear attention, CHUNK positions at a time: within a chunk from the
-    masked scores phi(q) phi(k)^T, across chunks from the running sums of phi(k) v^T and phi(k) of the chunks
-    before. The same sums as a running sum at every position, without its (B, h, T, d, dv) tensor of outer
-    products, which made training several times slower than full attention."""
+    """Numerator and normaliser of causal linear attention, by chunks, with no (B, h, T, d, dv) tensor."""
     nums, dens = [], []
     state = norm = None  # sum phi(k) v^T (B, h, d, dv) and sum phi(k) (B, h, d) of the chunks so far
     length = fq.shape[2]
@@ -41,11 +38,8 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
 
 
 class LinearAttention(SelfAttention):
-    """Kernelised attention phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1, in O(n) memory.
-
-    It has no softmax, so `temperature` and attention dropout do not apply; `need_weights` returns the
-    equivalent explicit weights phi(q) phi(k)^T normalised over the keys.
-    """
+    """phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1. Without a softmax, temperature and
+    attention dropout do not apply; `need_weights` gives phi(q) phi(k)^T normalised over the keys."""
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:

@@ -61,10 +61,7 @@ class ScaledDotAttention(DotAttention):
 
 
 class NoAttention(RNNAttention):
-    """Plain seq2seq baseline: one fixed context, the mean of the encoder states over real tokens.
-
-    Its reported weights are uniform over the real tokens (they are what the mean uses).
-    """
+    """Plain seq2seq baseline: the context is the mean of the encoder states, its weights uniform over real tokens."""
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,10 +10,7 @@ from nmt.models.attention.local import within_window
 
 
 class SparseAttention(FullAttention):
-    """Fixed sparse pattern: the local window plus every key whose position is a multiple of `stride`.
-
-    It masks the full score matrix, so it costs what full attention costs.
-    """
+    """The local window plus every key whose position is a multiple of `stride`, as a mask over full attention."""
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0, window: int = WINDOW.default,
                  stride: int = STRIDE.default) -> None:
