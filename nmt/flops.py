@@ -1,8 +1,5 @@
-"""Analytic FLOP counts of the models, each attention variant's keyed by its name.
-
-A multiply-add is 2 FLOPs and only matrix products count; a training step costs 3 x the forward pass (the
-backward pass computes gradients for activations and weights).
-"""
+"""Analytic FLOP counts of the models, each attention variant's keyed by its name: a multiply-add is 2 FLOPs,
+only matrix products count, and training costs 3 x forward (gradients for activations and weights)."""
 
 from __future__ import annotations
 

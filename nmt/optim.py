@@ -74,8 +74,7 @@ def _no_decay(name: str, param: nn.Parameter) -> bool:
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam/AdamW with no decay on biases, norms and embeddings, and each group's `lr_scale` (the trainer sets
-    lr = schedule(step) * lr_scale); fused on CUDA, so one kernel updates all parameters."""
+    """Adam/AdamW, no decay on biases, norms and embeddings, each group's `lr_scale` applied by the trainer."""
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:

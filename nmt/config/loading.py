@@ -120,8 +120,8 @@ def config_from_dict(raw: dict) -> Config:
 
 
 def load_config(source: ConfigSource, overrides: Overrides | None = None) -> Config:
-    """The checked Config of a YAML file, a mapping in its shape or a Config, with `overrides` (dotted keys to
-    values: `{"train.max_steps": 60}`) applied; a problem is a ConfigError naming the key, file and line."""
+    """The checked Config of a YAML file, a mapping or a Config, with `overrides` (`{"train.max_steps": 60}`);
+    ConfigError naming the key, file and line."""
     changes = as_overrides(overrides)
     if isinstance(source, Config):
         return _new_run(to_dict(source), changes)

@@ -43,8 +43,8 @@ class GRUEncoder(nn.Module):
         return self.dropout(out), final.transpose(0, 1).reshape(src.size(0), -1)
 
     def run_sorted(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The GRU over `x` (B, S, E) of host `lengths` (B,), sorted on the host (torch's unsorted packing waits
-        for the device twice) -> states (B, S, H), finals (2L, B, H/2)."""
+        """The GRU over `x` (B, S, E), sorted by host `lengths` (B,) without waiting for the device -> states
+        (B, S, H), finals (2L, B, H/2)."""
         lengths, order = torch.sort(lengths.long(), descending=True, stable=True)  # (B,), (B,)
         moves = torch.stack([order, torch.argsort(order)])  # (2, B): into sorted order and back
         moves = (moves.pin_memory() if x.device.type == "cuda" else moves).to(x.device, non_blocking=True)
