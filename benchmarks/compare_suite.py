@@ -34,22 +34,22 @@ from benchmarks.common import ROOT, code_commit, machine_info
 from nmt.api import evaluate
 from nmt.cli import compare_main
 from nmt.compare import ATTENTION_RECORD, FAILED_NOTE, attention_record, load_run, run_files, test_sources
-from nmt.config import ModelConfig, load_config, parse_overrides
+from nmt.config import VARIANTS, ModelConfig, load_config, parse_overrides
 from nmt.data import evaluation_splits
 from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import ConfigError
 from nmt.evaluation import write_report
 from nmt.fileio import atomic_output
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+from nmt.flops import RNN_ATTENTION_FLOPS
 from nmt.rundir import RunDir
 
 
 def variant_order() -> tuple[str, ...]:
-    """The config-name tails of every registered variant in suite order: the GRU attentions from the cheapest
-    (none) to the costliest (additive), then the Transformer self-attentions in the registry's order."""
+    """The config-name tails of every attention variant in suite order: the GRU attentions from the cheapest
+    (none) to the costliest (additive), then the Transformer self-attentions in nmt.config.VARIANTS' order."""
     model = ModelConfig()
-    gru = sorted(RNN_ATTENTION, key=lambda name: RNN_ATTENTION[name].flops(model, 16, 16))  # stable on a tie
-    return (*(f"gru_{name}" for name in gru), *(f"transformer_{name}" for name in SELF_ATTENTION))
+    gru = sorted(VARIANTS["rnn"], key=lambda name: RNN_ATTENTION_FLOPS[name](model, 16, 16))  # stable on a tie
+    return (*(f"gru_{name}" for name in gru), *(f"transformer_{name}" for name in VARIANTS["self"]))
 
 
 ORDER = variant_order()

@@ -182,7 +182,7 @@ def add_decode_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-len-a", type=float, help="outputs stop at a * source length + b subwords")
     group.add_argument("--max-len-b", type=int, help="outputs stop at a * source length + b subwords")
     group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
-    group.add_argument("--max-source-tokens", "--max-tokens", type=int,
+    group.add_argument("--max-source-tokens", type=int,
                        help="longer sources are truncated to this many subwords")
     group.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     group.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),

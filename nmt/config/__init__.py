@@ -1,10 +1,4 @@
-"""Typed configuration: one dataclass per YAML section, validated before any data is read.
-
-fields.py holds the building blocks (Range, `setting`), model.py the model section, variants.py the attention
-variants and their settings, decoding.py the decode section, sections.py the other sections, Config and the
-cross-field checks, overrides.py the overrides (and the command line's `key=value` syntax), loading.py
-`load_config` and YAML out, reference.py the generated key reference.
-"""
+"""Typed configuration: one dataclass per YAML section, validated before any data is read, without torch."""
 
 from nmt.config.decoding import (
     AUTO,
@@ -44,14 +38,13 @@ from nmt.config.sections import (
 from nmt.config.variants import (
     FAMILIES,
     STRIDE,
+    VARIANTS,
     WINDOW,
+    Variant,
     check_attention,
-    declare_variant,
-    declared_variants,
     family_of,
     settings_of,
     variant_reference,
-    withdraw_variant,
 )
 
 __all__ = [
@@ -66,6 +59,7 @@ __all__ = [
     "STRIDE",
     "TUNED_PENALTIES",
     "UNTUNED_PENALTY",
+    "VARIANTS",
     "WINDOW",
     "Config",
     "CorpusConfig",
@@ -78,6 +72,7 @@ __all__ = [
     "Section",
     "TokenizerConfig",
     "TrainConfig",
+    "Variant",
     "VariantSetting",
     "as_overrides",
     "check_attention",
@@ -85,8 +80,6 @@ __all__ = [
     "check_model",
     "check_ranges",
     "config_from_dict",
-    "declare_variant",
-    "declared_variants",
     "decode_with",
     "family_of",
     "load_config",
@@ -100,5 +93,4 @@ __all__ = [
     "validate",
     "validate_new_run",
     "variant_reference",
-    "withdraw_variant",
 ]
