@@ -8,6 +8,7 @@ A run folder (run_root/name) holds what `nmt-train` writes and later commands re
     checkpoints/           last.pt (resumable), best.pt, step_N.pt (the best k), averaged.pt
     eval_<split>.json      an evaluation report         <split>.hyp.en   its translations
     length_penalty.json    the length-penalty tuning    train_failed.txt why a suite's training failed
+    curve.png              the learning curve, redrawn at each validation
 
 This module knows names and paths only: it creates, locks and writes nothing.
 """
@@ -30,6 +31,7 @@ class RunDir:
     LOCK = "train.lock"
     FAILED = "train_failed.txt"
     LENGTH_PENALTY = "length_penalty.json"
+    CURVE = "curve.png"
     CHECKPOINTS = "checkpoints"
     LAST, BEST, AVERAGED = "last.pt", "best.pt", "averaged.pt"
     STEPS = "step_*.pt"  # the checkpoints of the best k validations, named by `step`
@@ -78,6 +80,10 @@ class RunDir:
     @property
     def lock(self) -> Path:
         return self.path / self.LOCK
+
+    @property
+    def curve(self) -> Path:
+        return self.path / self.CURVE
 
     @property
     def failed(self) -> Path:
@@ -136,7 +142,7 @@ class RunDir:
     def outputs(self, tokenizer_files: tuple[str, ...] = ()) -> list[Path]:
         """The files nmt-train writes, with the tokenizer's files named by `tokenizer_files` (nmt.tokenizer's)."""
         return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test"),
-                self.length_penalty, *(self.tokenizer / name for name in tokenizer_files), self.last, self.best,
+                self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last, self.best,
                 self.averaged]
 
     def read_metrics(self) -> MetricRecords:

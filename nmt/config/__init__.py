@@ -31,7 +31,16 @@ from nmt.config.loading import ConfigSource, config_from_dict, load_config, save
 from nmt.config.model import ModelConfig, check_model
 from nmt.config.overrides import Overrides, as_overrides, parse_overrides
 from nmt.config.reference import reference_markdown
-from nmt.config.sections import FILES_KEYS, Config, DataConfig, TokenizerConfig, TrainConfig, validate, validate_new_run
+from nmt.config.sections import (
+    FILES_KEYS,
+    Config,
+    DataConfig,
+    TokenizerConfig,
+    TrainConfig,
+    absolute_paths,
+    validate,
+    validate_new_run,
+)
 from nmt.config.variants import (
     FAMILIES,
     STRIDE,
@@ -69,6 +78,7 @@ __all__ = [
     "TokenizerConfig",
     "TrainConfig",
     "VariantSetting",
+    "absolute_paths",
     "as_overrides",
     "check_attention",
     "check_decode",
