@@ -142,8 +142,8 @@ class RunDir:
     def outputs(self, tokenizer_files: tuple[str, ...] = ()) -> list[Path]:
         """The files nmt-train writes, with the tokenizer's files named by `tokenizer_files` (nmt.tokenizer's)."""
         return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test"),
-                self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last, self.best,
-                self.averaged]
+                self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last,
+                self.best, self.averaged]
 
     def read_metrics(self) -> MetricRecords:
         """The records of this run's metrics.jsonl (see `read_metrics`)."""
