@@ -221,12 +221,15 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
     args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
-    from nmt.data import prepare, summary
+    from nmt.data import prepare, summary, vocabulary_warning
     from nmt.run import check_data_paths
 
     cfg = config_from_args(args)
     check_data_paths(cfg)
-    print(summary(prepare(cfg)))
+    data = prepare(cfg)
+    print(summary(data))
+    if advice := vocabulary_warning(data):
+        print(f"warning: {advice}", file=sys.stderr)
     return 0
 
 

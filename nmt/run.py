@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmt.config import FILES_KEYS, Config, absolute_paths
-from nmt.data import Split, prepare, summary
+from nmt.data import Split, prepare, summary, vocabulary_warning
 from nmt.distributed import all_true, barrier, current, init_distributed, joined, shutdown_distributed
 from nmt.errors import CheckpointError, ConfigError, FileError, NmtError, RunLockError, TrainingInterrupted
 from nmt.fileio import check_input, check_output
@@ -198,6 +198,8 @@ def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: C
     trainer = Trainer(cfg, data, device)
     if dist.main:
         log_line(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
+        if parent is None and (advice := vocabulary_warning(data)):  # a parent's vocabulary is not the child's choice
+            log.warning("%s", advice)
     return trainer
 
 

@@ -4,7 +4,7 @@ samplers) into a memory-mapped id store and the cache it opens, token-bucket bat
 from nmt.data.batching import Batch, TokenBatchSampler, collate, padding_fraction
 from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
 from nmt.data.pipeline import Prepared, prepare
-from nmt.data.report import summary
+from nmt.data.report import summary, vocabulary_warning
 from nmt.data.sources import (
     MIRROR_ENV,
     MULTI30K_SHA256,
@@ -53,4 +53,5 @@ __all__ = [
     "resolve_files",
     "sample_dir",
     "summary",
+    "vocabulary_warning",
 ]
