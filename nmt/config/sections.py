@@ -3,6 +3,7 @@ checks of a whole config that need more than one key (run whenever a Config is b
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -187,15 +188,16 @@ PATH_KEYS = ("mirror", "download_dir", "cache_dir", *FILES_KEYS)  # the data sec
 
 
 def absolute_paths(cfg: Config) -> Config:
-    """`cfg` with every relative path of its data section (files, folders, train_corpora) and train.init_from
-    made absolute against the working directory: what a run folder stores, so that its config and checkpoints
-    find their data from any folder."""
+    """`cfg` with every relative path (run_root, the data section's files and folders, train.init_from) made
+    absolute against the working directory: what a run stores, so that its config and checkpoints find their
+    data from any folder."""
     def absolute(path: str) -> str:
-        return str(Path(path).absolute()) if path else path
+        return os.path.abspath(path) if path else path
 
     data = replace(cfg.data, **{key: absolute(getattr(cfg.data, key)) for key in PATH_KEYS},
                    train_corpora=[[absolute(path) for path in entry] for entry in cfg.data.train_corpora])
-    return replace(cfg, data=data, train=replace(cfg.train, init_from=absolute(cfg.train.init_from)))
+    return replace(cfg, run_root=absolute(cfg.run_root), data=data,
+                   train=replace(cfg.train, init_from=absolute(cfg.train.init_from)))
 
 
 def validate_new_run(cfg: Config) -> None:
