@@ -128,7 +128,8 @@ def report(results: Path = RESULTS) -> str:
                 shape = size["model"]
                 lines.append(f"| {size['name']} | {shape['model.encoder_layers']}+{shape['model.decoder_layers']} "
                              f"layers, d_model {shape['model.d_model']}, FFN {shape['model.ffn_dim']} | "
-                             f"{cell(size['parameters'])} | {size['updates_per_s']:.2f} | {cell(size['pairs_per_s'])} | "
+                             f"{cell(size['parameters'])} | {size['updates_per_s']:.2f} | "
+                             f"{cell(size['pairs_per_s'])} | "
                              + " | ".join(_minutes(n, size["pairs_per_s"]) for n in CORPUS_PAIRS) + " |")
             lines.append("")
     return "\n".join(lines)
