@@ -24,7 +24,7 @@ from nmt.config import load_config
 from nmt.data import prepare
 from nmt.trainer import Trainer
 from nmt.utils import resolve_device
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, fails_cleanly, tiny_config
 
 SAMPLE = REPO / "data" / "sample"
 KILL_AT, SAVE_EVERY, EVAL_EVERY, STEPS = 27, 5, 20, 40  # killed between the validations at 20 and 40
@@ -159,3 +159,10 @@ def test_the_time_left_is_against_the_limit_that_ends_the_run_first(tmp_path, li
     expected = {"max_epochs": 2 * len(trainer.sampler), "max_steps": 4, "max_minutes": (60 - 30) * 2.0}[limit]
     assert (outlook.limit, outlook.updates, outlook.seconds) == (limit, expected, expected / 2.0)
     assert outlook.describe().endswith(f"left ({limit})")
+
+
+def test_nmt_plot_refuses_a_folder_without_metrics_in_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    fails_cleanly(plot_main, [str(tmp_path / "empty")], capsys, tmp_path, "metrics.jsonl: file not found")
+    (tmp_path / "empty" / "metrics.jsonl").write_text("", encoding="utf-8")
+    fails_cleanly(plot_main, [str(tmp_path / "empty")], capsys, tmp_path, "holds no record yet")
