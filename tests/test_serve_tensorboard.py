@@ -83,7 +83,7 @@ def _from_metrics(folder) -> dict[str, list[tuple[int, float]]]:
     tags: dict[str, list[tuple[int, float]]] = {}
     for entry in read_metrics(folder / "metrics.jsonl"):
         for key, value in entry.items():
-            if key not in ("type", "step"):
+            if key not in ("type", "step") and isinstance(value, (int, float)):  # as MetricsLog writes scalars
                 tags.setdefault(f"{entry['type']}/{key}", []).append((entry["step"], pytest.approx(value, rel=1e-6)))
     return tags
 
