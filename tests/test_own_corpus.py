@@ -166,3 +166,21 @@ def test_nmt_plot_refuses_a_folder_without_metrics_in_one_line(tmp_path, capsys)
     fails_cleanly(plot_main, [str(tmp_path / "empty")], capsys, tmp_path, "metrics.jsonl: file not found")
     (tmp_path / "empty" / "metrics.jsonl").write_text("", encoding="utf-8")
     fails_cleanly(plot_main, [str(tmp_path / "empty")], capsys, tmp_path, "holds no record yet")
+
+
+def test_every_relative_path_of_a_config_becomes_absolute_against_the_working_folder(tmp_path, monkeypatch):
+    """What a run stores: its data, cache, download and mirror folders, run_root and parent, absolute."""
+    from nmt.config import absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config({"run_root": "runs", "data": {
+        "dataset": "files", "train_src": "c/t.de", "train_tgt": "c/t.en", "train_corpora": [["../more.tsv"]],
+        "val_src": "c/v.de", "val_tgt": "/abs/v.en", "cache_dir": "cache", "download_dir": "dl", "mirror": ""},
+        "train": {"init_from": "runs/parent"}})
+    done = absolute_paths(cfg)
+    assert done.run_dir == tmp_path / "runs" / cfg.name and done.train.init_from == str(tmp_path / "runs" / "parent")
+    assert (done.data.train_src, done.data.val_tgt) == (str(tmp_path / "c" / "t.de"), "/abs/v.en")
+    assert done.data.train_corpora == [[str(tmp_path.parent / "more.tsv")]]
+    assert (done.data.cache_dir, done.data.download_dir) == (str(tmp_path / "cache"), str(tmp_path / "dl"))
+    assert done.data.mirror == "" and done.data.test_src == ""  # unset stays unset
+    assert absolute_paths(done) == done
