@@ -229,7 +229,7 @@ def prepare_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if bool(args.task2) != bool(args.output):
         raise ConfigError("--task2 and --output go together")
-    from nmt.data import prepare, summary
+    from nmt.data import prepare, summary, vocabulary_warning
     from nmt.run import check_data_paths
 
     cfg = config_from_args(args)
@@ -240,7 +240,10 @@ def prepare_main(argv: list[str] | None = None) -> int:
         print(write_monolingual(cfg.data, args.task2, args.output).summary())
         return 0
     check_data_paths(cfg)
-    print(summary(prepare(cfg)))
+    data = prepare(cfg)
+    print(summary(data))
+    if advice := vocabulary_warning(data):
+        print(f"warning: {advice}", file=sys.stderr)
     return 0
 
 
@@ -522,6 +525,36 @@ def compare_main(argv: list[str] | None = None) -> int:
     if not any(row["status"] == "ok" for row in data["runs"]):
         print("error: no run could be compared (each one's reason is in the report)", file=sys.stderr)
         return 1
+    return 0
+
+
+@command
+def plot_main(argv: list[str] | None = None) -> int:
+    """nmt-plot RUN [RUN ...]: draw the learning curve of runs (training and validation loss, validation BLEU
+    against updates) from their metrics.jsonl, several runs overlaid."""
+    parser = Parser(prog="nmt-plot", description=plot_main.__doc__)
+    parser.add_argument("runs", nargs="+", help="run folders (or a checkpoint inside one)")
+    parser.add_argument("-o", "--output", help="PNG to write (default: the run's curve.png for one run, "
+                                               "curves.png in this folder for several)")
+    args = parser.parse_args(argv)
+    from nmt.errors import DataError
+    from nmt.plots import run_curves
+
+    runs = [RunDir.of(run) for run in args.runs]
+    inputs = [("run's metrics", check_input("run's metrics", run.metrics)) for run in runs]
+    names = [run.name for run in runs]
+    labels = names if len(set(names)) == len(names) else [str(run.path) for run in runs]
+    curves = []
+    for label, run in zip(labels, runs):
+        records = run.read_metrics()
+        if not records:
+            raise DataError(f"{run.metrics}: holds no record yet (a run logs its first after train.log_every "
+                            "updates or train.log_minutes)")
+        curves.append((label, records))
+    default = runs[0].curve if len(runs) == 1 else Path("curves.png")
+    output = check_output("-o/--output", args.output or default, inputs)
+    run_curves(curves, output)
+    print(f"learning curve of {', '.join(labels)}: {output}")
     return 0
 
 

@@ -96,6 +96,7 @@ class UpdateTally:
     early_stop: float = 0.0  # rank 0's early-stopping verdict from the last validation: drop this update, stop
     exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
     grad_norm: float | torch.Tensor = 0.0  # rank 0's gradient norm; the others add 0 (DDP gave all the same gradients)
+    save: float = 0.0  # rank 0's checkpoint clock: every rank writes last.pt with it after this update
 
     def agree(self, d: Dist) -> UpdateTally:
         """The sum over ranks: one all-reduce, then the update's one read back to the host."""
@@ -105,10 +106,10 @@ class UpdateTally:
             return UpdateTally(*values)
         device = d.comm_device if d.group else measured[0].device
         host = torch.tensor([0.0 if isinstance(v, torch.Tensor) else float(v) for v in values],
-                            dtype=torch.float64)  # (9,)
+                            dtype=torch.float64)  # (10,)
         moved = (host.pin_memory() if device.type == "cuda" else host).to(device, non_blocking=True)
         vector = torch.stack([v.to(device, torch.float64) if isinstance(v, torch.Tensor) else moved[i]
-                              for i, v in enumerate(values)])  # (9,)
+                              for i, v in enumerate(values)])  # (10,)
         if d.group:
             dist.all_reduce(vector)
         return UpdateTally(*vector.tolist())

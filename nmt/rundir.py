@@ -8,6 +8,7 @@ A run folder (run_root/name) holds what `nmt-train` writes and later commands re
     checkpoints/           last.pt (resumable), best.pt, step_N.pt (the best k), averaged.pt
     eval_<split>.json      an evaluation report         <split>.hyp.<target language>   its translations
     length_penalty.json    the length-penalty tuning    train_failed.txt why a suite's training failed
+    curve.png              the learning curve, redrawn at each validation
 
 This module knows names and paths only: it creates, locks and writes nothing.
 """
@@ -30,6 +31,7 @@ class RunDir:
     LOCK = "train.lock"
     FAILED = "train_failed.txt"
     LENGTH_PENALTY = "length_penalty.json"
+    CURVE = "curve.png"
     CHECKPOINTS = "checkpoints"
     LAST, BEST, AVERAGED = "last.pt", "best.pt", "averaged.pt"
     STEPS = "step_*.pt"  # the checkpoints of the best k validations, named by `step`
@@ -78,6 +80,10 @@ class RunDir:
     @property
     def lock(self) -> Path:
         return self.path / self.LOCK
+
+    @property
+    def curve(self) -> Path:
+        return self.path / self.CURVE
 
     @property
     def failed(self) -> Path:
@@ -138,8 +144,8 @@ class RunDir:
         """The files nmt-train writes for a model into `language`, with the tokenizer's files named by
         `tokenizer_files` (nmt.tokenizer's)."""
         return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test", language),
-                self.length_penalty, *(self.tokenizer / name for name in tokenizer_files), self.last, self.best,
-                self.averaged]
+                self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last,
+                self.best, self.averaged]
 
     def read_metrics(self) -> MetricRecords:
         """The records of this run's metrics.jsonl (see `read_metrics`)."""

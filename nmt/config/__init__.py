@@ -32,6 +32,7 @@ from nmt.config.sections import (
     DataConfig,
     TokenizerConfig,
     TrainConfig,
+    absolute_paths,
     validate,
     validate_new_run,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "TrainConfig",
     "Variant",
     "VariantSetting",
+    "absolute_paths",
     "as_overrides",
     "check_attention",
     "check_decode",

@@ -3,8 +3,9 @@ checks of a whole config that need more than one key (run whenever a Config is b
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -152,11 +153,23 @@ class TrainConfig(Section):
                                "newer; inputs rounded to a 10-bit mantissa, sums in fp32): several times faster "
                                "in fp32 precision. No effect on the CPU or on bf16/fp16 products.")
     compile: bool = setting(False, "Wrap the model in torch.compile.")
-    log_every: int = setting(50, "Updates between metrics.jsonl log lines.", bounds=Range(1, 1e9))
+    log_every: int = setting(50, "Updates between training log lines (in train.log, on stderr and in metrics.jsonl).",
+                             bounds=Range(1, 1e9))
+    log_minutes: float = setting(1.0, "Also a training log line when this many minutes passed since the last one "
+                                      "(0: only log_every), so a slow run says how it goes from its first minute.",
+                                 bounds=Range(0, 1e7))
+    save_every: int = setting(0, "Also write last.pt every this many updates, without validating (0: only the "
+                                 "time cadence of save_minutes).", bounds=Range(0, 1e9))
+    save_minutes: float = setting(5.0, "Also write last.pt when this many minutes of training passed since the last "
+                                       "checkpoint, without validating (0: off): a crash loses at most this much.",
+                                  bounds=Range(0, 1e7))
     tensorboard: bool = setting(False, "Also write the metrics.jsonl figures as TensorBoard scalars under "
                                        "<run>/tensorboard (needs the tensorboard package).")
     eval_every: int = setting(1000, "Updates between validations (0: once per epoch).", bounds=Range(0, 1e9))
     eval_bleu: bool = setting(True, "Compute greedy validation BLEU at each validation.")
+    examples: int = setting(3, "Validation sentences (the same ones each time) translated at each validation and "
+                               "shown with their references in the log, metrics.jsonl and TensorBoard (0: none).",
+                            bounds=Range(0, 1000))
     early_stop_metric: str = setting("bleu", "Validation metric for early stopping and best checkpoints.",
                                      ("bleu", "loss"))
     patience: int = setting(0, "Validations without improvement before stopping (0: never).",
@@ -211,6 +224,23 @@ def validate(cfg: Config) -> None:
     if tr.max_steps <= 0 and tr.max_epochs <= 0 and tr.max_minutes <= 0:
         raise ConfigError("train: set at least one of max_steps, max_epochs, max_minutes")
     _validate_data(cfg.data)
+
+
+PATH_KEYS = ("mirror", "task2_mirror", "download_dir", "cache_dir", *FILES_KEYS)  # the data section's paths
+
+
+def absolute_paths(cfg: Config) -> Config:
+    """`cfg` with every relative path (run_root, the data section's files and folders, train.init_from) made
+    absolute against the working directory: what a run stores, so that its config and checkpoints find their
+    data from any folder."""
+    def absolute(path: str) -> str:
+        return os.path.abspath(path) if path else path
+
+    corpora = [replace(entry, files=[absolute(path) for path in entry.files]) if isinstance(entry, CorpusConfig)
+               else [absolute(path) for path in entry] for entry in cfg.data.train_corpora]
+    data = replace(cfg.data, **{key: absolute(getattr(cfg.data, key)) for key in PATH_KEYS}, train_corpora=corpora)
+    return replace(cfg, run_root=absolute(cfg.run_root), data=data,
+                   train=replace(cfg.train, init_from=absolute(cfg.train.init_from)))
 
 
 def validate_new_run(cfg: Config) -> None:

@@ -5,7 +5,7 @@ token-bucket batching and the preparation summary."""
 from nmt.data.batching import Batch, TokenBatchSampler, collate, padding_fraction
 from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
 from nmt.data.pipeline import Prepared, prepare
-from nmt.data.report import summary
+from nmt.data.report import summary, vocabulary_warning
 from nmt.data.sources import (
     MIRROR_ENV,
     MULTI30K_SHA256,
@@ -61,4 +61,5 @@ __all__ = [
     "summary",
     "task2_monolingual",
     "write_monolingual",
+    "vocabulary_warning",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from nmt.checkpoint import LoadedModel, load_model
+from nmt.config import FILES_KEYS, Config
 from nmt.errors import ExportError
 from nmt.export import publish_export
 from nmt.fileio import sha256_file
@@ -95,15 +96,25 @@ def _test_report(loaded: LoadedModel) -> dict[str, Any] | None:
         return None
 
 
-def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) -> str:
-    """README.md in the Hub's format: YAML metadata (languages, the license left to the user, the data, the test
-    scores as model-index) and what the model is."""
+def corpus_files(cfg: Config) -> list[str]:
+    """The names (not the folders: a card is published) of a `files` dataset's corpus files, in config order."""
+    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.train_corpora for p in entry]
+    return [Path(path).name for path in paths if path]
+
+
+def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None, transformers_version: str) -> str:
+    """README.md in the Hub's format: YAML metadata (languages, the license left to the user, the data: Multi30k,
+    or "custom" with the corpus files' names, the test scores as model-index), what the model is, and a usage
+    snippet that runs with `transformers_version`, the version that wrote the folder."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     cfg = loaded.cfg
     src, tgt = cfg.data.languages
+    custom = cfg.data.dataset in ("files", "sample")
+    extra = {"training_files": corpus_files(cfg)} if cfg.data.dataset == "files" else {}
     dataset = {"multi30k": "Multi30k (WMT16 multimodal task 1)", "sample": "nmt's embedded sample corpus",
-               "files": "the user's own parallel files"}[cfg.data.dataset]
+               "files": f"custom parallel files ({', '.join(corpus_files(cfg))})"}.get(cfg.data.dataset,
+                                                                                         cfg.data.dataset)
     results = []
     if report is not None:
         for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
@@ -113,8 +124,9 @@ def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) ->
                 metric_type=metric, metric_name=name, metric_value=report[metric],
                 metric_config=report[f"{metric}_signature"]))
     data = ModelCardData(language=[src, tgt], license="unknown", library_name="transformers",
-                         pipeline_tag="translation", tags=["translation", "nmt"], datasets=[cfg.data.dataset],
-                         model_name=cfg.name, eval_results=results or None)
+                         pipeline_tag="translation", tags=["translation", "nmt"],
+                         datasets=["custom" if custom else cfg.data.dataset], model_name=cfg.name,
+                         eval_results=results or None, **extra)
     m = cfg.model
     lines = [
         f"# {cfg.name}", "",
@@ -137,9 +149,13 @@ def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) ->
                   f"- BLEU {report['bleu']:.2f} (sacreBLEU `{report['bleu_signature']}`)",
                   f"- chrF {report['chrf']:.2f} (sacreBLEU `{report['chrf_signature']}`)"]
     lines += [
-        "", "## Use", "", "```python", "from transformers import pipeline", "",
-        'translate = pipeline("translation", model="PATH_OR_REPO")',
-        'print(translate("Ein Mann fährt Fahrrad.")[0]["translation_text"])', "```", "",
+        "", "## Use", "",
+        f"With transformers {transformers_version} (which wrote this folder; its stock classes, no custom code):", "",
+        "```python", "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer", "",
+        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")',
+        'model = AutoModelForSeq2SeqLM.from_pretrained("PATH_OR_REPO")',
+        'batch = tokenizer(["Ein Mann fährt Fahrrad."], return_tensors="pt", padding=True)',
+        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))", "```", "",
         "## What the transformers tokenizer does not reproduce", "",
         "- nmt normalizes input text before sentencepiece (Unicode NFC, whitespace collapsed"
         + (", lowercased: this model was trained on lowercased text, so lowercase the input yourself" if
@@ -187,7 +203,8 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
             hf.save_pretrained(str(tmp))
             _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1,
                              loaded.cfg.data.languages)
-        (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded)), encoding="utf-8")
+        (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded), transformers.__version__),
+                                       encoding="utf-8")
 
     head = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],
             "transformers_version": transformers.__version__}
