@@ -3,7 +3,7 @@
 Usage: python -m benchmarks.attention [--lengths 128 256 ... 4096] [--device auto|cpu|cuda] [--methods ...]
 
 Methods: naive softmax(QK^T)V written out, the fused F.scaled_dot_product_attention, and the variants of
-nmt.models.attention's registry with a cost of their own (`local` and `linear`), all unmasked (encoder
+nmt.config.VARIANTS with a FLOP count of their own (`local` and `linear`), all unmasked (encoder
 self-attention) on (batch 8, heads 8, length, head size 64) inputs. Time: the median of --repeats forward +
 backward passes after one warm-up pass. Memory: on CUDA torch.cuda.max_memory_allocated above the inputs; on CPU
 each case runs in a fresh subprocess and reports its peak RSS minus its RSS just before the computation (the
@@ -45,17 +45,18 @@ from benchmarks.common import (
     write_result,
 )
 from nmt.cli import command
-from nmt.config import ModelConfig
-from nmt.models.attention import SELF_ATTENTION, FullAttention
+from nmt.config import VARIANTS, ModelConfig
+from nmt.flops import SELF_ATTENTION_FLOPS
+from nmt.models.attention import variant_class
 
 MODULE = "benchmarks.attention"
 
 
 def _own_cost_variants() -> tuple[str, ...]:
-    """The registry's self-attention variants with a cost of their own: one that costs what full attention
+    """The self-attention variants with a cost of their own: one that costs what full attention
     costs (full itself, or a masked one such as sparse) computes what `fused` times."""
-    full = FullAttention.flops.__func__
-    return tuple(name for name, cls in SELF_ATTENTION.items() if cls.flops.__func__ is not full)
+    full = SELF_ATTENTION_FLOPS["full"]
+    return tuple(name for name in VARIANTS["self"] if SELF_ATTENTION_FLOPS.get(name) is not full)
 
 
 METHODS = ("naive", "fused", *_own_cost_variants())
@@ -89,9 +90,9 @@ def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _registry(name: str, window: int) -> Callable[..., torch.Tensor]:
-    own = {s.name for s in SELF_ATTENTION[name].settings}
+    own = {s.name for s in VARIANTS["self"][name].settings}
     cfg = ModelConfig(self_attention=name, self_attention_settings={"window": window} if "window" in own else {})
-    core = SELF_ATTENTION[name].from_config(cfg)
+    core = variant_class("self", name).from_config(cfg)
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         mask = core.build_mask(q.size(2), None, causal=False, device=q.device)  # once per batch in the model

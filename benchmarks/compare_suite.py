@@ -33,23 +33,23 @@ import torch
 from benchmarks.common import ROOT, code_commit, machine_info
 from nmt.api import evaluate
 from nmt.cli import compare_main
-from nmt.compare import ATTENTION_RECORD, FAILED_NOTE, RUN_FILES, attention_record, load_run, test_sources
-from nmt.config import ModelConfig, load_config, parse_overrides
+from nmt.compare import ATTENTION_RECORD, FAILED_NOTE, attention_record, load_run, run_files, test_sources
+from nmt.config import VARIANTS, ModelConfig, load_config, parse_overrides
 from nmt.data import evaluation_splits
 from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import ConfigError
 from nmt.evaluation import write_report
 from nmt.fileio import atomic_output
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
+from nmt.flops import RNN_ATTENTION_FLOPS
 from nmt.run.folder import RunDir
 
 
 def variant_order() -> tuple[str, ...]:
-    """The config-name tails of every registered variant in suite order: the GRU attentions from the cheapest
-    (none) to the costliest (additive), then the Transformer self-attentions in the registry's order."""
+    """The config-name tails of every attention variant in suite order: the GRU attentions from the cheapest
+    (none) to the costliest (additive), then the Transformer self-attentions in nmt.config.VARIANTS' order."""
     model = ModelConfig()
-    gru = sorted(RNN_ATTENTION, key=lambda name: RNN_ATTENTION[name].flops(model, 16, 16))  # stable on a tie
-    return (*(f"gru_{name}" for name in gru), *(f"transformer_{name}" for name in SELF_ATTENTION))
+    gru = sorted(VARIANTS["rnn"], key=lambda name: RNN_ATTENTION_FLOPS[name](model, 16, 16))  # stable on a tie
+    return (*(f"gru_{name}" for name in gru), *(f"transformer_{name}" for name in VARIANTS["self"]))
 
 
 ORDER = variant_order()
@@ -132,13 +132,19 @@ def further_test_sets(run_dir: Path) -> list[str]:
     return [split for split in evaluation_splits(cfg) if split not in ("train", "val", "test")]
 
 
+def target_language(run_dir: Path) -> str:
+    """The language the run translates into, named by its translations' files."""
+    return load_config(RunDir(run_dir).config).data.languages[1]
+
+
 def complete(run_dir: Path) -> None:
     """What a comparison reads of a finished run besides nmt-train's test report: its reports and translations of
     the further test sets (with the settings stored in its final model), and its attention record."""
     for split in further_test_sets(run_dir):
         report = evaluate(run_dir, split=split)
         report["command"] = shlex.join(["nmt-evaluate", str(run_dir), "--split", split])  # the same, from a shell
-        write_report(report, report.pop("hypotheses"), RunDir(run_dir).report(split), RunDir(run_dir).hypotheses(split))
+        write_report(report, report.pop("hypotheses"), RunDir(run_dir).report(split),
+                     RunDir(run_dir).hypotheses(split, target_language(run_dir)))
     run = load_run(run_dir)
     record = attention_record(run, test_sources(run.cfg), torch.device("cpu"), DIAG_SENTENCES, HEATMAPS,
                               Thresholds())
@@ -152,9 +158,10 @@ def archive(run_dir: Path, out: Path) -> None:
     target = out / "runs" / run_dir.name
     target.mkdir(parents=True, exist_ok=True)
     tests = [name for split in further_test_sets(run_dir) if (run_dir / RunDir.report_name(split)).exists()
-             for name in (RunDir.report_name(split), RunDir.hypotheses_name(split))] if run_dir.is_dir() else []
-    for name in {*RUN_FILES, *tests, *(p.name for p in target.glob("eval_*.json")), *(p.name for p in
-                                                                                       target.glob("*.hyp.en"))}:
+             for name in (RunDir.report_name(split), RunDir.hypotheses_name(split, target_language(run_dir)))
+             ] if run_dir.is_dir() else []
+    for name in {*run_files(run_dir), *tests, *(p.name for p in target.glob("eval_*.json")),
+                 *(p.name for p in target.glob("*.hyp.*"))}:
         if (run_dir / name).exists():
             with atomic_output(target / name, "wb") as handle:
                 handle.write((run_dir / name).read_bytes())

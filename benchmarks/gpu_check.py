@@ -71,9 +71,9 @@ GPU_BUDGET, DRY_BUDGET = 450.0, 178.0  # seconds: under 8 minutes on a GPU, unde
 CAPS = {"preflight": (20, 10), "prepare": (45, 15), "train_fp32": (50, 20), "train_bf16": (50, 20),
         "train_fp16": (50, 20), "resume": (70, 35), "torchrun_1": (45, 25), "torchrun_2": (45, 25),
         "evaluate": (45, 12), "tests": (75, 16)}
-GPU_TESTS = ["tests/test_train.py", "tests/test_training_parts.py", "tests/test_models.py", "tests/test_search.py",
-             "tests/test_translator.py", "tests/test_checkpoint.py"]
-DRY_TESTS = ["tests/test_training_parts.py::test_label_smoothing_zero_is_cross_entropy",
+GPU_TESTS = ["tests/test_train.py", "tests/test_training_parts.py", "tests/test_kernels.py", "tests/test_models.py",
+             "tests/test_search.py", "tests/test_translator.py", "tests/test_checkpoint.py"]
+DRY_TESTS = ["tests/test_kernels.py::test_label_smoothing_zero_is_cross_entropy",
              "tests/test_gpu_path.py::test_prefetch_keeps_order_passes_errors_on_and_stops_when_dropped"]
 
 

@@ -145,7 +145,7 @@ def recording(translate: SentenceTranslator, pairs: list[tuple[str, str]]) -> Se
 
 def run_documents(docs: list[tuple[str, dict]], translate: SentenceTranslator) -> list[dict[str, Any]]:
     """Each document translated: the output and the (sentence, translation) pairs it was made of."""
-    split = splitter("nonewlines")
+    split = splitter("nonewlines", "de")
     out = []
     for document, judged in docs:
         pairs: list[tuple[str, str]] = []

@@ -109,7 +109,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
         result = {"scores": {"line_by_line_joined": scores(by_line, joined_refs),
                              "split": scores(split_hyps, joined_refs)},
                   "paragraphs_with_line_breaks": sum("\n" in paragraph for paragraph in paragraphs),
-                  "split_into_their_lines": sum(len(split(paragraph).sentences) == size
+                  "split_into_their_lines": sum(len(split(paragraph, language="de").sentences) == size
                                                 for paragraph, size in zip(paragraphs, sizes, strict=True)),
                   "split_equals_line_by_line": sum(a == b for a, b in zip(split_hyps, by_line, strict=True))}
         result["split_minus_line_by_line_joined_bleu"] = round(

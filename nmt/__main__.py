@@ -7,7 +7,7 @@ import sys
 
 # command -> "module:function"; a command's module is imported only when it runs (nmt-serve's needs the serve extra)
 COMMANDS = {"prepare": "nmt.cli:prepare_main", "train": "nmt.cli:train_main", "evaluate": "nmt.cli:evaluate_main",
-            "translate": "nmt.cli:translate_main", "compare": "nmt.cli:compare_main",
+            "translate": "nmt.cli:translate_main", "compare": "nmt.cli:compare_main", "plot": "nmt.cli:plot_main",
             "average": "nmt.cli:average_main", "config-doc": "nmt.cli:config_doc_main",
             "export": "nmt.cli:export_main", "import": "nmt.cli:import_main", "serve": "nmt.serve.command:main"}
 

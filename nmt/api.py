@@ -29,7 +29,8 @@ Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of
 
 def train(config: ConfigSource, overrides: Overrides | None = None, restart: bool = False,
           evaluate_test: bool = True) -> Run:
-    """Prepare the data (cached), train (or resume), choose the final model and score it on the test split.
+    """Prepare the data (cached), train (or resume), choose the final model and score it on the test split; the
+    Run names the final model always, and holds the test report where the corpus has a test split.
 
     `config` and `overrides` are as for `nmt.load_config` (`overrides={"train.max_steps": 60}`). `restart` deletes
     an earlier run of the same name; `evaluate_test` False skips the test report. Ctrl-C saves last.pt and raises

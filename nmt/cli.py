@@ -182,7 +182,7 @@ def add_decode_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-len-a", type=float, help="outputs stop at a * source length + b subwords")
     group.add_argument("--max-len-b", type=int, help="outputs stop at a * source length + b subwords")
     group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
-    group.add_argument("--max-source-tokens", "--max-tokens", type=int,
+    group.add_argument("--max-source-tokens", type=int,
                        help="longer sources are truncated to this many subwords")
     group.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     group.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
@@ -219,14 +219,31 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 
 @command
 def prepare_main(argv: list[str] | None = None) -> int:
-    """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did."""
-    args = config_parser("nmt-prepare", prepare_main.__doc__).parse_args(argv)
-    from nmt.data import prepare, summary
+    """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did. With --task2 LANG
+    --output FILE: write Multi30k task 2's LANG text instead, without validation and test sentences."""
+    parser = config_parser("nmt-prepare", prepare_main.__doc__)
+    parser.add_argument("--task2", choices=("en", "de"),
+                        help="write the monolingual task 2 text of this language to --output (data.task2_mirror, "
+                             "data.mirror for the held-out sets, data.lowercase as in the config)")
+    parser.add_argument("--output", help="with --task2: the file to write (.gz: gzipped)")
+    args = parser.parse_args(argv)
+    if bool(args.task2) != bool(args.output):
+        raise ConfigError("--task2 and --output go together")
+    from nmt.data import prepare, summary, vocabulary_warning
     from nmt.run.lifecycle import check_data_paths
 
     cfg = config_from_args(args)
+    if args.task2:
+        from nmt.data.task2 import write_monolingual
+
+        check_output("output", args.output)
+        print(write_monolingual(cfg.data, args.task2, args.output).summary())
+        return 0
     check_data_paths(cfg)
-    print(summary(prepare(cfg)))
+    data = prepare(cfg)
+    print(summary(data))
+    if advice := vocabulary_warning(data):
+        print(f"warning: {advice}", file=sys.stderr)
     return 0
 
 
@@ -302,7 +319,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     else:
         name = args.split
         sources, refs = split_pair(translator.cfg, args.split)
-    out, hyp_path = report_paths(translator.members[0].path, name, args.output)
+    out, hyp_path = report_paths(translator.members[0].path, name, args.output, translator.languages[1])
     check_output("report", out, inputs)
     check_output("hypotheses", hyp_path, [*inputs, ("report", out)])
     report, hyps = evaluate(translator, sources, refs, name, command_line("nmt-evaluate", argv))
@@ -493,12 +510,12 @@ def compare_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=number(Range(100, 1_000_000), integer=True), default=1000,
                         help="paired bootstrap resamples")
     args = parser.parse_args(argv)
-    from nmt.compare import RUN_FILES, compare, markdown
+    from nmt.compare import compare, markdown, run_files
     from nmt.utils import resolve_device
 
     resolve_device(args.device)
     out = check_output("--out", Path(args.out) if args.out else Path("reports") / args.suite, folder=True)
-    reads = [("run file", Path(run) / name) for run in args.runs for name in RUN_FILES]
+    reads = [("run file", Path(run) / name) for run in args.runs for name in run_files(run)]
     for name in ("compare.json", "compare.md", "learning_curves.png"):
         check_output("--out", out / name, reads)
     data = compare([Path(p) for p in args.runs], out, args.suite, args.baseline, args.device,
@@ -508,6 +525,36 @@ def compare_main(argv: list[str] | None = None) -> int:
     if not any(row["status"] == "ok" for row in data["runs"]):
         print("error: no run could be compared (each one's reason is in the report)", file=sys.stderr)
         return 1
+    return 0
+
+
+@command
+def plot_main(argv: list[str] | None = None) -> int:
+    """nmt-plot RUN [RUN ...]: draw the learning curve of runs (training and validation loss, validation BLEU
+    against updates) from their metrics.jsonl, several runs overlaid."""
+    parser = Parser(prog="nmt-plot", description=plot_main.__doc__)
+    parser.add_argument("runs", nargs="+", help="run folders (or a checkpoint inside one)")
+    parser.add_argument("-o", "--output", help="PNG to write (default: the run's curve.png for one run, "
+                                               "curves.png in this folder for several)")
+    args = parser.parse_args(argv)
+    from nmt.errors import DataError
+    from nmt.plots import run_curves
+
+    runs = [RunDir.of(run) for run in args.runs]
+    inputs = [("run's metrics", check_input("run's metrics", run.metrics)) for run in runs]
+    names = [run.name for run in runs]
+    labels = names if len(set(names)) == len(names) else [str(run.path) for run in runs]
+    curves = []
+    for label, run in zip(labels, runs):
+        records = run.read_metrics()
+        if not records:
+            raise DataError(f"{run.metrics}: holds no record yet (a run logs its first after train.log_every "
+                            "updates or train.log_minutes)")
+        curves.append((label, records))
+    default = runs[0].curve if len(runs) == 1 else Path("curves.png")
+    output = check_output("-o/--output", args.output or default, inputs)
+    run_curves(curves, output)
+    print(f"learning curve of {', '.join(labels)}: {output}")
     return 0
 
 

@@ -27,7 +27,7 @@ from nmt.checkpoint import load_model
 from nmt.config import Config, load_config
 from nmt.data import normalize
 from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds, attention_stats, summarize
-from nmt.errors import CheckpointError, ConfigError, DataError
+from nmt.errors import CheckpointError, ConfigError, DataError, NmtError
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
 from nmt.loader import from_loaded
@@ -39,9 +39,19 @@ from nmt.utils import resolve_device
 
 FAILED_NOTE = RunDir.FAILED
 ATTENTION_RECORD = "attention.json"  # a run's attention diagnostics and heatmap panels (`attention_record`)
-RUN_FILES = (RunDir.report_name("test"), RunDir.hypotheses_name("test"), RunDir.CONFIG, RunDir.METRICS,
-             FAILED_NOTE, ATTENTION_RECORD)  # what is read of a run, besides further test sets' reports
+RUN_FILES = (RunDir.report_name("test"), RunDir.CONFIG, RunDir.METRICS, FAILED_NOTE,
+             ATTENTION_RECORD)  # what is read of a run, besides its translations and further test sets' reports
 NOT_TEST_SETS = ("train", "val", "test")  # eval_<split>.json reports that are no further test set
+
+
+def run_files(path: str | Path) -> list[str]:
+    """The names of the files read of a run folder: RUN_FILES and, once its config names the target language,
+    its test translations."""
+    try:
+        target = load_config(RunDir(path).config).data.languages[1]
+    except (NmtError, OSError):
+        return list(RUN_FILES)
+    return [*RUN_FILES, RunDir.hypotheses_name("test", target)]
 
 
 @dataclass
@@ -93,7 +103,7 @@ def load_run(path: Path) -> ComparedRun:
         if folder.failed.exists():
             run.fail(folder.failed.read_text(encoding="utf-8").strip() or "training failed")
             return run
-        for name in RUN_FILES[:3]:
+        for name in RUN_FILES[:2]:
             if not (path / name).exists():
                 run.fail(f"no {name} (training failed or was not evaluated)")
                 return run
@@ -103,19 +113,25 @@ def load_run(path: Path) -> ComparedRun:
             raise ValueError(f"eval_test.json: {err}") from None
         _check_report(run.report)
         run.cfg = load_config(folder.config)
-        run.hyps = folder.hypotheses("test").read_text(encoding="utf-8").split("\n")[:-1]
-        run.tests = further_test_sets(path)
+        target = run.cfg.data.languages[1]
+        if not folder.hypotheses("test", target).exists():
+            run.fail(f"no {RunDir.hypotheses_name('test', target)} (training failed or was not evaluated)")
+            return run
+        run.hyps = folder.hypotheses("test", target).read_text(encoding="utf-8").split("\n")[:-1]
+        run.tests = further_test_sets(path, target)
     except (OSError, ValueError) as err:
         run.fail(f"unreadable run files ({err})")
         run.report = {}
         return run
     if len(run.hyps) != run.report.get("sentences"):
-        run.fail(f"test.hyp.en has {len(run.hyps)} lines but the report scored {run.report.get('sentences')}")
+        run.fail(f"{RunDir.hypotheses_name('test', run.cfg.data.languages[1])} has {len(run.hyps)} lines but the "
+                 f"report scored {run.report.get('sentences')}")
     return run
 
 
-def further_test_sets(path: Path) -> dict[str, tuple[dict[str, Any], list[str]]]:
-    """The reports and translations of the test sets other than `test` that a run folder holds."""
+def further_test_sets(path: Path, language: str) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """The reports and translations (into `language`) of the test sets other than `test` that a run folder
+    holds."""
     found = {}
     for report_file in sorted(path.glob("eval_*.json")):
         split = report_file.stem.removeprefix("eval_")
@@ -126,9 +142,10 @@ def further_test_sets(path: Path) -> dict[str, tuple[dict[str, Any], list[str]]]
         except ValueError as err:
             raise ValueError(f"{report_file.name}: {err}") from None
         _check_report(report)
-        hyps = RunDir(path).hypotheses(split).read_text(encoding="utf-8").split("\n")[:-1]
+        hyps = RunDir(path).hypotheses(split, language).read_text(encoding="utf-8").split("\n")[:-1]
         if len(hyps) != report["sentences"]:
-            raise ValueError(f"{split}.hyp.en has {len(hyps)} lines but its report scored {report['sentences']}")
+            raise ValueError(f"{RunDir.hypotheses_name(split, language)} has {len(hyps)} lines but its report "
+                             f"scored {report['sentences']}")
         found[split] = report, hyps
     return found
 

@@ -1,10 +1,5 @@
-"""Attention diagnostics: entropy and focus of attention rows (the design documents' health signals).
-
-The design documents name two warning signs in cross-attention: rows close to uniform (the model is unsure
-where to look) and rows with over 90% of their weight on one source token (possible over-fitting). A row is
-classified by `Thresholds.focused` / `Thresholds.uniform`; a sentence is flagged when the share of such rows
-passes `Thresholds.max_focused_share` / `Thresholds.max_uniform_share`.
-"""
+"""Attention diagnostics: cross-attention rows near uniform (unsure where to look) or on one source token (possible
+over-fitting), and the sentences with many of them."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Rank, world size and devices of a run; collectives on the process group's device; one control vector per update.
-
-Under torchrun every rank must take the same branch at every collective, or the ranks wait on each other
-forever. So no rank decides to skip or stop from its own state: each update ends with one all-reduce of a
-`UpdateTally` vector (tokens, loss, non-finite ranks, stop requests and signals, early-stopping verdict, exhausted
-data, gradient norm), and every rank reads its decisions from the same summed vector. The update's figures
-join that vector where they were computed (on the GPU), so reading it back is the update's one wait for the
-device.
-"""
+"""Rank, world size and devices of a run, and collectives. Every rank must take the same branch at every
+collective, so each decides from the same all-reduced `UpdateTally`, never from its own state."""
 
 from __future__ import annotations
 
@@ -35,11 +28,7 @@ class Dist:
 
 
 def init_distributed(device_name: str) -> torch.device | None:
-    """Join torchrun's process group when launched by torchrun; returns this rank's device (None otherwise).
-
-    NCCL on CUDA, gloo on the CPU; a single torchrun process joins a group of one, so its collectives run too.
-    Calling it again in the same process reuses the group.
-    """
+    """Join torchrun's process group and return this rank's device; None outside torchrun."""
     if "TORCHELASTIC_RUN_ID" not in os.environ and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
     use_cuda = torch.cuda.is_available() and device_name != "cpu"
@@ -57,7 +46,7 @@ def joined() -> bool:
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group at the end of a run (NCCL frees its communicators; nothing is left to time out)."""
+    """Leave the process group at the end of a run, so NCCL frees its communicators."""
     if joined():
         dist.destroy_process_group()
 
@@ -96,10 +85,7 @@ def gather_objects(d: Dist, obj: Any) -> list[Any]:
 
 @dataclass
 class UpdateTally:
-    """One update's facts that decide what every rank does next; `agree` sums them over the ranks.
-
-    A field may be a 0-d tensor still on the device (the loss, the gradient norm): `agree` gathers it there.
-    """
+    """One update's facts that decide what every rank does next; a field may be a 0-d tensor on the device."""
 
     tokens: float = 0.0  # target tokens of the update
     loss: float | torch.Tensor = 0.0  # summed label-smoothed loss
@@ -110,19 +96,20 @@ class UpdateTally:
     early_stop: float = 0.0  # rank 0's early-stopping verdict from the last validation: drop this update, stop
     exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
     grad_norm: float | torch.Tensor = 0.0  # rank 0's gradient norm; the others add 0 (DDP gave all the same gradients)
+    save: float = 0.0  # rank 0's checkpoint clock: every rank writes last.pt with it after this update
 
     def agree(self, d: Dist) -> UpdateTally:
-        """The sum over ranks: one all-reduce on the process group's device, then one read back to the host."""
+        """The sum over ranks: one all-reduce, then the update's one read back to the host."""
         values = astuple(self)
         measured = [v for v in values if isinstance(v, torch.Tensor)]
         if not d.group and not measured:
             return UpdateTally(*values)
         device = d.comm_device if d.group else measured[0].device
         host = torch.tensor([0.0 if isinstance(v, torch.Tensor) else float(v) for v in values],
-                            dtype=torch.float64)  # (9,)
+                            dtype=torch.float64)  # (10,)
         moved = (host.pin_memory() if device.type == "cuda" else host).to(device, non_blocking=True)
         vector = torch.stack([v.to(device, torch.float64) if isinstance(v, torch.Tensor) else moved[i]
-                              for i, v in enumerate(values)])  # (9,)
+                              for i, v in enumerate(values)])  # (10,)
         if d.group:
             dist.all_reduce(vector)
         return UpdateTally(*vector.tolist())

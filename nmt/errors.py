@@ -1,7 +1,5 @@
-"""The library's exception types, in one place and without dependencies, so that every layer can raise them and
-every caller (the console commands, a notebook, a server) can catch them from `nmt`; and how their messages quote
-a value without its size (the CLI, the config loader and the server all cut what they echo with `short_repr` and
-`excerpt`)."""
+"""The library's exception types, free of dependencies so that every layer can raise them, and how a message
+quotes a value of any size (`short_repr`, `excerpt`)."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
 
 
 def short_repr(value: Any) -> str:
-    """repr(value) as a short, marked excerpt: a message stays one short line whatever the input holds (a config,
-    a request, a command-line argument). A long string keeps its first EXCERPT characters and says its length."""
+    """repr(value) as a short, marked excerpt, so that a message stays one line whatever the input holds."""
     if isinstance(value, str) and len(value) > EXCERPT:
         return f"{value[:EXCERPT]!r}... ({len(value):,} characters in all)"
     short = reprlib.Repr()

@@ -198,13 +198,14 @@ def penalty_table(tuning: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def report_paths(model: str, name: str, output: str | None) -> tuple[Path, Path]:
-    """Where nmt-evaluate writes the report and hypotheses of `name` (a split, or file_<stem> for --src): beside
-    --output, else in the run folder of `model` (the checkpoint or export folder decoded)."""
+def report_paths(model: str, name: str, output: str | None, language: str) -> tuple[Path, Path]:
+    """Where nmt-evaluate writes the report and hypotheses (in `language`, the model's target) of `name` (a split,
+    or file_<stem> for --src): beside --output, else in the run folder of `model` (the checkpoint or export folder
+    decoded)."""
     if output:
         return Path(output), Path(output).with_suffix(".hyp.txt")
     run = RunDir.of(model)
-    return run.report(name), run.hypotheses(name)
+    return run.report(name), run.hypotheses(name, language)
 
 
 def check_tuning(split: str, src: str | None, models: int, length_penalty: float | None) -> None:

@@ -1,13 +1,5 @@
-"""Conversion of Transformer checkpoints to CTranslate2 (the engine that decodes the result is
-`nmt.engines.ctranslate2`).
-
-`export_ctranslate2` fills ctranslate2's own model specification (`TransformerSpec`) from the model's
-modules, so pre- and post-norm, tied or untied embeddings and sinusoidal or learned positions all map onto
-it; the sinusoid table is written out, since CTranslate2's built-in one orders sines and cosines differently.
-An attention temperature is folded into the query projections. The folder receives CTranslate2's files, the
-sentencepiece model(s) and `nmt_export.json`: the source checkpoint and its sha256, the run's config and the
-sha256 of every file, checked each time the folder is loaded.
-"""
+"""Conversion of Transformer checkpoints to CTranslate2, through its own `TransformerSpec` filled from the model's
+modules; the sinusoid table is written out, since CTranslate2's orders sines and cosines differently."""
 
 from __future__ import annotations
 
@@ -126,10 +118,7 @@ def _spec(loaded: LoadedModel) -> Any:
 
 
 def export_ctranslate2(source: str | Path, output: str | Path, quantization: str = "float32") -> dict[str, Any]:
-    """Convert a Transformer checkpoint (or a run folder's best) into a CTranslate2 folder; returns the manifest.
-
-    Nothing is left behind on failure: the folder is built beside `output` and renamed into place.
-    """
+    """Convert a Transformer checkpoint (or a run folder's best) into a CTranslate2 folder; returns the manifest."""
     output = Path(output)
     check_quantization(quantization, ("cpu", "cuda"))
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
@@ -156,9 +145,7 @@ def export_ctranslate2(source: str | Path, output: str | Path, quantization: str
 
 def publish_export(output: Path, loaded: LoadedModel, manifest_name: str, head: dict[str, Any],
                    fill: Callable[[Path], None]) -> dict[str, Any]:
-    """An export folder, built beside `output` and renamed into place (nothing is left behind on failure):
-    `fill` writes its files, then a manifest `manifest_name` records `head`, the source checkpoint and its
-    sha256, the tokenizer, the run's config and every file's sha256. Returns the manifest."""
+    """An export folder that `fill` writes, renamed into place, with a manifest of its source and files."""
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
     try:
@@ -166,7 +153,8 @@ def publish_export(output: Path, loaded: LoadedModel, manifest_name: str, head: 
         fill(tmp)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         manifest = {**head, "source_checkpoint": str(loaded.path), "source_sha256": sha256_file(loaded.path),
-                    "tokenizer_id": loaded.tokenizer.identity, "config": to_dict(loaded.cfg), "files": files}
+                    "tokenizer_id": loaded.tokenizer.identity, "languages": list(loaded.cfg.data.languages),
+                    "config": to_dict(loaded.cfg), "files": files}
         (tmp / manifest_name).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if output.is_dir():
             output.rmdir()

@@ -44,19 +44,14 @@ def describe_os_error(err: OSError) -> str:
 
 
 def new_mode(folder: bool = False) -> int:
-    """The permissions open() or mkdir() give under the current umask (mkstemp and mkdtemp alone give 0600
-    and 0700, which would hide outputs from the other users of a shared model or cache)."""
+    """The permissions open() or mkdir() give under the umask; mkstemp's 0600 would hide shared outputs."""
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if folder else 0o666) & ~umask
 
 
 def _through_links(path: Path, flag: str = "") -> Path:
-    """Where writing `path` lands: renaming onto a symbolic link would replace the link, not its target.
-
-    A link to a process's file descriptor (/dev/stdout, /proc/self/fd/1) is refused: its target is whatever
-    the shell redirected, which an atomic rename would replace instead of writing into.
-    """
+    """Where writing `path` lands through its links; FileError for a stream such as /dev/stdout."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if not path.is_symlink():
             return path
@@ -70,11 +65,8 @@ def _through_links(path: Path, flag: str = "") -> Path:
 
 @contextlib.contextmanager
 def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Write to a temporary file beside `path`; rename it into place only when the block succeeds.
-
-    On any failure the old file stays as it was and the temporary file is removed. OS errors of the
-    write itself become FileError naming `path` and the cause.
-    """
+    """Write to a temporary file beside `path`, renamed into place only when the block succeeds; the write's OS
+    errors become FileError naming `path`."""
     path = _through_links(Path(path))
     if path.is_dir():
         raise FileError(f"{path}: is a folder; give a file name")
@@ -135,8 +127,7 @@ def write_json(path: str | Path, data: dict) -> None:
 
 
 def check_output(flag: str, path: str | Path, inputs: Named = (), folder: bool = False) -> Path:
-    """Refuse, before any work, an output that is a folder (or a file, for a folder output), lies under a
-    file, cannot be created, or is the same file as one of `inputs` (also through symbolic or hard links)."""
+    """Refuse, before any work, an output that cannot be written or is one of `inputs` (also through links)."""
     path = Path(path)
     _through_links(path, flag)
     if folder and path.exists() and not path.is_dir():
@@ -182,9 +173,8 @@ def _not_regular(path: Path, mode: int, flag: str) -> FileError:
 
 
 def check_regular(path: str | Path, flag: str = "") -> None:
-    """Refuse (FileError) an existing path that is not a regular file, without opening it: reading a FIFO waits
-    for a writer that may never come, and a device such as /dev/zero never ends. A missing path passes (its
-    reader says so in its own words)."""
+    """FileError for an existing path that is not a regular file, without opening it (a FIFO may block forever,
+    /dev/zero never ends); a missing path passes."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -194,9 +184,8 @@ def check_regular(path: str | Path, flag: str = "") -> None:
 
 
 def read_regular(path: str | Path, flag: str = "", limit: int | None = None) -> bytes:
-    """The bytes of a regular file, at most as many as it held when opened: a FileError for anything else, or for
-    a file of more than `limit` bytes, found before a byte is read (the file is opened without waiting, then
-    checked). OSErrors of opening and reading (a missing file, no permission) pass unchanged."""
+    """The bytes of a regular file as it was when opened; FileError, before a byte is read, for anything else or
+    for more than `limit` bytes. OSErrors pass unchanged."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)

@@ -1,19 +1,19 @@
-"""Analytic FLOP counts of the models (the matmul peak they are set against is measured in benchmarks/common.py).
-
-Counts follow the usual model-FLOPs convention: a multiply-add is 2 FLOPs, only matrix products count
-(element-wise work, norms, softmax and embedding lookups do not), and a training step costs 3 x the
-forward pass (the backward pass computes gradients for both activations and weights, 2 x forward).
-"""
+"""Analytic FLOP counts of the models, each attention variant's keyed by its name: a multiply-add is 2 FLOPs,
+only matrix products count, and training costs 3 x forward (gradients for activations and weights)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
 
-from nmt.config import ModelConfig
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, linear_flops
+from nmt.config import ModelConfig, settings_of
+from nmt.models.attention.local import LocalAttention, band_spans
 
 TRAINING_FACTOR = 3.0
-T = TypeVar("T")
+
+
+def linear_flops(tokens: float, in_features: int, out_features: int) -> float:
+    """A dense layer applied to `tokens` positions: one multiply-add (2 FLOPs) per weight per position."""
+    return 2.0 * tokens * in_features * out_features
 
 
 def _gru_flops(steps: float, input_size: int, hidden: int) -> float:
@@ -21,17 +21,67 @@ def _gru_flops(steps: float, input_size: int, hidden: int) -> float:
     return linear_flops(steps, input_size, 3 * hidden) + linear_flops(steps, hidden, 3 * hidden)
 
 
-def _variant(cfg: ModelConfig, key: str, registry: dict[str, type[T]]) -> type[T]:
-    """The attention variant `model.<key>` names; its own `flops` gives its count (no fallback for others)."""
+# The GRU decoder's attention at `tgt_len` steps over `src_len` encoder states, by model.attention.
+def _pairs(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
+    return linear_flops(tgt_len, src_len, cfg.hidden_size)  # the scores, or the context
+
+
+def _additive(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
+    h = cfg.hidden_size  # keys, queries, scores, context
+    return linear_flops(src_len, h, h) + linear_flops(tgt_len, h, h) + 2 * _pairs(cfg, src_len, tgt_len)
+
+
+def _dot(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
+    return 2 * _pairs(cfg, src_len, tgt_len)
+
+
+def _general(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
+    return linear_flops(src_len, cfg.hidden_size, cfg.hidden_size) + 2 * _pairs(cfg, src_len, tgt_len)
+
+
+def _mean(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
+    return _pairs(cfg, src_len, tgt_len)  # the mean as a weighted sum
+
+
+RNN_ATTENTION_FLOPS: dict[str, Callable[[ModelConfig, int, int], float]] = {
+    "additive": _additive, "dot": _dot, "general": _general, "scaled_dot": _dot, "none": _mean}
+
+
+# One self-attention layer's scores and values over `length` positions, by model.self_attention; a masked
+# pattern (causal, sparse) still computes every score.
+def _full(cfg: ModelConfig, length: int) -> float:
+    return 2 * linear_flops(length, cfg.d_model, length)
+
+
+def _local(cfg: ModelConfig, length: int) -> float:
+    window = settings_of(cfg, "self")["window"]  # blocks of queries, each against the keys near the block
+    return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
+               for start, stop, low, high in band_spans(length, max(LocalAttention.block, window, 1), window))
+
+
+def _linear(cfg: ModelConfig, length: int) -> float:
+    return 2 * linear_flops(length, cfg.d_model, cfg.d_model // cfg.heads) + linear_flops(length, cfg.d_model, 1)
+
+
+def _local_step(cfg: ModelConfig, length: int) -> float:
+    return 2 * linear_flops(1, cfg.d_model, min(length, settings_of(cfg, "self")["window"] + 1))
+
+
+SELF_ATTENTION_FLOPS: dict[str, Callable[[ModelConfig, int], float]] = {
+    "full": _full, "local": _local, "sparse": _full, "linear": _linear}
+# A decoding step's query over `length` cached positions, where it costs other than its share of the layer.
+SELF_ATTENTION_STEP_FLOPS: dict[str, Callable[[ModelConfig, int], float]] = {"local": _local_step}
+
+
+def _counted(table: dict[str, Callable[..., float]], cfg: ModelConfig, key: str) -> Callable[..., float]:
     name = getattr(cfg, key)
-    if name not in registry:
-        raise ValueError(f"no FLOP count for model.{key} '{name}': not one of {', '.join(registry)}")
-    return registry[name]
+    if name not in table:
+        raise ValueError(f"no FLOP count for model.{key} '{name}': not one of {', '.join(table)}")
+    return table[name]
 
 
 def _self_attention_core(cfg: ModelConfig, length: int) -> float:
-    """Scores and weighted values of one self-attention layer over `length` positions (all heads)."""
-    return _variant(cfg, "self_attention", SELF_ATTENTION).flops(cfg, length)
+    return _counted(SELF_ATTENTION_FLOPS, cfg, "self_attention")(cfg, length)
 
 
 def _transformer_flops(cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) -> float:
@@ -47,11 +97,6 @@ def _transformer_flops(cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len:
     return cfg.encoder_layers * encoder + cfg.decoder_layers * decoder + linear_flops(tgt_len, d, vocab_size)
 
 
-def _rnn_attention_flops(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
-    """The decoder's attention over all `tgt_len` steps and `src_len` encoder states."""
-    return _variant(cfg, "attention", RNN_ATTENTION).flops(cfg, src_len, tgt_len)
-
-
 def _rnn_flops(cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) -> float:
     h, e = cfg.hidden_size, cfg.emb_dim
     encoder = sum(2 * _gru_flops(src_len, e if layer == 0 else h, h // 2) for layer in range(cfg.encoder_layers))
@@ -59,15 +104,13 @@ def _rnn_flops(cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) ->
     feed = h if cfg.input_feeding else 0
     decoder = sum(_gru_flops(tgt_len, e + feed if layer == 0 else h, h) for layer in range(cfg.decoder_layers))
     combine = linear_flops(tgt_len, 2 * h, h)
+    attention = _counted(RNN_ATTENTION_FLOPS, cfg, "attention")(cfg, src_len, tgt_len)
     output = linear_flops(tgt_len, h, vocab_size)
-    return encoder + bridge + decoder + _rnn_attention_flops(cfg, src_len, tgt_len) + combine + output
+    return encoder + bridge + decoder + attention + combine + output
 
 
 def forward_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, tgt_len: int) -> float:
-    """Forward FLOPs of one sentence pair: `src_len` source positions (EOS included), `tgt_len` decoder steps.
-
-    Embeddings are excluded; the output layer and attention are included.
-    """
+    """Forward FLOPs of one sentence pair of `src_len` source positions (EOS included) and `tgt_len` steps."""
     if model_cfg.arch == "transformer":
         return _transformer_flops(model_cfg, vocab_size, src_len, tgt_len)
     if model_cfg.arch == "rnn":
@@ -81,15 +124,12 @@ def training_flops(model_cfg: ModelConfig, vocab_size: int, src_lens: list[int],
 
 
 def decoding_flops(model_cfg: ModelConfig, vocab_size: int, src_len: int, steps: int, rows: int = 1) -> float:
-    """Forward FLOPs of decoding one sentence of `src_len` source positions (EOS included) for `steps` decoder steps,
-    each run for `rows` hypotheses (a beam): the encoder and what depends on the source alone (a Transformer's
-    cross-attention keys and values) once, each step's decoder work once per row. A Transformer step's
-    self-attention reads the keys cached so far (its variant's `step_flops`).
-    """
+    """Forward FLOPs of decoding one sentence for `steps` steps of `rows` hypotheses (the encoder once)."""
     once = forward_flops(model_cfg, vocab_size, src_len, 0)
     per_row = forward_flops(model_cfg, vocab_size, src_len, steps) - once
     if model_cfg.arch == "transformer":  # the teacher-forced count holds every position's attention over all of them
-        variant = _variant(model_cfg, "self_attention", SELF_ATTENTION)
-        cached = sum(variant.step_flops(model_cfg, t) for t in range(1, steps + 1))
+        layer = _counted(SELF_ATTENTION_FLOPS, model_cfg, "self_attention")
+        step = SELF_ATTENTION_STEP_FLOPS.get(model_cfg.self_attention, lambda cfg, t: layer(cfg, t) / t)
+        cached = sum(step(model_cfg, t) for t in range(1, steps + 1))
         per_row += model_cfg.decoder_layers * (cached - _self_attention_core(model_cfg, steps))
     return once + rows * per_row

@@ -1,10 +1,4 @@
-"""The fast paths of a training step, each beside the plain PyTorch it stands for.
-
-`label_smoothed_loss` computes what `reference_loss` does; `dropout` and `Dropout` drop as `torch.nn.Dropout`
-does, with a mask that is cheaper to draw on the CPU; `real_targets` picks the positions the output layer runs
-on; `keep_freed_memory` sets glibc's allocator. Each makes its device-specific choice itself, and
-tests/test_kernels.py checks that fast and plain agree.
-"""
+"""The fast paths of a training step, each beside the plain PyTorch it stands for (tests/test_kernels.py)."""
 
 from __future__ import annotations
 
@@ -18,14 +12,8 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
 
 
 def keep_freed_memory() -> bool:
-    """Let glibc keep freed blocks for reuse instead of handing them back to the kernel; True if it took effect.
-
-    A CPU training or search step allocates the same large buffers every time (logits and their gradient,
-    over 100 MB each). glibc serves blocks that large with mmap and unmaps them when freed, so each step would
-    fault and zero every page anew; with mmap off and no trimming they come from the heap and are reused. The
-    heap does not shrink afterwards, which suits a training or translating process. Elsewhere than glibc it
-    does nothing.
-    """
+    """Let glibc keep freed blocks for reuse rather than unmap the large buffers every step allocates anew;
+    True if it took effect."""
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -35,12 +23,8 @@ def keep_freed_memory() -> bool:
 
 
 def real_targets(tgt_out: torch.Tensor, positions: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Where the real (non-padding) targets of `tgt_out` (B, T) are, as a model's `keep` takes it, and those
-    targets (N,).
-
-    On the CPU a mask says where; elsewhere `positions`, the flat indices (N,) computed on the host, do, since
-    selecting by a mask waits for the device to count it.
-    """
+    """A model's `keep` for the real targets of `tgt_out` (B, T), and those targets (N,): a mask on the CPU, the
+    host's `positions` elsewhere (no wait for the device)."""
     if tgt_out.device.type == "cpu":
         keep = tgt_out != pad_id  # (B, T)
         return keep, tgt_out[keep]  # (B, T), (N,)
@@ -51,13 +35,8 @@ _LEVELS = 1 << 16  # values of the 16 random bits per element
 
 
 def drop_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[torch.Tensor, float]:
-    """A boolean mask of `shape`, True where an element is dropped, and the rescaling of the kept ones.
-
-    Each element takes 16 bits of torch's generator (four per 64-bit draw, so seeding and RNG state work as
-    usual) and is dropped when they fall below round(p * 65536): with probability round(p * 65536) / 65536,
-    which the scale accounts for. `torch.nn.Dropout` draws a Bernoulli sample per element, which on the CPU
-    costs more than the rest of a Transformer layer's elementwise work together.
-    """
+    """A mask of `shape`, True where dropped, and the kept ones' scale, from 16 random bits per element (cheaper
+    on the CPU than a Bernoulli draw)."""
     count = shape.numel()
     cut = round(p * _LEVELS)
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)  # (n/4,)
@@ -82,8 +61,7 @@ class _Dropout(torch.autograd.Function):
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout of `x` with probability `p` while training (the mask of `drop_mask` on the CPU,
-    `torch.nn.functional.dropout` elsewhere); the identity otherwise."""
+    """Inverted dropout with probability `p` while training: `drop_mask` on the CPU, `F.dropout` elsewhere."""
     if not training or p <= 0.0:
         return x
     if x.device.type != "cpu" or p >= 1.0:
@@ -109,10 +87,8 @@ class Dropout(nn.Module):
 
 def reference_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What `label_smoothed_loss` computes, in plain PyTorch: cross entropy of logits (N, V) against the
-    smoothed target distribution of target (N,), which puts 1 - epsilon on the reference and spreads epsilon
-    over the other classes but padding (`F.cross_entropy`'s `label_smoothing` would give padding and the
-    reference a share too); rows whose target is padding left out."""
+    """What `label_smoothed_loss` computes, in plain PyTorch: epsilon is spread over the classes other than the
+    reference and padding (`F.cross_entropy`'s `label_smoothing` includes them)."""
     real = target != pad_id  # (N,)
     smoothed = torch.full_like(logits[real], epsilon / (logits.size(-1) - 2))  # (N', V)
     smoothed[:, pad_id] = 0.0
@@ -122,18 +98,12 @@ def reference_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
     return loss, nll.detach(), real.sum()
 
 
-ROWS = 256  # rows of logits per block on the CPU: 256 x a vocabulary of 8k in fp32 is 8 MB
+ROWS = 256  # rows of logits per block on the CPU, small enough to stay in cache
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Summed label-smoothed loss of logits (N, V) against target (N,); also returns the summed NLL.
-
-    The logits are the largest tensor of a translation model, so this walks them once, in blocks of rows small
-    enough to stay in cache: each block's exponentials give its log-sum-exp and, when a gradient is wanted,
-    its softmax - target, written straight into the gradient buffer, which backward only scales. Off the CPU
-    (no such cache; a loop of small kernels only adds launches) all rows are one block, and nothing is read
-    back to the host.
-    """
+    """Summed label-smoothed loss and NLL of logits (N, V) against target (N,), reading the logits (the largest
+    tensor) once, in blocks that stay in cache; the softmax - target goes straight into the gradient."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
@@ -184,8 +154,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (grad,) = ctx.saved_tensors  # (N, V), the gradient of the summed loss
-        # The trainer leaves grad_loss at 1 on the CPU, where checking saves a pass; elsewhere the check would
-        # wait for the device, so the scaling is always done.
+        # grad_loss is 1 in training: skipped on the CPU; on a GPU the check would wait for the device.
         if grad.device.type != "cpu" or not torch.equal(grad_loss, torch.ones_like(grad_loss)):
             grad = grad * grad_loss
         return grad.to(ctx.input_dtype), None, None, None, None
@@ -193,12 +162,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
                         rows: int = ROWS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed loss, summed NLL (no gradient) and the number of real target tokens (a 0-d tensor)
-    of logits (..., V) against target (...), as `reference_loss` defines them.
-
-    Callers divide by the token count to normalise per target token; `rows` is the block size of the pass
-    over the logits on the CPU (it changes the speed, not the result).
-    """
+    """Summed label-smoothed loss, summed NLL (no gradient) and real-token count of logits (..., V) against
+    target (...); `rows` sets the speed, not the result."""
     flat_logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
     loss, nll = _SmoothedCrossEntropy.apply(flat_logits, flat_target, float(epsilon), pad_id, rows)

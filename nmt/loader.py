@@ -44,6 +44,9 @@ def from_loaded(loaded: Sequence[LoadedModel], device: torch.device, precision: 
         if other.cfg.data.lowercase != first.cfg.data.lowercase:
             raise CheckpointError(f"{other.path}: data.lowercase differs from {first.path}'s; ensemble members "
                                   "must read the same normalized text")
+        if other.cfg.data.languages != first.cfg.data.languages:
+            raise CheckpointError(f"{other.path}: translates {other.cfg.data.direction}, {first.path} "
+                                  f"{first.cfg.data.direction}; ensemble members must translate the same way")
     model = first.model if len(loaded) == 1 else Ensemble([item.model for item in loaded]).to(device)
     return Translator(TorchEngine(model, device, precision), first.tokenizer, decode or first.cfg.decode,
                       first.cfg.data.lowercase, [member_of(item) for item in loaded], first.cfg)

@@ -124,10 +124,10 @@ def translate_document(document: str, format: str, translate: SentenceTranslator
     return "".join(out)
 
 
-def splitter(mode: str | bool = "nonewlines") -> Splitter:
-    """`nmt.sentences.split` in `mode` (a `split_sentences` setting) as a `Splitter`."""
+def splitter(mode: str | bool, language: str) -> Splitter:
+    """`nmt.sentences.split` in `mode` (a `split_sentences` setting) for `language` as a `Splitter`."""
     def spans(text: str) -> list[tuple[int, int]]:
-        pieces, out, at = split(text, mode), [], 0
+        pieces, out, at = split(text, mode, language=language), [], 0
         for gap, sentence in zip(pieces.gaps, pieces.sentences):
             at += len(gap)
             out.append((at, at + len(sentence)))

@@ -74,11 +74,7 @@ def _no_decay(name: str, param: nn.Parameter) -> bool:
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam/AdamW with parameter groups: no decay on biases, norms and embeddings, optional lr multipliers.
-
-    Each group carries `lr_scale`; the trainer sets lr = schedule(step) * lr_scale every update. On CUDA the
-    fused implementation: one kernel for all parameters, and with a GradScaler no wait for its inf check.
-    """
+    """Adam/AdamW, no decay on biases, norms and embeddings, each group's `lr_scale` applied by the trainer."""
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:

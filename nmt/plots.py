@@ -104,3 +104,29 @@ def learning_curves(curves: list[Curve], path: Path, metric: str = "validation B
         fig.legend(*by_step.get_legend_handles_labels(), loc="outside right center", fontsize=8)
     fig.suptitle(f"{metric} during training")
     _save(fig, path)
+
+
+def run_curves(runs: list[tuple[str, list[dict]]], path: Path) -> None:
+    """The learning curve of one or more runs from their metrics.jsonl records: training and validation loss
+    (both the cross-entropy of the reference, without label smoothing) and validation BLEU against updates, one
+    colour per run."""
+    fig, (losses, bleu) = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
+    for number, (name, records) in enumerate(runs):
+        colour = f"C{number % 10}"
+        train = [r for r in records if r.get("type") == "train" and "nll" in r]
+        valid = [r for r in records if r.get("type") == "valid" and "loss" in r]
+        scored = [r for r in valid if "bleu" in r]
+        losses.plot([r["step"] for r in train], [r["nll"] for r in train], color=colour, alpha=0.6,
+                    label=f"{name}: training")
+        losses.plot([r["step"] for r in valid], [r["loss"] for r in valid], color=colour, marker="o",
+                    linestyle="--", label=f"{name}: validation")
+        bleu.plot([r["step"] for r in scored], [r["bleu"] for r in scored], color=colour, marker="o", label=name)
+    losses.set_ylabel("loss (cross-entropy per target subword)")
+    bleu.set_ylabel("validation BLEU (greedy)")
+    for ax in (losses, bleu):
+        ax.set_xlabel("update")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle(", ".join(name for name, _ in runs) if len(runs) < 4 else f"{len(runs)} runs")
+    _save(fig, path)

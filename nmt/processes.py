@@ -1,5 +1,4 @@
-"""Which processes run: a process's liveness and its tree of descendants, read in one place (the data store's
-clean-up of killed builds, the GPU check's process supervisor and the tests call it)."""
+"""Which processes run: a process's liveness and its descendants, from /proc."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ _PROC = Path("/proc")
 
 
 def _state_and_parent(stat: Path) -> tuple[str, int] | None:
-    """(state letter, parent pid) from a /proc/<pid>/stat file; None once the process is gone. The fields are
-    read after the last ")", since the command's name in parentheses may itself hold spaces and parentheses."""
-    try:
+    """(state letter, parent pid) from /proc/<pid>/stat, or None once the process is gone."""
+    try:  # after the last ")": the command's name may hold spaces and parentheses
         fields = stat.read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
@@ -20,8 +18,7 @@ def _state_and_parent(stat: Path) -> tuple[str, int] | None:
 
 
 def is_running(pid: int) -> bool:
-    """Whether process `pid` runs: it exists (also as another user's) and, where /proc tells, is not a zombie
-    waiting for its parent to reap it."""
+    """Whether process `pid` exists (as any user's) and is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -35,8 +32,8 @@ def is_running(pid: int) -> bool:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every running descendant of `pid` (from /proc; none where there is no /proc), children first: also those
-    that started sessions of their own (torchrun's workers)."""
+    """Every running descendant of `pid`, children first, those in sessions of their own (torchrun's workers)
+    included; none without /proc."""
     children: dict[int, list[int]] = {}
     for stat in _PROC.glob("[0-9]*/stat"):
         found = _state_and_parent(stat)

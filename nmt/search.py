@@ -433,3 +433,30 @@ class Ensemble(Seq2Seq):
     def reorder_state(self, state: EnsembleState, indices: torch.Tensor) -> EnsembleState:
         pairs = zip(self.members, state.members, strict=True)
         return EnsembleState([member.reorder_state(sub, indices) for member, sub in pairs], width=indices.size(1))
+
+
+class Suppressing(Seq2Seq):
+    """A model whose steps give the tokens of `suppressed` a log-probability of -inf, so no search emits them; the
+    other tokens keep the model's own log-probabilities (not renormalized), so scores are the model's."""
+
+    def __init__(self, model: Seq2Seq, suppressed: frozenset[int]) -> None:
+        super().__init__()
+        self.model = model
+        self.pad_id, self.bos_id, self.eos_id = model.pad_id, model.bos_id, model.eos_id
+        self.max_positions = model.max_positions
+        self.suppressed = sorted(suppressed)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
+        return self.model.encode(src, src_mask)
+
+    def init_state(self, memory: Memory, src_mask: torch.Tensor) -> State:
+        return self.model.init_state(memory, src_mask)
+
+    def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        log_probs, state = self.model.step(prev_tokens, state)  # (B, V)
+        log_probs = log_probs.clone()
+        log_probs[:, self.suppressed] = NEG_INF
+        return log_probs, state
+
+    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
+        return self.model.reorder_state(state, indices)

@@ -16,7 +16,6 @@ import sentencex
 from nmt.errors import ConfigError
 
 MODES = ("on", "off", "nonewlines")
-LANGUAGE = "de"  # the source language of every model nmt trains
 # What str.splitlines ends a line at; `nonewlines` shows the segmenter spaces in their place (same length).
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _AS_SPACES = str.maketrans(LINE_BREAKS, " " * len(LINE_BREAKS))
@@ -51,15 +50,16 @@ def split_mode(value: str | bool) -> str:
     return value
 
 
-def split(text: str, mode: str | bool = "on") -> Pieces:
-    """`text` cut into sentences (each without surrounding whitespace) and the whitespace between them; a text
-    without words has no sentences. With mode `off` a text with words is one sentence, line breaks included."""
+def split(text: str, mode: str | bool = "on", *, language: str) -> Pieces:
+    """`text` cut into sentences (each without surrounding whitespace) by the rules of `language` (a code such as
+    de or en: the model's source language) and the whitespace between them; a text without words has no
+    sentences. With mode `off` a text with words is one sentence, line breaks included."""
     mode = split_mode(mode)
     if mode == "off":
         parts = [text]
     else:
         blocks = text.splitlines(keepends=True) if mode == "on" else [text]
-        parts = [part for block in blocks for part in _segments(block)]
+        parts = [part for block in blocks for part in _segments(block, language)]
     sentences: list[str] = []
     gaps: list[str] = []
     gap = ""
@@ -76,10 +76,10 @@ def split(text: str, mode: str | bool = "on") -> Pieces:
     return Pieces(tuple(sentences), tuple(gaps))
 
 
-def _segments(block: str) -> list[str]:
+def _segments(block: str, language: str) -> list[str]:
     """`block` cut where the segmenter ends its sentences; the pieces are `block`'s own characters, in order."""
     cuts, end = [], 0
-    for sentence in sentencex.segment(LANGUAGE, one_line(block)):
+    for sentence in sentencex.segment(language, one_line(block)):
         cuts.append(block[end:end + len(sentence)])
         end += len(sentence)
     if end < len(block):  # the segmenter dropped characters at the end: they stay with the text

@@ -1,6 +1,5 @@
-"""Signals. In every command SIGTERM unwinds like Ctrl-C, so outputs in progress are removed, not left half
-written. During training the first SIGINT or SIGTERM asks to stop after the current update; a second one
-stops at once (under torchrun, not the copy of the first that the launcher passes on)."""
+"""Signals: SIGTERM unwinds like Ctrl-C; in training a first SIGINT or SIGTERM stops after the update, a second
+at once."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def _echo(signum: int, now: float) -> bool:
-    """Whether `signum` repeats the first signal as torchrun does: a Ctrl-C reaches every process of the
-    terminal's group, and the launcher then sends each worker the same signal once more."""
+    """Whether `signum` is torchrun passing the first signal on to a worker that already received it."""
     first, when = _received[0]
     return "TORCHELASTIC_RUN_ID" in os.environ and signum == first and now - when < ECHO_SECONDS
 
@@ -84,8 +82,8 @@ def terminate_cleanly() -> contextlib.AbstractContextManager:
 
 @contextlib.contextmanager
 def graceful_stop() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as training wants inside the block; the previous handlers come back afterwards,
-    and `stop_signal` is 0 again (a training outside any block, a Trainer driven by hand, sees no old request)."""
+    """Handle SIGINT and SIGTERM as training wants inside the block; afterwards the previous handlers are back
+    and `stop_signal` is 0 again."""
     _received.clear()
     try:
         with _handlers(_handle, HANDLED):

@@ -83,7 +83,7 @@ class Stream:
         for (line_number, line), found in zip(numbered, results):
             if not found:
                 continue
-            sentences = split(line, self.split_sentences).sentences
+            sentences = split(line, self.split_sentences, language=self.translator.languages[0]).sentences
             for number, (sentence, hyp) in enumerate(zip(sentences, found[0].hypotheses), 1):
                 if hyp is None or hyp.attention is None:
                     continue

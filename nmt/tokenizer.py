@@ -29,7 +29,7 @@ SRC_FILE = "src.model"
 TGT_FILE = "tgt.model"
 VOCAB_FILE = "vocab.json"  # an id table's pieces (a model imported from Hugging Face)
 BLOB_FORMAT = 1
-TABLE_BLOB_FORMAT = 2  # a blob with id tables: older readers refuse it instead of using sentencepiece's ids
+TABLE_BLOB_FORMAT = 2  # a blob with id tables
 
 
 def model_pieces(proto: bytes) -> list[str]:
@@ -51,14 +51,16 @@ class VocabInfo:
     unk_id: int = UNK_ID
 
 
-def _train_model(cfg: TokenizerConfig, lines: Iterable[str]) -> bytes:
-    """Train one sentencepiece model from an in-memory iterator and return its serialized bytes."""
+def _train_model(cfg: TokenizerConfig, lines: Iterable[str], reserved: Sequence[str] = ()) -> bytes:
+    """Train one sentencepiece model from an in-memory iterator and return its serialized bytes; each `reserved`
+    symbol is a control piece (never matched in text: only put in as an id)."""
     writer = io.BytesIO()
+    extra = {"control_symbols": list(reserved)} if reserved else {}
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines), model_writer=writer, model_type=cfg.type, vocab_size=cfg.vocab_size,
             character_coverage=cfg.character_coverage, hard_vocab_limit=cfg.hard_vocab_limit,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, num_threads=2, minloglevel=2)
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, num_threads=2, minloglevel=2, **extra)
     except RuntimeError as err:
         raise TokenizerError(_plain_words(str(err), cfg)) from None
     return writer.getvalue()
@@ -82,18 +84,12 @@ def _plain_words(message: str, cfg: TokenizerConfig) -> str:
 
 
 class Tokenizer:
-    """Source and target sentencepiece models (one shared model when the vocabulary is joint).
-
-    Ids are the sentencepiece models' own, unless id tables are given: then a piece's id is its index in the table
-    of its side (a piece not in it is UNK_ID), as MarianTokenizer maps pieces through vocab.json. One table shared
-    by two sentencepiece models is a joint vocabulary (Marian's layout); the tables hold the special ids' pieces at
-    PAD_ID, UNK_ID, BOS_ID and EOS_ID.
-    """
+    """Source and target sentencepiece models (one when the vocabulary is joint), with id tables for an imported
+    Marian vocabulary."""
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None = None,
                  tables: Sequence[Sequence[str]] | None = None) -> None:
-        """`tgt_model=None` means one joint model serves both sides; `tables`: one id table for both sides, or the
-        source's and the target's."""
+        """`tgt_model=None`: one joint model; `tables`: one id table for both sides, or one per side."""
         self._protos = [src_model] if tgt_model is None else [src_model, tgt_model]
         try:
             self._src = spm.SentencePieceProcessor(model_proto=src_model)
@@ -117,15 +113,13 @@ class Tokenizer:
 
     @classmethod
     def train(cls, cfg: TokenizerConfig, src_lines: Iterable[str], tgt_lines: Iterable[str],
-              out_dir: str | Path) -> Tokenizer:
-        """Train on the given sentences (both sides, source first, for a joint model) and save into `out_dir`.
-
-        The sentences are read once, so they may come from a generator rather than a list in memory.
-        """
+              out_dir: str | Path, reserved: Sequence[str] = ()) -> Tokenizer:
+        """Train on the sentences (read once: a generator will do) and save into `out_dir`; the `reserved`
+        symbols (source tags) are source pieces that no text segments into."""
         if cfg.joint:
-            tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines)))
+            tok = cls(_train_model(cfg, itertools.chain(src_lines, tgt_lines), reserved))
         else:
-            tok = cls(_train_model(cfg, src_lines), _train_model(cfg, tgt_lines))
+            tok = cls(_train_model(cfg, src_lines, reserved), _train_model(cfg, tgt_lines))
         tok.save(out_dir)
         return tok
 
@@ -146,8 +140,7 @@ class Tokenizer:
         raise TokenizerError(f"{directory}: no sentencepiece model ({JOINT_FILE}, or {SRC_FILE} and {TGT_FILE})")
 
     def save(self, directory: str | Path) -> None:
-        """Write the model files into `directory` (created if missing), removing the other layout's files (a joint
-        model replaces separate ones and the reverse), so that `load` finds this tokenizer."""
+        """Write the model files into `directory`, removing the other layout's, so that `load` finds these."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         names = [JOINT_FILE] if len(self._protos) == 1 else [SRC_FILE, TGT_FILE]
@@ -208,14 +201,28 @@ class Tokenizer:
         return [[ids.get(piece, UNK_ID) for piece in pieces]
                 for pieces in model.encode(list(lines), out_type=str, num_threads=threads)]
 
-    def _decode(self, side: int, ids: Iterable[int]) -> str:
-        model = (self._src, self._tgt)[side]
-        kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
-        if not self._tables:
-            return model.decode(kept)
-        table = self._tables[min(side, len(self._tables) - 1)]
-        # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
-        return model.decode_pieces([table[i] for i in kept]).replace("\u2581", " ").strip()
+    def reserved_id(self, tag: str) -> int:
+        """The source id of a reserved symbol (a corpus tag); TokenizerError when the vocabulary does not reserve
+        it: absent, or an ordinary piece that text segments into."""
+        if self._tables:
+            raise TokenizerError(f"tag {tag!r}: a tokenizer with id tables (an imported model) reserves no tags")
+        piece = self._src.piece_to_id(tag)
+        if self._src.id_to_piece(piece) != tag:
+            raise TokenizerError(f"tag {tag!r} is not in the tokenizer's source vocabulary (train a tokenizer with "
+                                 "the tagged corpus)")
+        if not self._src.is_control(piece) or piece in SPECIAL_IDS:
+            raise TokenizerError(f"tag {tag!r} is an ordinary piece of the tokenizer's source vocabulary (id "
+                                 f"{piece}), which text segments into: choose a tag that is not a word or subword")
+        return piece
+
+    @functools.cached_property
+    def never_emit(self) -> frozenset[int]:
+        """Target ids no search may output: the reserved symbols (tags) of a joint vocabulary."""
+        if self._tables:
+            return frozenset()
+        model = self._tgt
+        return frozenset(i for i in range(model.get_piece_size())
+                         if model.is_control(i) and i not in SPECIAL_IDS and i != UNK_ID)
 
     def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         """Subword ids of each source line, without BOS/EOS."""
@@ -231,13 +238,13 @@ class Tokenizer:
         """Subword ids of each target line, without BOS/EOS."""
         return self._encode(1, lines, threads)
 
-    def decode_src(self, ids: Iterable[int]) -> str:
-        """Text of source ids; padding, BOS and EOS are dropped."""
-        return self._decode(0, ids)
-
     def decode_tgt(self, ids: Iterable[int]) -> str:
         """Text of target ids; padding, BOS and EOS are dropped."""
-        return self._decode(1, ids)
+        kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
+        if not self._tables:
+            return self._tgt.decode(kept)
+        # as MarianTokenizer.convert_tokens_to_string: pieces through sentencepiece, then any word marks left
+        return self._tgt.decode_pieces([self._tables[-1][i] for i in kept]).replace("\u2581", " ").strip()
 
     def src_pieces(self, line: str) -> list[str]:
         """Subword strings of a source line (no specials), e.g. for attention-plot labels."""

@@ -68,7 +68,7 @@ class Progress:
 class TrainingOutcome:
     """How a run ended (rank 0): its final model, how that was chosen, and its test report."""
 
-    checkpoint: Path | None = None  # None: no final model was chosen (no test report and a fixed penalty)
+    checkpoint: Path  # the final model
     choice: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] | None = None
 
@@ -82,6 +82,36 @@ class StepResult:
     early_stop: bool  # dropped: the last validation's early-stopping verdict ends the run
     interrupted: bool  # a rank received SIGINT/SIGTERM: stop after this update without validating
     stats: dict[str, float]  # loss, nll, lr, grad_norm, tokens
+    save: bool = False  # the checkpoint clock asks for last.pt after this update
+
+
+@dataclass
+class Outlook:
+    """Where the run is heading: its pace and what is left before the limit that ends it first."""
+
+    rate: float  # updates per second over this session, validations included
+    updates: float  # updates left (inf: not known yet)
+    seconds: float  # seconds left at `rate`
+    limit: str  # the train.* key that ends the run first
+
+    def describe(self) -> str:
+        """'12m05s left (max_epochs)', or 'time left not known yet'."""
+        if not math.isfinite(self.seconds):
+            return "time left not known yet"
+        return f"{duration(self.seconds)} left ({self.limit})"
+
+    def record(self) -> dict[str, Any]:
+        """The fields of a metrics.jsonl training record (None where not known yet)."""
+        known = math.isfinite(self.seconds)
+        return {"updates_left": round(self.updates) if known else None,
+                "seconds_left": round(self.seconds, 1) if known else None, "limit": self.limit}
+
+
+def duration(seconds: float) -> str:
+    """A time span as 1h02m, 4m10s or 35s."""
+    whole = int(round(seconds))
+    hours, minutes, secs = whole // 3600, whole // 60 % 60, whole % 60
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 class Trainer:
@@ -114,6 +144,7 @@ class Trainer:
         self.metrics = MetricsLog(cfg.run_dir, self.dist.main, tcfg.tensorboard)
         self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
         self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
+        self.saved_at = self.logged_at = time.monotonic()  # the last last.pt written; the last training log line
 
     def contents(self, training: bool = True, rngs: list[dict] | None = None) -> CheckpointContents:
         """The run as checkpoint contents, with the resumable training state (and `rngs`, every rank's RNG)."""
@@ -174,6 +205,11 @@ class Trainer:
     def _out_of_epochs(self) -> bool:
         return 0 < self.cfg.train.max_epochs <= self.sampler.epoch
 
+    def _wants_save(self) -> bool:
+        """Rank 0's checkpoint clock: train.save_minutes have passed since the last last.pt."""
+        limit = self.cfg.train.save_minutes * 60
+        return self.dist.main and 0 < limit <= time.monotonic() - self.saved_at
+
     def _wants_stop(self) -> bool:
         """This rank's reason to stop: rank 0's time budget (rank 0's clock only)."""
         limit = self.cfg.train.max_minutes * 60
@@ -204,14 +240,14 @@ class Trainer:
         tally = UpdateTally(tokens=sum(b.n_tgt_tokens for b in group), loss=loss_sum, nll=nll_sum,
                             nonfinite=~finite, stop=self._wants_stop(), interrupt=bool(stop_signal()),
                             early_stop=self.early_stop, exhausted=self._out_of_epochs(),
-                            grad_norm=norm if self.dist.main else 0.0).agree(self.dist)
+                            grad_norm=norm if self.dist.main else 0.0, save=self._wants_save()).agree(self.dist)
         norm = tally.grad_norm
         stop = bool(tally.stop or tally.interrupt or tally.early_stop or tally.exhausted)
         stats = {"loss": tally.loss / tally.tokens, "nll": tally.nll / tally.tokens, "tokens": tally.tokens}
         if tally.nonfinite or tally.early_stop:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update()
-            return StepResult(False, stop, bool(tally.early_stop), bool(tally.interrupt), stats)
+            return StepResult(False, stop, bool(tally.early_stop), bool(tally.interrupt), stats, bool(tally.save))
         # DDP averaged the gradients over ranks: undo that and the guess, dividing by the global token count.
         factor = self.world / (guess * tally.tokens)
         grad_norm = norm * factor
@@ -221,7 +257,8 @@ class Trainer:
         set_lr(self.optimizer, lr)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return StepResult(True, stop, False, bool(tally.interrupt), stats | {"lr": lr, "grad_norm": grad_norm})
+        return StepResult(True, stop, False, bool(tally.interrupt), stats | {"lr": lr, "grad_norm": grad_norm},
+                          bool(tally.save))
 
     def _forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The logits of the batch's real target positions (N, V) and their targets (N,): no output layer on padding."""
@@ -240,17 +277,28 @@ class Trainer:
     def _checkpoint(self, validate: bool = True) -> None:
         """Every rank: gather the RNG states; rank 0 validates (if asked) and writes last.pt."""
         rngs = gather_objects(self.dist, rng_state(self.device))
+        self.saved_at = time.monotonic()
         if not self.dist.main:
             return
         if validate:
-            self.progress.pending_validation = False
-            result = validation_scores(self.model, self.data, self.cfg, self.device)
-            self.metrics.record({"type": "valid", "step": self.progress.step, "epoch": self.sampler.epoch,
-                                 **result, "elapsed": self.progress.elapsed})
-            log.info("validation at step %d: %s", self.progress.step, ", ".join(f"{k} {v:.3f}"
-                                                                                 for k, v in result.items()))
-            self.early_stop = self.record_validation(result)
+            self._validate()
         self.checkpoints.save_last(self.contents(rngs=rngs))
+
+    def _validate(self) -> None:
+        """Rank 0: score the validation split, translate the example sentences, record and log both, keep the best
+        checkpoints and redraw the run's learning curve."""
+        prog = self.progress
+        prog.pending_validation = False
+        result = validation_scores(self.model, self.data, self.cfg, self.device)
+        examples = example_translations(self.model, self.data, self.cfg, self.device)
+        self.metrics.record({"type": "valid", "step": prog.step, "epoch": self.sampler.epoch, **result,
+                             "elapsed": prog.elapsed, **({"examples": examples} if examples else {})})
+        log.info("validation at step %d: %s", prog.step, ", ".join(f"{k} {v:.3f}" for k, v in result.items()))
+        for number, example in enumerate(examples, 1):
+            log.info("example %d\n  source     %s\n  reference  %s\n  hypothesis %s", number, example["source"],
+                     example["reference"], example["hypothesis"])
+        self.early_stop = self.record_validation(result)
+        self.metrics.draw_curve(self.cfg.name)
 
     def fit(self) -> Progress:
         """Train until a stop condition that every rank agrees on; writes checkpoints and metrics (rank 0)."""
@@ -261,6 +309,8 @@ class Trainer:
                 self.checkpoints.clear()
             save_config(self.cfg, RunDir(self.cfg.run_dir).config)
         self.clock = (time.monotonic(), prog.elapsed)
+        self.saved_at = self.logged_at = self.clock[0]
+        first_step = prog.step
         if prog.pending_validation:  # as the run would have done had the signal come a moment later
             self._checkpoint()
         first = UpdateTally(stop=self._wants_stop(), early_stop=self.early_stop,
@@ -269,7 +319,8 @@ class Trainer:
             return prog
         self.metrics.open()
         bar = tqdm(total=tcfg.max_steps or None, initial=prog.step, dynamic_ncols=True, desc=self.cfg.name,
-                   unit="step", disable=not self.dist.main or not sys.stderr.isatty())
+                   unit="update", disable=not self.dist.main or not sys.stderr.isatty(),
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
         epoch = self.sampler.epoch
         for group in self.batch_groups():
             result = self.train_step(group)
@@ -282,11 +333,13 @@ class Trainer:
             else:
                 prog.nonfinite_in_row = 0
                 prog.step += 1
-                bar.update(1)
-                if prog.step % tcfg.log_every == 0:
-                    entry = self.metrics.train(prog.step, self.sampler.epoch, result.stats, prog.skipped, prog.elapsed)
-                    log.info("step %d epoch %d loss %.3f lr %.2e %.0f tgt tok/s", prog.step, self.sampler.epoch,
-                             entry["loss"], entry["lr"], entry["tgt_tok_s"])
+                outlook = self.outlook((prog.step - first_step) / max(time.monotonic() - self.clock[0], 1e-9))
+                if not bar.disable:
+                    bar.total = prog.step + round(outlook.updates) if math.isfinite(outlook.updates) else None
+                    bar.set_postfix_str(outlook.describe(), refresh=False)
+                    bar.update(1)
+                if prog.step % tcfg.log_every == 0 or 0 < tcfg.log_minutes * 60 <= time.monotonic() - self.logged_at:
+                    self._log_training(result.stats, outlook)
             self.interrupted = result.interrupted  # a signal on some rank: save last.pt without validating
             # prog.step and the samplers' positions are the same on every rank, so these tests agree too.
             finish = 0 < tcfg.max_steps <= prog.step or (result.stop and not result.interrupted)
@@ -296,23 +349,49 @@ class Trainer:
             if due or stop:
                 prog.pending_validation = due and result.interrupted
                 self._checkpoint(validate=due and not result.interrupted)
+            elif result.save or (tcfg.save_every and result.applied and prog.step % tcfg.save_every == 0):
+                self._checkpoint(validate=False)  # the cadence's last.pt: a crash loses what came after it only
             if stop:
                 break
         bar.close()
         self.metrics.close()
         return prog
 
+    def outlook(self, rate: float) -> Outlook:
+        """The updates and time left before the first of max_steps, max_epochs and max_minutes ends the run, at
+        `rate` updates per second."""
+        tcfg, prog, sampler = self.cfg.train, self.progress, self.sampler
+        left: dict[str, float] = {}
+        if tcfg.max_steps:
+            left["max_steps"] = max(tcfg.max_steps - prog.step, 0)
+        if tcfg.max_epochs:
+            batches = (tcfg.max_epochs - sampler.epoch) * len(sampler) - sampler.position
+            left["max_epochs"] = max(batches, 0) / tcfg.accumulate
+        if tcfg.max_minutes and rate > 0:
+            left["max_minutes"] = max(tcfg.max_minutes * 60 - prog.elapsed, 0.0) * rate
+        if not left:
+            return Outlook(rate, math.inf, math.inf, "max_minutes")
+        limit = min(left, key=lambda key: left[key])
+        return Outlook(rate, left[limit], left[limit] / rate if rate > 0 else math.inf, limit)
+
+    def _log_training(self, stats: dict[str, float], outlook: Outlook) -> None:
+        """Rank 0's training line: metrics.jsonl's record and the log's line, with the pace and the time left."""
+        prog = self.progress
+        self.logged_at = time.monotonic()
+        entry = self.metrics.train(prog.step, self.sampler.epoch, stats, prog.skipped, prog.elapsed, outlook.record())
+        log.info("step %d epoch %d loss %.3f lr %.2e %.2f updates/s %.0f tgt tok/s, %s", prog.step, self.sampler.epoch,
+                 entry["loss"], entry["lr"], entry["updates_s"], entry["tgt_tok_s"], outlook.describe())
+
     def finish(self, evaluate_test: bool, command: str) -> TrainingOutcome:
         """Rank 0 after training: the final model, its length penalty (auto: tuned on the validation split and
         stored in it) and its test report (eval_test.json), each written into the run folder."""
         cfg, run = self.cfg, RunDir(self.cfg.run_dir)
         tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in self.data.splits
-        if not (tune or test):  # no final model is chosen: an averaged.pt of an earlier end would stand for the run
-            self.checkpoints.final(None)
-            return TrainingOutcome()
         final, choice, model, progress = self.final_model()
-        loaded = LoadedModel(model.eval(), self.data.tokenizer, cfg, final, progress)
         outcome, tuning = TrainingOutcome(final, choice), None
+        if not (tune or test):
+            return outcome
+        loaded = LoadedModel(model.eval(), self.data.tokenizer, cfg, final, progress)
         if tune:
             tuning = tune_and_store(from_loaded([loaded], self.device, cfg.train.precision), final)
             write_json(run.length_penalty, tuning)
@@ -329,7 +408,7 @@ class Trainer:
             report["parent"] = self.progress.parent
         if tuning is not None:
             report["length_penalty_tuning"] = {key: tuning[key] for key in TUNING_SUMMARY}
-        write_report(report, hyps, run.report("test"), run.hypotheses("test"))
+        write_report(report, hyps, run.report("test"), run.hypotheses("test", translator.languages[1]))
         outcome.report = report
         return outcome
 
@@ -420,8 +499,29 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
     if cfg.train.eval_bleu:
         greedy = replace(cfg.decode, beam=1, n_best=1)
         translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
-                                cfg.data.lowercase)
+                                cfg.data.lowercase, cfg=cfg)
         hyps = [translator.detokenize(found[0]) if found else ""  # line by line: references are aligned
                 for found in translator.hypotheses(split.src_raw)]
         result["bleu"] = sacrebleu.corpus_bleu(hyps, [split.tgt_raw]).score
     return result
+
+
+def example_indices(n_pairs: int, count: int) -> list[int]:
+    """`count` validation pairs spread evenly over the split, the same at every validation of every run."""
+    return sorted({round(i * (n_pairs - 1) / max(count - 1, 1)) for i in range(min(count, n_pairs))})
+
+
+def example_translations(model: torch.nn.Module, data: Prepared, cfg: Config,
+                         device: torch.device) -> list[dict[str, str]]:
+    """train.examples validation sentences with their references and the model's greedy translations."""
+    split = data.splits["val"]
+    chosen = example_indices(len(split), cfg.train.examples)
+    if not chosen:
+        return []
+    model.eval()
+    translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer,
+                            replace(cfg.decode, beam=1, n_best=1), cfg.data.lowercase, cfg=cfg)
+    sources = [split.src_raw[i] for i in chosen]
+    hypotheses = translator.translate(sources, split_sentences="off")
+    return [{"source": source, "reference": split.tgt_raw[i], "hypothesis": hypothesis}
+            for i, source, hypothesis in zip(chosen, sources, hypotheses)]

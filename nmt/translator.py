@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.config import Config, DecodeConfig, decode_with
+from nmt.config import Config, DataConfig, DecodeConfig, decode_with
 from nmt.data import normalize
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
@@ -116,6 +116,7 @@ class Translator:
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
         self.cfg = cfg  # the (first) member's training config
+        self.languages = (cfg.data if cfg is not None else DataConfig()).languages  # (source, target)
 
     def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
         """The same models with other search settings: `decode`, and/or decode.* keywords (`beam=5`), checked as the
@@ -165,7 +166,7 @@ class Translator:
         """The first half of `translate`: texts split into sentences, with their target terms; `DataError` for a
         malformed glossary or constraint."""
         mode = split_mode(split_sentences)
-        pieces = tuple(split(text, mode) for text in texts)
+        pieces = tuple(split(text, mode, language=self.languages[0]) for text in texts)
         return Texts(pieces, sentence_terms(pieces, glossary, constraints))
 
     def translations(self, texts: Texts, warn: Warn | None = None,
@@ -241,14 +242,16 @@ class Translator:
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
     def _constraints(self, terms: Sequence[Sequence[Any]] | None, encoded: bool = False) -> dict[str, Any]:
-        """The engine's arguments for per-line target terms (text, or ids where `encoded`)."""
+        """The engine's arguments beside the sources: the ids it never emits and per-line target terms (text, or ids
+        where `encoded`)."""
+        never_emit = {"never_emit": self.tokenizer.never_emit}
         if terms is None:
-            return {}
+            return never_emit
         if not self.engine.abilities.constraints:
             raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
         ids = ([[np.asarray(term, dtype=np.int64) for term in line] for line in terms] if encoded
                else [self._term_ids(line) for line in terms])
-        return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations}
+        return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations, **never_emit}
 
     def _name(self) -> str:
         """How errors name the model: its (first) member's path."""
@@ -356,7 +359,7 @@ class Translator:
             return results
 
         text = translate_document(document, format, translate, ignore_tags=ignore_tags,
-                                  split=splitter(split_mode(split_sentences)))
+                                  split=splitter(split_mode(split_sentences), self.languages[0]))
         return Translation(text, sum(a.score for a in done), sum(a.log_prob for a in done),
                            sum(a.tokens for a in done))
 

@@ -25,11 +25,8 @@ def rank_seed(seed: int, rank: int, step: int = 0) -> int:
 
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
-    """Every global RNG state, as plain CPU data a weights-only checkpoint can hold.
-
-    On a CUDA `device`, its generator too: that device's only (a rank touches no other GPU, and a CPU run
-    no CUDA function at all).
-    """
+    """Every global RNG state as plain CPU data, and on a CUDA `device` that device's generator (a CPU run calls
+    no CUDA function)."""
     np_state = np.random.get_state()
     state = {"python": random.getstate(), "torch": torch.get_rng_state(),
              "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]]}
@@ -39,11 +36,8 @@ def rng_state(device: torch.device | None = None) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
-    """Restore what `rng_state` returned, from CPU copies (a checkpoint mapped to a GPU holds GPU tensors).
-
-    The CUDA generator is restored on a CUDA `device` only. A file of an older version holds every GPU's state
-    as a list: the entry of this device's index is taken.
-    """
+    """Restore what `rng_state` returned (from CPU copies); of a list of every GPU's CUDA state (checkpoint
+    versions 1 and 2), this device's."""
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"].cpu())
     name, keys, *rest = state["numpy"]
@@ -60,8 +54,7 @@ def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> 
 
 
 def resolve_device(name: str | torch.device) -> torch.device:
-    """The torch device of a name (auto, cpu, cuda, cuda:N) or a torch.device: 'auto' picks CUDA when present;
-    a device that is not there, or a name torch does not know, is a ConfigError."""
+    """The torch device of a name (auto, cpu, cuda, cuda:N) or a torch.device; ConfigError for one not there."""
     if isinstance(name, torch.device):
         name = str(name)
     if name == "auto":

@@ -66,7 +66,7 @@ def archive_folder(results: Path, name: str, config: Path, *, splits: tuple[str,
         report = {"split": split, "sentences": len(hyps), "scores": sacrebleu_scores(hyps, references(split)),
                   "decode": decode, "members": [{"path": checkpoint, "sha256": sha256, "steps": 300}],
                   "command": f"nmt-evaluate runs/{name} --split {split} --beam 5 --length-penalty 1.0"}
-        write_report(report, hyps, RunDir(folder).report(split), RunDir(folder).hypotheses(split))
+        write_report(report, hyps, RunDir(folder).report(split), RunDir(folder).hypotheses(split, "en"))
     records = [{"type": "train", "step": 300, "epoch": 2, "loss": 3.0, "elapsed": 600.0}]
     RunDir(folder).metrics.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     (folder / RunDir.CONFIG).write_text(config.read_text(encoding="utf-8"), encoding="utf-8")

@@ -1,5 +1,6 @@
-"""A new attention variant with a setting of its own is one module: everything below registers a variant defined in
-this file only, and config, the model factory, the FLOP count and the variant lists take it from there."""
+"""A new attention variant is its class and a line in nmt.config.VARIANTS: the variant below, defined in this file
+and added to the table (and its FLOP count to nmt.flops), is taken from there by the config, the model factory, the
+FLOP count and the variant lists."""
 
 from __future__ import annotations
 
@@ -9,33 +10,25 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 import nmt
 from nmt.config import (
+    VARIANTS,
     ModelConfig,
     Range,
+    Variant,
     VariantSetting,
     check_attention,
-    config_from_dict,
     settings_of,
     to_dict,
     variant_reference,
 )
 from nmt.errors import ConfigError
-from nmt.flops import forward_flops, linear_flops
+from nmt.flops import SELF_ATTENTION_FLOPS, forward_flops, linear_flops
 from nmt.models import build_model
-from nmt.models.attention import (
-    SELF_ATTENTION,
-    FullAttention,
-    SelfAttention,
-    register_rnn_attention,
-    register_self_attention,
-    self_attention_variants,
-    unregister_self_attention,
-)
+from nmt.models.attention import FullAttention, RNNAttention, SelfAttention, variant_class
 from nmt.tokenizer import VocabInfo
-from tests.conftest import REPO, tiny_config
+from tests.conftest import tiny_config
 
 VOCAB = VocabInfo(src_size=20, tgt_size=20, joint=True)
 DECAY = VariantSetting("decay", float, 0.5, "transformer decayed attention: share the scores lose before the softmax.",
@@ -45,15 +38,13 @@ DECAY = VariantSetting("decay", float, 0.5, "transformer decayed attention: shar
 class DecayedAttention(FullAttention):
     """Full attention on scores scaled by (1 - decay): a second temperature, set by a setting of its own."""
 
-    settings = (DECAY,)
-
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0, decay: float = DECAY.default) -> None:
         super().__init__(temperature / (1.0 - decay), dropout)
         self.decay = decay
 
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        return super().flops(cfg, length) + linear_flops(length, 1, length)  # and one product per score
+
+def decayed_flops(cfg: ModelConfig, length: int) -> float:
+    return SELF_ATTENTION_FLOPS["full"](cfg, length) + linear_flops(length, 1, length)  # and one product per score
 
 
 def model_keys() -> list[str]:
@@ -61,25 +52,23 @@ def model_keys() -> list[str]:
 
 
 @pytest.fixture
-def decayed() -> Iterator[tuple[list[str], list[str], str]]:
-    """Register the variant; yield what the registry, the model section and the variant table were before it."""
-    before = (self_attention_variants(), model_keys(), variant_reference())
-    register_self_attention("decayed")(DecayedAttention)
-    try:
-        yield before
-    finally:
-        if "decayed" in SELF_ATTENTION:
-            unregister_self_attention("decayed")
+def decayed(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[str], str]]:
+    """Add the variant; yield what the variant names, the model section and the variant table were before it."""
+    before = (list(VARIANTS["self"]), model_keys(), variant_reference())
+    monkeypatch.setitem(VARIANTS["self"], "decayed", Variant(f"{__name__}.DecayedAttention", (DECAY,)))
+    monkeypatch.setitem(SELF_ATTENTION_FLOPS, "decayed", decayed_flops)
+    yield before
 
 
 def config_with(tmp_path: Path, **settings: object) -> Path:
     return tiny_config(tmp_path, model={"self_attention": "decayed", "self_attention_settings": settings})
 
 
-def test_a_variant_with_its_own_setting_needs_nothing_outside_its_file(decayed, tmp_path: Path) -> None:
+def test_a_variant_with_its_own_setting_is_its_class_and_its_line_in_the_table(
+        decayed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     variants, keys, table = decayed
-    assert self_attention_variants() == [*variants, "decayed"]
-    assert model_keys() == keys, "registering a variant leaves ModelConfig as it is"
+    assert list(VARIANTS["self"]) == [*variants, "decayed"]
+    assert model_keys() == keys, "adding a variant leaves ModelConfig as it is"
     cfg = nmt.load_config(config_with(tmp_path, decay=0.25))
     assert settings_of(cfg.model, "self") == {"decay": 0.25}
     assert to_dict(cfg.model)["self_attention_settings"] == {"decay": 0.25}
@@ -106,46 +95,21 @@ def test_a_variant_with_its_own_setting_needs_nothing_outside_its_file(decayed, 
     extra = layers[0] * linear_flops(7, 1, 7) + layers[1] * linear_flops(5, 1, 5)
     assert forward_flops(cfg.model, VOCAB.tgt_size, 7, 5) == forward_flops(full, VOCAB.tgt_size, 7, 5) + extra
 
-    unregister_self_attention("decayed")
-    assert (self_attention_variants(), model_keys(), variant_reference()) == (variants, keys, table)
+    monkeypatch.undo()
+    assert (list(VARIANTS["self"]), model_keys(), variant_reference()) == (variants, keys, table)
     with pytest.raises(ConfigError, match="model.self_attention: 'decayed' is not one of full"):
         nmt.load_config(config_with(tmp_path, decay=0.25))
 
 
-def test_configs_of_runs_from_before_settings_blocks_load_with_their_settings() -> None:
-    """Saved configs once held every variant's settings as model keys (model.window, model.stride), whatever the
-    variant: the comparison configs written that way load with each setting in the block of the variant that
-    reads it, and nowhere else."""
-    blocks = {}
-    for name in ("full", "local", "sparse", "linear"):
-        path = REPO / "configs" / "compare" / "multi30k" / f"cmp_multi30k_transformer_{name}.yaml"
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        raw["model"].pop("self_attention_settings", None)
-        raw["model"].update(window=8, stride=8)  # as every saved config of that time held them
-        model = config_from_dict(raw).model
-        check_attention(model)
-        blocks[name] = model.self_attention_settings
-    assert blocks == {"full": {}, "local": {"window": 8}, "sparse": {"window": 8, "stride": 8}, "linear": {}}
-    local = build_model(config_from_dict({"model": {"self_attention": "local", "window": 3}}).model, VOCAB)
-    assert local.self_core.window == 3
-
-
-def test_flops_has_no_fallback_for_a_variant_that_does_not_count() -> None:
-    class Uncounted(SelfAttention):
-        """A variant that reports no FLOPs."""
-
+def test_flops_has_no_fallback_for_a_variant_that_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="model.self_attention 'performer': not one of full"):
         forward_flops(ModelConfig(self_attention="performer"), 100, 5, 5)
-    register_self_attention("uncounted")(Uncounted)
-    try:
-        with pytest.raises(NotImplementedError, match="Uncounted reports no FLOP count"):
-            forward_flops(ModelConfig(self_attention="uncounted"), 100, 5, 5)
-    finally:
-        unregister_self_attention("uncounted")
+    monkeypatch.setitem(VARIANTS["self"], "uncounted", Variant(f"{__name__}.DecayedAttention"))
+    with pytest.raises(ValueError, match="model.self_attention 'uncounted': not one of full"):
+        forward_flops(ModelConfig(self_attention="uncounted"), 100, 5, 5)
 
 
-def test_a_name_registered_twice_is_refused_loudly() -> None:
-    with pytest.raises(ValueError, match="model.attention: a variant 'additive' is already registered"):
-        register_rnn_attention("additive")(FullAttention)
-    with pytest.raises(ValueError, match="model.self_attention: a variant 'full' is already registered"):
-        register_self_attention("full")(FullAttention)
+@pytest.mark.parametrize(("family", "base"), [("rnn", RNNAttention), ("self", SelfAttention)])
+def test_every_variant_in_the_table_names_a_class_of_its_family(family: str, base: type) -> None:
+    for name in VARIANTS[family]:
+        assert issubclass(variant_class(family, name), base), name

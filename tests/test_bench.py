@@ -825,3 +825,25 @@ def test_sentence_split_paragraphs_put_a_line_without_a_final_mark_on_a_line_of_
         "Ein Mann fährt Fahrrad.\nZwei Kinder im Park\nEine Frau trinkt „Kaffee.“", "Ein Hund (klein)!\nEin Haus"]
     assert grouped(lines, 3, separators(lines, "spaces")) == [
         "Ein Mann fährt Fahrrad. Zwei Kinder im Park Eine Frau trinkt „Kaffee.“", "Ein Hund (klein)! Ein Haus"]
+
+
+def test_bench_sizing_writes_its_record_and_the_epoch_table_from_it(tiny_run, tmp_path):
+    """A dry run: the tiny size for a fraction of a second on the sample, into a page of its own."""
+    from benchmarks import sizing
+
+    config, _ = tiny_run
+    page = tmp_path / "training.md"
+    page.write_text(f"# Training\n\n{sizing.START}\n{sizing.END}\n", encoding="utf-8")
+    args = ["--config", str(config), "--sizes", "tiny", "--seconds", "0.3", "--warmup-steps", "1", "--threads", "1",
+            "--out-dir", str(tmp_path), "--docs", str(page)]
+    assert sizing.main(args) == 0
+    written, = tmp_path.glob("sizing_*.json")
+    record = json.loads(written.read_text())
+    (size,) = record["sizes"]
+    assert record["benchmark"] == "sizing" and record["command"].startswith("python -m benchmarks.sizing ")
+    assert size["name"] == "tiny" and size["updates_per_s"] > 0 and size["pairs_per_s"] > 0
+    assert size["model"]["model.d_model"] == sizing.SIZES["tiny"]["d_model"] and size["parameters"] > 0
+    (row,) = [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("| tiny |")]
+    minutes = 1_000_000 / size["pairs_per_s"] / 60
+    assert row.endswith(f" {minutes:,.0f} |" if minutes >= 10 else f" {minutes:.1f} |")
+    assert sizing.report(tmp_path) in page.read_text(encoding="utf-8")

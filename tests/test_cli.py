@@ -184,7 +184,7 @@ def test_translate_truncates_long_lines_with_warning(trained_run, tmp_path, caps
     src = tmp_path / "long.de"
     src.write_text("kurz\n" + " ".join(["Hund"] * 50) + "\n", encoding="utf-8")
     assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(tmp_path / "o"),
-                           "--max-tokens", "10"]) == 0
+                           "--max-source-tokens", "10"]) == 0
     assert "line 2" in capsys.readouterr().err
 
 

@@ -128,7 +128,7 @@ def test_copies_without_checkpoints_compare_as_their_runs_do(trained_run, gru_ru
     """A comparison assembled from copied run files (no checkpoints, the attention record beside them) gives the
     scores, significance, diagnostics and heatmaps of the comparison of the runs themselves; a copy whose record
     was made with other settings says it has no checkpoint instead."""
-    from nmt.compare import ATTENTION_RECORD, RUN_FILES, attention_record, load_run, test_sources
+    from nmt.compare import ATTENTION_RECORD, attention_record, load_run, run_files, test_sources
 
     settings = ["--diag-sentences", "20", "--heatmaps", "1", "--suite", "tiny"]
     assert compare_main([str(trained_run), str(gru_run), "--out", str(tmp_path / "runs_report"), *settings]) == 0
@@ -136,7 +136,7 @@ def test_copies_without_checkpoints_compare_as_their_runs_do(trained_run, gru_ru
     for run in (trained_run, gru_run):
         copy = tmp_path / "copies" / run.name
         copy.mkdir(parents=True)
-        for name in RUN_FILES:
+        for name in run_files(run):
             if (run / name).exists():
                 shutil.copyfile(run / name, copy / name)
         loaded = load_run(run)

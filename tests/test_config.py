@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import math
 import os
 import re
@@ -18,6 +17,7 @@ import yaml
 
 import nmt
 from nmt.config import (
+    VARIANTS,
     Config,
     DecodeConfig,
     Range,
@@ -132,15 +132,6 @@ def test_command_line_overrides_are_read_as_yaml_into_the_mapping(tmp_path):
         parse_overrides(["model.heads"])
 
 
-def test_overrides_as_key_value_strings_still_work_with_one_deprecation_warning(tmp_path):
-    path = write(tmp_path, {"train": {"max_steps": 5}})
-    with pytest.warns(DeprecationWarning) as caught:
-        old = load_config(path, ["train.max_steps=60", "model.attention=dot"])
-    assert old == load_config(path, {"train.max_steps": 60, "model.attention": "dot"})
-    assert len(caught) == 1 and "\n" not in str(caught[0].message) and "overrides={" in str(caught[0].message)
-    assert caught[0].filename == __file__, "the warning points at the caller's line"
-
-
 def test_load_config_checks_attention_variants_without_torch(tmp_path):
     path = write(tmp_path, {"model": {"self_attention": "local", "self_attention_settings": {"windw": 4}}})
     code = ("import sys, nmt\n"
@@ -157,21 +148,6 @@ def test_load_config_checks_attention_variants_without_torch(tmp_path):
     assert done.stdout.splitlines() == [
         f"{path}: unknown key model.self_attention_settings.windw (did you mean 'window'?)",
         "model.self_attention: 'fancy' is not one of full, local, sparse, linear", "False"]
-
-
-def test_every_built_in_variant_is_declared_to_the_config_without_torch():
-    """A class the model code registers under a name the config did not declare would be refused by every config
-    loaded before torch: the names and settings declared without torch are exactly the registered ones."""
-    from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION
-
-    code = ("import json, nmt.config as c; print(json.dumps({f: {n: [s.name for s in settings] for n, settings in "
-            "c.declared_variants(f).items()} for f in c.FAMILIES}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
-    registered = {family: {name: [s.name for s in cls.settings] for name, cls in registry.items()}
-                  for family, registry in (("rnn", RNN_ATTENTION), ("self", SELF_ATTENTION))}
-    assert json.loads(done.stdout) == registered
 
 
 def test_invalid_yaml_names_line(tmp_path):
@@ -247,13 +223,11 @@ def _number_keys() -> list[str]:
 
 def test_every_number_setting_has_a_finite_upper_bound():
     """A number without one overflows somewhere: a length penalty of 1000 did in the search."""
-    from nmt.models.attention.base import RNN_ATTENTION, SELF_ATTENTION
-
     for name in ("data", "tokenizer", "model", "train", "decode"):
         for f in dataclasses.fields(getattr(Config(), name)):
             if f.metadata.get("bounds") is not None:
                 assert math.isfinite(f.metadata["bounds"].high), f"{name}.{f.name} has no upper bound"
-    variant_settings = [s for cls in [*RNN_ATTENTION.values(), *SELF_ATTENTION.values()] for s in cls.settings]
+    variant_settings = [s for variants in VARIANTS.values() for v in variants.values() for s in v.settings]
     assert {s.name for s in variant_settings} >= {"window", "stride"}
     for s in variant_settings:
         if s.type in (int, float):
@@ -361,7 +335,7 @@ def test_set_fills_an_empty_section(tmp_path):
 
 @pytest.mark.parametrize("dataset", ["sample", "multi30k"])
 @pytest.mark.parametrize("key,value", [(key, "f.txt") for key in (
-    "train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")] + [("train_corpora", [["f.tsv"]])])
+    "train_src", "train_tgt", "val_src", "val_tgt", "test_src", "test_tgt")])
 def test_file_keys_need_dataset_files(tmp_path, dataset, key, value):
     path = write(tmp_path, {"train": {"max_steps": 5}, "data": {"dataset": dataset, key: value}})
     with pytest.raises(ConfigError) as err:

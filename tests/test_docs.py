@@ -1,11 +1,13 @@
-"""The Python page of the docs runs as written: its code blocks, in order, in one fresh interpreter (no console
-command involved), on the embedded sample, with root logging and signal handlers checked around it."""
+"""The docs run as written: the Python page's code blocks, in order, in one fresh interpreter (no console command
+involved), on the embedded sample, with root logging and signal handlers checked around it; and the own-corpus
+walkthrough of data.md and training.md, its shell blocks in order, on files cut from the sample."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -50,3 +52,39 @@ def test_the_python_page_runs_as_written_in_a_fresh_interpreter(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "PROMISES KEPT" in done.stdout and "did you mean 'max_steps'" in done.stdout
     assert not (REPO / "runs" / "notebook").exists() and (tmp_path / "runs" / "notebook" / "eval_test.json").is_file()
+
+
+WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\n(.*?)<!-- walkthrough:end -->", flags=re.S)
+
+
+def walkthrough_script() -> str:
+    """The bash blocks between the walkthrough markers of docs/data.md, then of docs/training.md, in order."""
+    blocks = [block for page in ("data.md", "training.md")
+              for part in WALKTHROUGH.findall((REPO / "docs" / page).read_text(encoding="utf-8"))
+              for block in re.findall(r"^```bash\n(.*?)^```", part, flags=re.S | re.M)]
+    assert len(blocks) >= 2, "a page lost its walkthrough"
+    return "\n".join(blocks)
+
+
+def test_the_own_corpus_walkthrough_runs_as_written(tmp_path):
+    """docs/data.md's and docs/training.md's walkthrough, run by bash in a fresh folder with the console commands on
+    PATH, on files cut from the sample: two files, a TSV and a validation set, no test set (it trains: tiny)."""
+    sample, corpus = REPO / "data" / "sample", tmp_path / "corpus"
+    corpus.mkdir()
+    de, en = ((sample / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
+    (corpus / "train.de").write_text("\n".join(de[:350]) + "\n", encoding="utf-8")
+    (corpus / "train.en").write_text("\n".join(en[:350]) + "\n", encoding="utf-8")
+    (corpus / "more.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in zip(de[350:], en[350:])), encoding="utf-8")
+    for lang in ("de", "en"):
+        (corpus / f"val.{lang}").write_text((sample / f"val.{lang}").read_text(encoding="utf-8"), encoding="utf-8")
+    script = tmp_path / "walkthrough.sh"
+    script.write_text("set -euo pipefail\n" + walkthrough_script(), encoding="utf-8")
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                               "HOME": str(tmp_path), "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run = tmp_path / "runs" / "my_corpus"
+    assert (run / "curve.png").read_bytes().startswith(b"\x89PNG") and (run / "eval_val.json").is_file()
+    assert not (run / "eval_test.json").exists()  # no test set: no test report, and no error either
+    assert re.search(r"updates/s \d+ tgt tok/s, \S+ left \(max_epochs\)", done.stdout)
+    assert len((tmp_path / "elsewhere" / "new.en").read_text(encoding="utf-8").splitlines()) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -173,3 +174,33 @@ def test_a_zombie_is_not_running_and_a_grandchild_in_a_session_of_its_own_is_a_d
     assert not is_running(parent.pid) and parent.pid not in descendants(os.getpid())
     parent.wait()
     assert not is_running(parent.pid)
+
+
+def _named_tests(gpu_check) -> list[str]:
+    return [*gpu_check.GPU_TESTS, *gpu_check.DRY_TESTS]
+
+
+def test_every_test_the_check_names_exists(gpu_check):
+    """A test moved or renamed without the check's lists following fails here, not on a lent GPU."""
+    for selection in _named_tests(gpu_check):
+        path, _, name = selection.partition("::")
+        assert (REPO / path).is_file(), f"{selection}: no such file"
+        if name:
+            tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
+            defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+            assert name in defined, f"{selection}: no such test"
+
+
+def test_every_test_file_that_reads_the_test_device_runs_on_the_gpu(gpu_check):
+    readers = {f"tests/{path.name}" for path in (REPO / "tests").glob("test_*.py")
+               if path.name != Path(__file__).name and "NMT_TEST_DEVICE" in path.read_text(encoding="utf-8")}
+    assert readers and readers <= set(gpu_check.GPU_TESTS), readers - set(gpu_check.GPU_TESTS)
+
+
+def test_the_dry_run_s_test_check_passes(gpu_check, tmp_path, monkeypatch):
+    """The dry run's own test check, as `--dry-run-cpu` runs it: its selections pass on the CPU."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    (tmp_path / "logs").mkdir()
+    result = gpu_check.check_tests(gpu_check.Context(tmp_path, "cpu", 0, 1.0, 120.0))
+    assert result["ok"], result
+    assert set(result["files"]) == set(gpu_check.DRY_TESTS)

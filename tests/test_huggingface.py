@@ -5,11 +5,14 @@ import needs (model.activation, model.output_bias, id tables in the tokenizer) a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
+import re
 import shutil
+from dataclasses import replace
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -227,6 +230,39 @@ def test_pipeline_translation_translates_with_the_export_where_transformers_has_
         expected = tokenizer.batch_decode(hf.generate(**batch, num_beams=1), skip_special_tokens=True)
         translated = pipeline("translation", model=str(folder))(sources, num_beams=1)
         assert [row["translation_text"] for row in translated] == expected and any(expected)
+
+
+@needs_transformers
+def test_the_card_s_usage_snippet_runs_with_the_transformers_that_wrote_it(exports):
+    """The card's Python block, run as written (the folder for PATH_OR_REPO), translates as generate() does."""
+    import transformers
+
+    _, folder = exports["pre"]
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert f"transformers {transformers.__version__}" in card
+    (snippet,) = re.findall(r"^```python\n(.*?)^```", card, flags=re.S | re.M)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet.replace("PATH_OR_REPO", str(folder)), {})  # noqa: S102 - the card's own code is the subject
+    tokenizer, hf = _hf(folder)
+    batch = tokenizer(["Ein Mann fährt Fahrrad."], return_tensors="pt", padding=True)
+    assert printed.getvalue().strip() == str(tokenizer.batch_decode(hf.generate(**batch), skip_special_tokens=True))
+
+
+@needs_transformers
+def test_the_card_of_a_custom_corpus_says_custom_and_names_its_files(trained_run):
+    from huggingface_hub import ModelCard
+
+    from nmt.interop.hf_export import model_card
+
+    loaded = load_model(trained_run, CPU)
+    loaded.cfg = replace(loaded.cfg, data=replace(loaded.cfg.data, dataset="files", train_src="/x/corpus/train.de",
+                                                  train_tgt="/x/corpus/train.en", val_src="/x/val.de",
+                                                  val_tgt="/x/val.en", train_corpora=[["/y/more.tsv"]]))
+    card = ModelCard(model_card(loaded, "pegasus", None, "5.0"))
+    assert card.data.datasets == ["custom"]
+    assert card.data.to_dict()["training_files"] == ["train.de", "train.en", "val.de", "val.en", "more.tsv"]
+    assert "/x/" not in str(card) and "custom parallel files (train.de" in card.text
 
 
 @needs_transformers

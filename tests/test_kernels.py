@@ -9,6 +9,7 @@ share (epsilon / (V - 1) instead of epsilon / (V - 2)) moves the loss. Dropout d
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Callable
 
@@ -29,13 +30,16 @@ from nmt.kernels import (
 from nmt.models.base import select_positions
 
 FLOAT64 = {"rtol": 1e-12, "atol": 1e-12}
+# The CPU unless NMT_TEST_DEVICE says otherwise: benchmarks/gpu_check.py runs this file on CUDA, where the loss and
+# dropout make their GPU choices.
+DEVICE = torch.device(os.environ.get("NMT_TEST_DEVICE", "cpu"))
 
 
 def _logits_and_target(rows: int, vocab: int, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     """Wide logits (rows, vocab) and targets (rows,) with padding (id 0) on every fifth row."""
     torch.manual_seed(rows + vocab)
-    logits = torch.randn(rows, vocab, dtype=dtype) * 4  # (N, V)
-    target = torch.randint(1, vocab, (rows,))  # (N,)
+    logits = torch.randn(rows, vocab, dtype=dtype, device=DEVICE) * 4  # (N, V)
+    target = torch.randint(1, vocab, (rows,), device=DEVICE)  # (N,)
     target[::5] = 0
     return logits, target
 
@@ -84,8 +88,8 @@ def test_the_reference_is_torchs_label_smoothing_with_padding_taken_out() -> Non
 
 def test_label_smoothing_zero_is_cross_entropy() -> None:
     torch.manual_seed(0)
-    logits = torch.randn(4, 7, 11)
-    target = torch.randint(1, 11, (4, 7))
+    logits = torch.randn(4, 7, 11, device=DEVICE)
+    target = torch.randint(1, 11, (4, 7), device=DEVICE)
     target[0, 5:] = 0
     loss, nll, n = label_smoothed_loss(logits, target, 0.0, pad_id=0)
     ref = F.cross_entropy(logits.view(-1, 11), target.view(-1), ignore_index=0, reduction="sum")
@@ -96,8 +100,8 @@ def test_label_smoothing_zero_is_cross_entropy() -> None:
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_loss_blocks_change_nothing(eps: float) -> None:
     torch.manual_seed(5)
-    logits = torch.randn(37, 19, dtype=torch.float64) * 4
-    target = torch.randint(0, 19, (37,))
+    logits = torch.randn(37, 19, dtype=torch.float64, device=DEVICE) * 4
+    target = torch.randint(0, 19, (37,), device=DEVICE)
     results = [_loss_and_gradient(label_smoothed_loss, logits, target, eps, rows=rows) for rows in (1, 5, 37, 256)]
     for other in results[1:]:
         torch.testing.assert_close(results[0], other)
@@ -118,7 +122,7 @@ def test_loss_gradient_passes_gradcheck(eps: float) -> None:
 def test_dropout_keeps_as_many_and_as_much_as_torchs(p: float) -> None:
     """Over K draws of one vector x, each element is kept at rate 1 - p and averages to x, for both."""
     torch.manual_seed(6)
-    draws, x = 2000, torch.randn(500)  # (n,)
+    draws, x = 2000, torch.randn(500, device=DEVICE)  # (n,)
     stacked = x.expand(draws, -1).contiguous()  # (K, n)
     spread = 5 * (p / (1 - p) / draws) ** 0.5  # 5 standard deviations of a mean over K draws, per unit of x
     for layer in (Dropout(p), nn.Dropout(p)):
@@ -132,27 +136,27 @@ def test_dropout_keeps_as_many_and_as_much_as_torchs(p: float) -> None:
 @pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
 def test_drop_rate_and_scale_keep_the_mean(p: float) -> None:
     torch.manual_seed(0)
-    drop, scale = drop_mask(torch.Size([1000, 1001]), p, torch.device("cpu"))  # an odd count of elements
+    drop, scale = drop_mask(torch.Size([1000, 1001]), p, DEVICE)  # an odd count of elements
     rate = drop.float().mean().item()
     assert abs(rate - p) < 4 * (p * (1 - p) / drop.numel()) ** 0.5 + 1 / 65536
     assert scale == pytest.approx(1 / (1 - round(p * 65536) / 65536))
-    out = dropout(torch.ones(1000, 1001), p, True)
+    out = dropout(torch.ones(1000, 1001, device=DEVICE), p, True)
     assert out.mean().item() == pytest.approx(1.0, abs=0.01)
     assert set(out.unique().tolist()) <= {0.0, torch.tensor(scale).item()}  # the scale in float32
 
 
 def test_bits_are_independent_across_positions() -> None:
     torch.manual_seed(1)
-    drop, _ = drop_mask(torch.Size([400_000]), 0.5, torch.device("cpu"))
+    drop, _ = drop_mask(torch.Size([400_000]), 0.5, DEVICE)
     pairs = drop[:-1].float() * drop[1:].float()  # neighbours come from the same 64-bit draw
     assert pairs.mean().item() == pytest.approx(0.25, abs=0.005)
     by_lane = drop.view(-1, 4).float().mean(0)  # each of the four 16-bit lanes of a draw
-    assert torch.allclose(by_lane, torch.full((4,), 0.5), atol=0.01)
+    assert torch.allclose(by_lane, torch.full((4,), 0.5, device=DEVICE), atol=0.01)
 
 
 def test_gradient_follows_the_forward_mask() -> None:
     torch.manual_seed(2)
-    x = torch.randn(64, 33, requires_grad=True)
+    x = torch.randn(64, 33, device=DEVICE, requires_grad=True)
     out = dropout(x, 0.3, True)
     out.backward(torch.ones_like(out))
     kept = out != 0
@@ -164,7 +168,7 @@ def test_gradient_follows_the_forward_mask() -> None:
 
 def test_seeded_masks_repeat_and_eval_is_identity() -> None:
     layer = Dropout(0.25)
-    x = torch.randn(10, 20)
+    x = torch.randn(10, 20, device=DEVICE)
     torch.manual_seed(4)
     first = layer(x)
     torch.manual_seed(4)

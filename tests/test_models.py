@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config import VARIANTS, ModelConfig
 from nmt.models import build_model, count_parameters
-from nmt.models.attention import RNN_ATTENTION, SELF_ATTENTION, FullAttention, SelfAttention
-from nmt.models.attention.local import _band_block, band_spans
+from nmt.models.attention import FullAttention, SelfAttention, variant_class
+from nmt.models.attention.local import LocalAttention, _band_block, band_spans
 from nmt.models.base import Seq2Seq
 from nmt.tokenizer import VocabInfo
 
@@ -21,13 +21,13 @@ TINY = {
     "transformer": {"d_model": 16, "heads": 2, "ffn_dim": 32, "encoder_layers": 2, "decoder_layers": 2},
 }
 VARIANT_SETTINGS = {"window": 1, "stride": 3}  # the local and sparse variants' own, where they read them
-VARIANTS = (
-    [("rnn", {"attention": name, "input_feeding": feed}) for name in RNN_ATTENTION for feed in (True, False)]
-    + [("transformer", {"self_attention": name}) for name in SELF_ATTENTION]
+MODELS = (
+    [("rnn", {"attention": name, "input_feeding": feed}) for name in VARIANTS["rnn"] for feed in (True, False)]
+    + [("transformer", {"self_attention": name}) for name in VARIANTS["self"]]
     + [("transformer", {"pre_norm": False, "positions": "learned"})]
 )
-VARIANT_IDS = [f"{arch}-" + "-".join(f"{v}" for v in kw.values()) for arch, kw in VARIANTS]
-SOME_VARIANTS = [(variant, name) for variant, name in zip(VARIANTS, VARIANT_IDS)
+VARIANT_IDS = [f"{arch}-" + "-".join(f"{v}" for v in kw.values()) for arch, kw in MODELS]
+SOME_VARIANTS = [(variant, name) for variant, name in zip(MODELS, VARIANT_IDS)
                  if name in ("rnn-additive-True", "transformer-linear", "transformer-False-learned")]
 
 
@@ -43,7 +43,7 @@ def tiny_model(arch: str, seed: int = 0, **overrides: object) -> Seq2Seq:
 
 def _own_settings(name: str, settings: dict[str, object]) -> dict[str, object]:
     """The settings among `settings` that the self-attention variant `name` declares."""
-    return {s.name: settings[s.name] for s in SELF_ATTENTION[name].settings if s.name in settings}
+    return {s.name: settings[s.name] for s in VARIANTS["self"][name].settings if s.name in settings}
 
 
 def make_batch(lengths: list[int], tgt_len: int = 6, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -63,15 +63,15 @@ def self_core(name: str, temperature: float = 1.0, **settings: object) -> SelfAt
     """The self-attention variant `name` as the model builds it, from its settings block (each takes its own)."""
     cfg = ModelConfig(self_attention=name, temperature=temperature,
                       self_attention_settings=_own_settings(name, settings))
-    return SELF_ATTENTION[name].from_config(cfg)
+    return variant_class("self", name).from_config(cfg)
 
 
 # Attention variants in isolation.
 
-@pytest.mark.parametrize("name", list(RNN_ATTENTION))
+@pytest.mark.parametrize("name", list(VARIANTS["rnn"]))
 def test_rnn_attention_weights_are_masked_distributions(name: str) -> None:
     torch.manual_seed(0)
-    attention = RNN_ATTENTION[name](8, 8)
+    attention = variant_class("rnn", name)(8, 8)
     query, keys, values = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
     mask = key_mask([5, 3], 5)
     context, weights = attention(query, attention.project_keys(keys), values, mask)
@@ -84,7 +84,7 @@ def test_rnn_attention_weights_are_masked_distributions(name: str) -> None:
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("name", list(SELF_ATTENTION))
+@pytest.mark.parametrize("name", list(VARIANTS["self"]))
 def test_self_attention_weights_are_masked_distributions(name: str, causal: bool) -> None:
     torch.manual_seed(0)
     core = self_core(name, window=1, stride=2)
@@ -107,7 +107,8 @@ def test_temperature_divides_softmax_scores() -> None:
     torch.manual_seed(0)
     query, keys, values = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
     mask = key_mask([5, 3], 5)
-    for name, cls in RNN_ATTENTION.items():
+    for name in VARIANTS["rnn"]:
+        cls = variant_class("rnn", name)
         torch.manual_seed(1)
         plain = cls(8, 8)
         torch.manual_seed(1)
@@ -144,7 +145,7 @@ def test_banded_local_equals_masked_reference(window: int, length: int, causal: 
     torch.manual_seed(window * 100 + length)
     lengths = [length, length - 3, 2]
     keys = key_mask(lengths, length)  # (B, T)
-    core = SELF_ATTENTION["local"](temperature=1.5, window=window)
+    core = LocalAttention(temperature=1.5, window=window)
     core.block = 4  # several query blocks even on short inputs
     inputs = [torch.randn(3, 2, length, 4, requires_grad=True) for _ in range(3)]
     weight = torch.randn(3, 2, length, 4) * keys[:, None, :, None]  # padded queries are never read
@@ -162,7 +163,7 @@ def test_banded_local_backward_replays_its_dropout() -> None:
     """The backward pass recomputes each block with the forward pass's random state: the gradients are those
     of the same blocks computed once under plain autograd with the same seed."""
     keys = key_mask([11, 7], 11)  # (B, T)
-    core = SELF_ATTENTION["local"](window=2, dropout=0.5).train()
+    core = LocalAttention(window=2, dropout=0.5).train()
     core.block = 3
     weight = torch.randn(2, 2, 11, 4)
     results = []
@@ -229,7 +230,7 @@ def test_linear_attention_matches_reference(causal: bool, chunk: int, monkeypatc
         torch.testing.assert_close(grad, expected_grad)
 
 
-@pytest.mark.parametrize("name", list(SELF_ATTENTION))
+@pytest.mark.parametrize("name", list(VARIANTS["self"]))
 def test_self_attention_step_matches_causal_forward(name: str) -> None:
     torch.manual_seed(0)
     core = self_core(name, window=1, stride=3)
@@ -241,7 +242,7 @@ def test_self_attention_step_matches_causal_forward(name: str) -> None:
         torch.testing.assert_close(out[:, :, 0], expected[:, :, t])
 
 
-@pytest.mark.parametrize("name", list(SELF_ATTENTION))
+@pytest.mark.parametrize("name", list(VARIANTS["self"]))
 def test_a_reordered_cache_steps_as_the_rows_it_names_would(name: str) -> None:
     """Two reorders in a row (rows gathered lazily by some cores) give the cache of rows[a][b]: the next step
     equals stepping those rows' own keys from the start: exactly where the cache holds the keys and values
@@ -266,7 +267,7 @@ def test_a_reordered_cache_steps_as_the_rows_it_names_would(name: str) -> None:
 
 # Whole models, every family and variant.
 
-@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize(("arch", "overrides"), MODELS, ids=VARIANT_IDS)
 def test_future_targets_do_not_change_earlier_outputs(arch: str, overrides: dict) -> None:
     model = tiny_model(arch, **overrides)
     src, src_mask, tgt_in = make_batch([7, 4, 6])
@@ -276,7 +277,7 @@ def test_future_targets_do_not_change_earlier_outputs(arch: str, overrides: dict
         torch.testing.assert_close(model(src, src_mask, changed)[:, :3], model(src, src_mask, tgt_in)[:, :3])
 
 
-@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize(("arch", "overrides"), MODELS, ids=VARIANT_IDS)
 def test_padded_source_tokens_do_not_change_outputs(arch: str, overrides: dict) -> None:
     model = tiny_model(arch, **overrides)
     src, src_mask, tgt_in = make_batch([7, 4, 6])
@@ -285,7 +286,7 @@ def test_padded_source_tokens_do_not_change_outputs(arch: str, overrides: dict) 
         torch.testing.assert_close(model(noisy, src_mask, tgt_in), model(src, src_mask, tgt_in))
 
 
-@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize(("arch", "overrides"), MODELS, ids=VARIANT_IDS)
 def test_incremental_decoding_matches_forward(arch: str, overrides: dict) -> None:
     model = tiny_model(arch, **overrides)
     src, src_mask, tgt_in = make_batch([7, 4, 6])
@@ -300,7 +301,7 @@ def test_incremental_decoding_matches_forward(arch: str, overrides: dict) -> Non
             assert (attention.masked_select(~src_mask) == 0).all()
 
 
-@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize(("arch", "overrides"), MODELS, ids=VARIANT_IDS)
 def test_training_step_reaches_every_parameter(arch: str, overrides: dict) -> None:
     model = tiny_model(arch, dropout=0.1, attention_dropout=0.1, **overrides).train()
     src, src_mask, tgt_in = make_batch([7, 4, 6])
@@ -325,7 +326,7 @@ def test_kept_positions_give_the_same_logits_and_gradients(arch: str, overrides:
             torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize(("arch", "overrides"), VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize(("arch", "overrides"), MODELS, ids=VARIANT_IDS)
 def test_regrouped_rows_decode_their_own_sentence_and_prefix(arch: str, overrides: dict) -> None:
     """As beam search moves rows: one row per sentence grows to two, the two swap, a sentence leaves. Each row's
     step log-probabilities stay the teacher-forced ones of its sentence and the tokens that row was fed."""

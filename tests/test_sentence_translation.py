@@ -50,7 +50,7 @@ def whole_lines(translator: Translator, lines: list[str], terms: list[list[str]]
 
 def test_a_line_of_one_sentence_decodes_exactly_as_without_splitting(translator):
     test = (REPO / "data" / "sample" / "test.de").read_text(encoding="utf-8").splitlines()
-    assert all(len(split(line).sentences) == 1 for line in test)  # every line of the sample is one sentence
+    assert all(len(split(line, language="de").sentences) == 1 for line in test)  # each sample line: one sentence
     split_on, split_off = (translator.translate_nbest(test, split_sentences=mode) for mode in ("on", "off"))
     assert [(t[0].text, t[0].score, t[0].log_prob, t[0].tokens) for t in split_on] == [
         (t[0].text, t[0].score, t[0].log_prob, t[0].tokens) for t in split_off]

@@ -34,6 +34,23 @@ def test_metrics_become_tensorboard_scalars(tmp_path):
     assert [(e.step, e.value) for e in events.Scalars("valid/bleu")] == [(10, pytest.approx(3.2))]
 
 
+def test_example_translations_are_tensorboard_text_also_after_a_reopen(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    examples = [{"source": "Ein Hund | läuft.", "reference": "A dog runs.", "hypothesis": "a a a"}]
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=True)
+    log.open()
+    log.record({"type": "valid", "step": 10, "loss": 2.1, "examples": examples})
+    log.close()
+    log.open()  # a resume writes the events anew from metrics.jsonl, the examples included
+    log.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    (text,) = events.Tensors("examples/text_summary")
+    table = text.tensor_proto.string_val[0].decode()
+    assert text.step == 10 and "| Ein Hund \\| läuft. | A dog runs. | a a a |" in table
+
+
 def test_no_event_files_unless_asked(tmp_path):
     log = MetricsLog(tmp_path, enabled=True)
     log.open()
@@ -66,7 +83,7 @@ def _from_metrics(folder) -> dict[str, list[tuple[int, float]]]:
     tags: dict[str, list[tuple[int, float]]] = {}
     for entry in read_metrics(folder / "metrics.jsonl"):
         for key, value in entry.items():
-            if key not in ("type", "step"):
+            if key not in ("type", "step") and isinstance(value, (int, float)):  # as MetricsLog writes scalars
                 tags.setdefault(f"{entry['type']}/{key}", []).append((entry["step"], pytest.approx(value, rel=1e-6)))
     return tags
 

@@ -172,14 +172,15 @@ def test_an_average_that_validates_as_well_as_best_pt_is_the_final_model(trained
     assert choice["averaged_steps"] == [b["step"] for b in trainer.progress.best]
 
 
-def test_a_run_that_ends_without_choosing_a_final_model_leaves_no_earlier_average(trained_copy):
-    """--no-evaluate with a fixed length penalty chooses no final model: the run folder then stands for best.pt,
-    not for an averaged.pt that an earlier end of the run made from other checkpoints."""
+def test_a_run_without_test_report_or_tuning_still_chooses_its_final_model(trained_copy):
+    """--no-evaluate with a fixed length penalty still chooses the final model (nmt.train returns it): the run
+    folder stands for it, not for an averaged.pt that an earlier end of the run made from other checkpoints."""
     trainer = _resumed(trained_copy, {"decode.length_penalty": 1.0})
     folder = trainer.checkpoints.run.path
     shutil.copyfile(folder / "checkpoints" / "best.pt", folder / "checkpoints" / "averaged.pt")
-    assert trainer.finish(False, "nmt-train").checkpoint is None
-    assert find_checkpoint(folder) == folder / "checkpoints" / "best.pt"
+    outcome = trainer.finish(False, "nmt-train")
+    assert outcome.checkpoint == find_checkpoint(folder) == folder / "checkpoints" / "best.pt"
+    assert outcome.report is None and outcome.choice["checkpoint"] == "best.pt"
 
 
 def _fitted(tmp_path, name: str, resume: bool = False, **train) -> Trainer:

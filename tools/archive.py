@@ -83,12 +83,13 @@ def _decode_all(models: list[Path], beam: int, penalty: float, target: Path) -> 
     """Every test set decoded into `target`; the test (for Multi30k test2016) report."""
     shown = [str(models[0]), *(flag for model in models[1:] for flag in ("-c", str(model)))]
     reports = {}
+    language = load_config(RunDir(models[0]).config).data.languages[1]
     for split in test_sets(models[0]):
         report = evaluate(models, split=split, beam=beam, length_penalty=penalty)
         hyps = report.pop("hypotheses")
         report["command"] = shlex.join(["nmt-evaluate", *shown, "--split", split, "--beam", str(beam),
                                         "--length-penalty", str(penalty)])
-        write_report(report, hyps, RunDir(target).report(split), RunDir(target).hypotheses(split))
+        write_report(report, hyps, RunDir(target).report(split), RunDir(target).hypotheses(split, language))
         print(f"{split}: BLEU {report['scores']['bleu']:.2f}", flush=True)
         reports[split] = report
     return reports["test"]

@@ -8,8 +8,9 @@ the committed files) is read whole.
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
   tables and the speed summary (README.md), every archived model (docs/training.md), the comparison table
-  (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the
-  configuration reference (docs/config.md) and reports/multi30k/compare.md (from its compare.json).
+  (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the sizing
+  table (docs/training.md), the configuration reference (docs/config.md) and reports/multi30k/compare.md (from its
+  compare.json).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`tools.commands`).
@@ -39,7 +40,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from benchmarks import large_corpus, run_all
+from benchmarks import large_corpus, run_all, sizing
 from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
@@ -91,6 +92,8 @@ def blocks(root: Path) -> Problems:
                                f"python -m {run_all.MODULE} --report-only")
     problems += _block(docs / "data.md", large_corpus.START, large_corpus.END, large_corpus.report(bench_results),
                        f"python -m {large_corpus.MODULE} --report-only")
+    problems += _block(docs / "training.md", sizing.START, sizing.END, sizing.report(bench_results),
+                       f"python -m {sizing.MODULE} --report-only")
     if config_reference().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
     return problems

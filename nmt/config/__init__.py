@@ -1,10 +1,4 @@
-"""Typed configuration: one dataclass per YAML section, validated before any data is read.
-
-fields.py holds the building blocks (Range, `setting`), model.py the model section, variants.py the attention
-variants and their settings, decoding.py the decode section, sections.py the other sections, Config and the
-cross-field checks, overrides.py the overrides (and the command line's `key=value` syntax), loading.py
-`load_config` and YAML out, reference.py the generated key reference.
-"""
+"""Typed configuration: one dataclass per YAML section, validated before any data is read, without torch."""
 
 from nmt.config.decoding import (
     AUTO,
@@ -31,18 +25,27 @@ from nmt.config.loading import ConfigSource, config_from_dict, load_config, save
 from nmt.config.model import ModelConfig, check_model
 from nmt.config.overrides import Overrides, as_overrides, parse_overrides
 from nmt.config.reference import reference_markdown
-from nmt.config.sections import FILES_KEYS, Config, DataConfig, TokenizerConfig, TrainConfig, validate, validate_new_run
+from nmt.config.sections import (
+    FILES_KEYS,
+    Config,
+    CorpusConfig,
+    DataConfig,
+    TokenizerConfig,
+    TrainConfig,
+    absolute_paths,
+    validate,
+    validate_new_run,
+)
 from nmt.config.variants import (
     FAMILIES,
     STRIDE,
+    VARIANTS,
     WINDOW,
+    Variant,
     check_attention,
-    declare_variant,
-    declared_variants,
     family_of,
     settings_of,
     variant_reference,
-    withdraw_variant,
 )
 
 __all__ = [
@@ -57,8 +60,10 @@ __all__ = [
     "STRIDE",
     "TUNED_PENALTIES",
     "UNTUNED_PENALTY",
+    "VARIANTS",
     "WINDOW",
     "Config",
+    "CorpusConfig",
     "ConfigSource",
     "DataConfig",
     "DecodeConfig",
@@ -68,15 +73,15 @@ __all__ = [
     "Section",
     "TokenizerConfig",
     "TrainConfig",
+    "Variant",
     "VariantSetting",
+    "absolute_paths",
     "as_overrides",
     "check_attention",
     "check_decode",
     "check_model",
     "check_ranges",
     "config_from_dict",
-    "declare_variant",
-    "declared_variants",
     "decode_with",
     "family_of",
     "load_config",
@@ -90,5 +95,4 @@ __all__ = [
     "validate",
     "validate_new_run",
     "variant_reference",
-    "withdraw_variant",
 ]

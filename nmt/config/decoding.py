@@ -12,10 +12,9 @@ from nmt.errors import ConfigError, short_repr
 
 AUTO = "auto"  # decode.length_penalty chosen on the validation split
 TUNED_PENALTIES = (0.6, 1.0, 1.5, 2.0)  # the penalties `auto` tries
-UNTUNED_PENALTY = 1.0  # what `auto` decodes at until a number is stored (validation BLEU, a model never tuned)
+UNTUNED_PENALTY = 1.0  # what `auto` decodes at until a tuned value is stored
 STOP_RULES = ("finished", "bound")
-# Far above the penalties tuned in practice (0.6 to 2), and low enough that ((5 + length) / 6) ** alpha stays a finite
-# float for the longest output allowed (an alpha of 1000 overflows it)
+# Far above any tuned penalty, low enough that ((5 + length) / 6) ** alpha stays finite for the longest output
 PENALTIES = Range(0, 10)
 
 
@@ -62,8 +61,7 @@ def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"de
 
 def decode_with(base: DecodeConfig, changes: dict[str, Any],
                 label: Callable[[str], str] = lambda key: f"decode.{key}") -> DecodeConfig:
-    """`base` with the non-None `changes` applied and checked as a whole; `label` names a setting in errors
-    (a config key, or the command-line flag it came from)."""
+    """`base` with the non-None `changes`, checked; `label` names a setting (a key or a flag) in errors."""
     fields = {f.name: f for f in dataclasses.fields(DecodeConfig)}
     changes = {k: v for k, v in changes.items() if v is not None}
     for key, value in changes.items():

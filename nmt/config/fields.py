@@ -108,8 +108,7 @@ class VariantSetting:
 
 
 def read_settings(settings: tuple[VariantSetting, ...], block: dict[str, Any], where: str) -> dict[str, Any]:
-    """The values of `settings` in a variant's `block` (defaults for the missing ones), each checked; an unknown
-    key is named with the nearest valid one. `where` names the block (model.self_attention_settings)."""
+    """The checked values of `settings` in the variant's `block` named `where`, defaults for the missing ones."""
     known = {s.name: s for s in settings}
     for key in block:
         if key not in known:

@@ -13,7 +13,6 @@ from typing import Any
 
 import yaml
 
-from nmt.config.model import upgrade_model_section
 from nmt.config.overrides import Overrides, as_overrides
 from nmt.config.sections import Config, validate_new_run
 from nmt.errors import ConfigError, FileError, short_repr
@@ -42,6 +41,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             except ConfigError:
                 pass
         return _coerce(value, last, where)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {short_repr(value)}")
@@ -116,19 +117,13 @@ def _set_path(tree: dict, dotted: str, value: Any) -> None:
 
 
 def config_from_dict(raw: dict) -> Config:
-    """Build and validate a Config from a plain mapping (a Config validates itself when built); the model
-    section of an older config is upgraded first."""
-    raw = dict(raw or {})
-    if "model" in raw:
-        raw["model"] = upgrade_model_section(raw["model"])
-    return _build(Config, raw, "")
+    """Build and validate a Config from a plain mapping (a Config validates itself when built)."""
+    return _build(Config, dict(raw or {}), "")
 
 
 def load_config(source: ConfigSource, overrides: Overrides | None = None) -> Config:
-    """The checked Config of a YAML file, a mapping in its shape or a Config, with `overrides` applied: a mapping
-    of dotted keys to Python values, `{"train.max_steps": 60, "model.attention": "dot"}` (the list of `key=value`
-    strings it once took still works, with a DeprecationWarning). Everything is checked, attention variants
-    included, before any data is read; a problem is a ConfigError naming the key (and the file and line)."""
+    """The checked Config of a YAML file, a mapping or a Config, with `overrides` (`{"train.max_steps": 60}`);
+    ConfigError naming the key, file and line."""
     changes = as_overrides(overrides)
     if isinstance(source, Config):
         return _new_run(to_dict(source), changes)

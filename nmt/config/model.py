@@ -63,26 +63,3 @@ def check_model(m: ModelConfig, max_tokens: int, joint_vocab: bool) -> None:
     if m.arch == "rnn" and m.tie_embeddings and m.emb_dim != m.hidden_size:
         raise ConfigError(f"model.tie_embeddings with arch rnn needs model.emb_dim ({m.emb_dim}) == "
                           f"model.hidden_size ({m.hidden_size}): the output layer shares the embedding")
-
-
-# Before variants had settings blocks, their settings were model keys of their own, and every saved config holds
-# them whatever its variant: each moves into the block of the variants that read it and is dropped elsewhere.
-# Frozen: a new variant's settings live in its block only.
-_LEGACY_SETTINGS = {"window": ("local", "sparse"), "stride": ("sparse",)}
-
-
-def upgrade_model_section(model: Any) -> Any:
-    """A model section of an older config (or checkpoint) in today's shape; anything else as it is."""
-    if not isinstance(model, dict) or not _LEGACY_SETTINGS.keys() & model.keys():
-        return model
-    model = dict(model)
-    variant = model.get("self_attention", "full")
-    block = dict(model.get("self_attention_settings") or {})
-    for key, readers in _LEGACY_SETTINGS.items():
-        if key in model:
-            value = model.pop(key)
-            if variant in readers:
-                block.setdefault(key, value)
-    if block:
-        model["self_attention_settings"] = block
-    return model

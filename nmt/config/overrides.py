@@ -1,9 +1,8 @@
-"""Overrides of config keys: the mapping `load_config` takes (`{"train.max_steps": 60}`), and the command line's
-`key=value` strings (`--set`), parsed here and only here into that mapping."""
+"""Overrides of config keys: the mapping `load_config` takes (`{"train.max_steps": 60}`), and the parser of the
+command line's `--set key=value` strings into it."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,8 +15,8 @@ Overrides = Mapping[str, Any]  # dotted key -> Python value: {"train.max_steps":
 
 
 def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
-    """The mapping of `--set key.path=value` strings, in their order (a key given again takes the place of its
-    last occurrence); each value is read as YAML, so 3, 0.1, true, [1, 2] keep their types."""
+    """The mapping of `--set key.path=value` strings, each value read as YAML (3, 0.1, true, [1, 2] keep their
+    types); a key given again moves to its last place."""
     overrides: dict[str, Any] = {}
     for text in texts:
         if "=" not in text:
@@ -32,25 +31,15 @@ def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
     return overrides
 
 
-def as_overrides(overrides: Overrides | Iterable[str] | None, function: str = "nmt.load_config") -> dict[str, Any]:
-    """`overrides` as the mapping of dotted keys to values that `function` (the caller's caller) applies. The
-    list of `key=value` strings it once took is still read, through `parse_overrides`, with a
-    DeprecationWarning."""
+def as_overrides(overrides: Overrides | None, function: str = "nmt.load_config") -> dict[str, Any]:
+    """`overrides` as the mapping of dotted keys to values that `function` (named in the error) applies."""
     if overrides is None:
         return {}
-    if isinstance(overrides, Mapping):
-        for key in overrides:
-            if not isinstance(key, str) or not key:
-                raise ConfigError(f"overrides: a key must be a dotted config key such as 'train.max_steps', "
-                                  f"not {short_repr(key)}")
-        return dict(overrides)
-    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
-        raise ConfigError(f"overrides: expected a mapping such as {{'train.max_steps': 60}}, got "
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"{function} overrides: expected a mapping such as {{'train.max_steps': 60}}, got "
                           f"{type(overrides).__name__} {short_repr(overrides)}")
-    texts = list(overrides)
-    if not all(isinstance(text, str) for text in texts):
-        raise ConfigError(f"overrides: expected a mapping such as {{'train.max_steps': 60}}, got "
-                          f"{short_repr(texts)}")
-    warnings.warn(f"{function}(overrides=[...]) with key=value strings is deprecated; pass a mapping, e.g. "
-                  "overrides={'train.max_steps': 60}", DeprecationWarning, stacklevel=3)
-    return parse_overrides(texts)
+    for key in overrides:
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{function} overrides: a key must be a dotted config key such as 'train.max_steps', "
+                              f"not {short_repr(key)}")
+    return dict(overrides)

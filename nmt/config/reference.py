@@ -12,7 +12,7 @@ from nmt.config.sections import Config
 def _type_name(hint: Any) -> str:
     if typing.get_origin(hint) is None:
         return getattr(hint, "__name__", str(hint))
-    return str(hint).replace(" | ", " or ")  # a bar would split the Markdown table cell
+    return str(hint).replace(" | ", " or ").replace("nmt.config.sections.", "")  # a bar would split the table cell
 
 
 def reference_markdown() -> str:

@@ -3,8 +3,9 @@ checks of a whole config that need more than one key (run whenever a Config is b
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -13,6 +14,23 @@ from nmt.config.fields import FRACTION, Range, Section, setting
 from nmt.config.model import ModelConfig, check_model
 from nmt.config.variants import check_attention
 from nmt.errors import ConfigError, short_repr
+
+SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")  # the sentencepiece names of the special ids
+_TAG_RE = re.compile(r"<[A-Za-z0-9_.-]{1,30}>")
+_DIRECTION_RE = re.compile(r"([a-z]{2,3})-([a-z]{2,3})")
+BILINGUAL = {"sample": ("de", "en"), "multi30k": ("de", "en")}  # the languages of each named dataset's pairs
+
+
+@dataclass
+class CorpusConfig:
+    """One more training corpus: its files, how often an epoch sees it, and the tag marking its source side."""
+
+    files: list[str] = setting([], "[source, target] (plain or .gz) or [file.tsv] with source<TAB>target per line, "
+                                   "the source in the model's language (data.direction).")
+    weight: float = setting(1.0, "How many times an epoch sees each of its pairs (above 0; 2.5: twice, and every "
+                                 "other pair a third time; 0.5: every other pair).")
+    tag: str = setting("", "A reserved symbol such as <bt> put before each of its source sentences (tagged "
+                           "back-translation); the tokenizer reserves it, the search never emits it (empty: none).")
 
 
 @dataclass
@@ -23,15 +41,21 @@ class DataConfig(Section):
 
     dataset: str = setting("sample", "Corpus: the embedded sample, Multi30k task 1, or your own files.",
                            ("sample", "multi30k", "files"))
+    direction: str = setting("de-en", "Source and target language codes, source first: the sample and Multi30k "
+                                      "train either way (de-en or en-de), every split reversed alike; with your own "
+                                      "files it names their languages (sentence splitting, exports, file names).")
     mirror: str = setting("", "Folder holding the Multi30k .gz files; replaces the download "
                               "(the NMT_DATA_MIRROR environment variable does the same).")
+    task2_mirror: str = setting("", "Folder holding Multi30k task 2's train.{1..5}.{en,de}.gz; replaces their "
+                                    "download (the NMT_TASK2_MIRROR environment variable does the same).")
     download_dir: str = setting("data/downloads", "Where downloaded corpora are stored.")
     cache_dir: str = setting("data/cache", "Where encoded ids are cached, keyed by content hash.")
     train_src: str = setting("", "dataset=files: training source file (plain or .gz).")
     train_tgt: str = setting("", "dataset=files: training target file.")
-    train_corpora: list[list[str]] = setting([], "dataset=files: more training corpora, each [source, target] "
-                                                 "(plain or .gz) or [file.tsv] with source<TAB>target per line; "
-                                                 "read after train_src/train_tgt.")
+    train_corpora: list[list[str] | CorpusConfig] = setting(
+        [], "More training corpora, read after the dataset's own (any dataset): each [source, target] (plain or .gz), "
+            "[file.tsv] with source<TAB>target per line, or {files: [...], weight: 1.0, tag: ''} to repeat it or "
+            "mark its source side. Validation and test stay the dataset's.")
     val_src: str = setting("", "dataset=files: validation source file.")
     val_tgt: str = setting("", "dataset=files: validation target file.")
     test_src: str = setting("", "dataset=files: test source file.")
@@ -47,6 +71,25 @@ class DataConfig(Section):
                                  "remembers 8-byte hashes, not text.")
     workers: int = setting(0, "Processes that normalize and encode the training text (0: the CPU cores available).",
                            bounds=Range(0, 1024))
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source, target) language codes of `direction`."""
+        match = _DIRECTION_RE.fullmatch(self.direction)
+        if match is None:
+            raise ConfigError(f"data.direction: {short_repr(self.direction)} is not two language codes, source "
+                              "first (de-en, en-de, ...)")
+        return match[1], match[2]
+
+    @property
+    def corpora(self) -> list[CorpusConfig]:
+        """data.train_corpora, each entry as a CorpusConfig."""
+        return [entry if isinstance(entry, CorpusConfig) else CorpusConfig(list(entry)) for entry in self.train_corpora]
+
+    @property
+    def tags(self) -> list[str]:
+        """The distinct source tags of the training corpora, sorted."""
+        return sorted({entry.tag for entry in self.corpora if entry.tag})
 
 
 @dataclass
@@ -110,11 +153,23 @@ class TrainConfig(Section):
                                "newer; inputs rounded to a 10-bit mantissa, sums in fp32): several times faster "
                                "in fp32 precision. No effect on the CPU or on bf16/fp16 products.")
     compile: bool = setting(False, "Wrap the model in torch.compile.")
-    log_every: int = setting(50, "Updates between metrics.jsonl log lines.", bounds=Range(1, 1e9))
+    log_every: int = setting(50, "Updates between training log lines (in train.log, on stderr and in metrics.jsonl).",
+                             bounds=Range(1, 1e9))
+    log_minutes: float = setting(1.0, "Also a training log line when this many minutes passed since the last one "
+                                      "(0: only log_every), so a slow run says how it goes from its first minute.",
+                                 bounds=Range(0, 1e7))
+    save_every: int = setting(0, "Also write last.pt every this many updates, without validating (0: only the "
+                                 "time cadence of save_minutes).", bounds=Range(0, 1e9))
+    save_minutes: float = setting(5.0, "Also write last.pt when this many minutes of training passed since the last "
+                                       "checkpoint, without validating (0: off): a crash loses at most this much.",
+                                  bounds=Range(0, 1e7))
     tensorboard: bool = setting(False, "Also write the metrics.jsonl figures as TensorBoard scalars under "
                                        "<run>/tensorboard (needs the tensorboard package).")
     eval_every: int = setting(1000, "Updates between validations (0: once per epoch).", bounds=Range(0, 1e9))
     eval_bleu: bool = setting(True, "Compute greedy validation BLEU at each validation.")
+    examples: int = setting(3, "Validation sentences (the same ones each time) translated at each validation and "
+                               "shown with their references in the log, metrics.jsonl and TensorBoard (0: none).",
+                            bounds=Range(0, 1000))
     early_stop_metric: str = setting("bleu", "Validation metric for early stopping and best checkpoints.",
                                      ("bleu", "loss"))
     patience: int = setting(0, "Validations without improvement before stopping (0: never).",
@@ -171,6 +226,23 @@ def validate(cfg: Config) -> None:
     _validate_data(cfg.data)
 
 
+PATH_KEYS = ("mirror", "task2_mirror", "download_dir", "cache_dir", *FILES_KEYS)  # the data section's paths
+
+
+def absolute_paths(cfg: Config) -> Config:
+    """`cfg` with every relative path (run_root, the data section's files and folders, train.init_from) made
+    absolute against the working directory: what a run stores, so that its config and checkpoints find their
+    data from any folder."""
+    def absolute(path: str) -> str:
+        return os.path.abspath(path) if path else path
+
+    corpora = [replace(entry, files=[absolute(path) for path in entry.files]) if isinstance(entry, CorpusConfig)
+               else [absolute(path) for path in entry] for entry in cfg.data.train_corpora]
+    data = replace(cfg.data, **{key: absolute(getattr(cfg.data, key)) for key in PATH_KEYS}, train_corpora=corpora)
+    return replace(cfg, run_root=absolute(cfg.run_root), data=data,
+                   train=replace(cfg.train, init_from=absolute(cfg.train.init_from)))
+
+
 def validate_new_run(cfg: Config) -> None:
     """Checks for a config a run starts from, not applied to the configs stored in earlier checkpoints (which
     load as they were written): settings that would be ignored or cut short."""
@@ -179,7 +251,7 @@ def validate_new_run(cfg: Config) -> None:
         raise ConfigError(f"train.average_last ({tr.average_last}) cannot exceed train.keep_best ({tr.keep_best}): "
                           "only the best keep_best checkpoints are kept to average")
     if data.dataset != "files":
-        for key in (*FILES_KEYS, "train_corpora"):
+        for key in FILES_KEYS:
             if getattr(data, key):
                 raise ConfigError(f"data.{key}: only read when data.dataset is 'files', "
                                   f"not '{data.dataset}' (remove it or set data.dataset: files)")
@@ -187,10 +259,27 @@ def validate_new_run(cfg: Config) -> None:
 
 def _validate_data(data: DataConfig) -> None:
     """Where the training text comes from: old keys, several corpora, or both."""
+    src, tgt = data.languages
+    if src == tgt:
+        raise ConfigError(f"data.direction: {data.direction} translates a language into itself")
+    if data.dataset in BILINGUAL and {src, tgt} != set(BILINGUAL[data.dataset]):
+        pair = BILINGUAL[data.dataset]
+        raise ConfigError(f"data.direction: dataset '{data.dataset}' holds {pair[0]} and {pair[1]}: choose "
+                          f"{pair[0]}-{pair[1]} or {pair[1]}-{pair[0]}, not {data.direction}")
     for i, entry in enumerate(data.train_corpora):
-        if len(entry) not in (1, 2) or not all(entry):
-            raise ConfigError(f"data.train_corpora[{i}]: expected [source, target] or [file.tsv], "
-                              f"got {short_repr(entry)}")
+        if not isinstance(entry, (list, CorpusConfig)):
+            raise ConfigError(f"data.train_corpora[{i}]: expected a list of files or a CorpusConfig, got "
+                              f"{type(entry).__name__} (load_config reads a mapping as one)")
+    for i, entry in enumerate(data.corpora):
+        where = f"data.train_corpora[{i}]"
+        if len(entry.files) not in (1, 2) or not all(entry.files):
+            raise ConfigError(f"{where}: expected [source, target] or [file.tsv], got {short_repr(entry.files)}")
+        if not entry.weight > 0 or entry.weight > 1e6:
+            raise ConfigError(f"{where}.weight: {short_repr(entry.weight)} must be above 0 (and at most 1e6)")
+        if entry.tag and (not _TAG_RE.fullmatch(entry.tag) or entry.tag in SPECIAL_PIECES):
+            raise ConfigError(f"{where}.tag: {short_repr(entry.tag)} must be a reserved symbol such as <bt>: "
+                              "'<', 1 to 30 letters, digits, '_', '.' or '-', and '>', none of "
+                              f"{', '.join(SPECIAL_PIECES)}")
     if data.dataset == "files":
         if bool(data.train_src) != bool(data.train_tgt) or not (data.train_src or data.train_corpora):
             key = "train_tgt" if data.train_src else "train_src"

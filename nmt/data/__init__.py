@@ -1,10 +1,11 @@
-"""Parallel data: sources (sample, Multi30k, files, TSV), streaming preparation (its worker pool and stream
-samplers) into a memory-mapped id store and the cache it opens, token-bucket batching and the preparation summary."""
+"""Parallel data: sources (sample, Multi30k, files, TSV; Multi30k task 2's monolingual text), streaming
+preparation (its worker pool and stream samplers) into a memory-mapped id store and the cache it opens,
+token-bucket batching and the preparation summary."""
 
 from nmt.data.batching import Batch, TokenBatchSampler, collate, padding_fraction
 from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
 from nmt.data.pipeline import Prepared, prepare
-from nmt.data.report import summary
+from nmt.data.report import summary, vocabulary_warning
 from nmt.data.sources import (
     MIRROR_ENV,
     MULTI30K_SHA256,
@@ -21,6 +22,7 @@ from nmt.data.sources import (
     sample_dir,
 )
 from nmt.data.store import IdFile, RaggedIds, Split
+from nmt.data.task2 import TASK2_MIRROR_ENV, TASK2_SHA256, TASK2_URL, Monolingual, task2_monolingual, write_monolingual
 from nmt.data.text import normalize, read_lines, read_pair
 
 __all__ = [
@@ -31,9 +33,13 @@ __all__ = [
     "MULTI30K_SPLITS",
     "MULTI30K_TEST_SETS",
     "MULTI30K_URL",
+    "TASK2_MIRROR_ENV",
+    "TASK2_SHA256",
+    "TASK2_URL",
     "Batch",
     "Corpus",
     "IdFile",
+    "Monolingual",
     "Prepared",
     "RaggedIds",
     "Split",
@@ -53,4 +59,7 @@ __all__ = [
     "resolve_files",
     "sample_dir",
     "summary",
+    "task2_monolingual",
+    "write_monolingual",
+    "vocabulary_warning",
 ]

@@ -23,13 +23,13 @@ DROP_REASONS = ("empty", "duplicate", "too_long", "ratio")
 
 
 def cache_key(files: dict[str, Any], cfg: Config, tokenizer_id: str | None = None) -> str:
-    """Hash of the input files' identities (content hash and how each is read, see `file_identity`), the tokenizer
-    settings (sample included), or the identity of the given tokenizer that encodes them, and the cleaning
-    settings."""
+    """Hash of the input files' identities (content hash and how each is read, see `file_identity`), the weights
+    and tags of data.train_corpora, the tokenizer settings (sample included), or the identity of the given
+    tokenizer that encodes them, and the cleaning settings."""
     d = cfg.data
     tokenizer: Any = dataclasses.asdict(cfg.tokenizer) if tokenizer_id is None else {"given": tokenizer_id}
     spec = {"format": CACHE_FORMAT, "sentencepiece": sentencepiece.__version__, "files": files,
-            "tokenizer": tokenizer,
+            "weights_and_tags": [[c.weight, c.tag] for c in d.corpora], "tokenizer": tokenizer,
             "cleaning": {"max_tokens": d.max_tokens, "max_ratio": d.max_ratio, "ratio_min_len": d.ratio_min_len,
                          "lowercase": d.lowercase, "dedup": d.dedup}}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:24]

@@ -93,8 +93,9 @@ def _flat(ids: list[list[int]], lens: np.ndarray) -> np.ndarray:
 
 
 def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: DataConfig,
-                 threads: int = 1) -> Encoded:
-    """Encode normalized pairs, drop duplicates (`keep` False) and pairs failing the length and ratio filters."""
+                 threads: int = 1, tag_id: int | None = None) -> Encoded:
+    """Encode normalized pairs (each source after `tag_id`, a tagged corpus' reserved symbol), drop duplicates
+    (`keep` False) and pairs failing the length and ratio filters."""
     tok = _TOKENIZERS.get(tokenizer_dir) or _TOKENIZERS.setdefault(tokenizer_dir, Tokenizer.load(tokenizer_dir))
     cells = blob.decode("utf-8").replace("\n", "\t").split("\t")[:-1]  # source, target, source, ...
     src, tgt = cells[0::2], cells[1::2]
@@ -103,6 +104,8 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
         dropped["duplicate"] = int(len(src) - keep.sum())
         src, tgt = list(itertools.compress(src, keep.tolist())), list(itertools.compress(tgt, keep.tolist()))
     src_ids = tok.encode_src(src, threads)
+    if tag_id is not None:
+        src_ids = [[tag_id, *ids] for ids in src_ids]
     tgt_ids = tok.encode_tgt(tgt, threads)
     src_lens = np.fromiter(map(len, src_ids), dtype=np.int64, count=len(src_ids))
     tgt_lens = np.fromiter(map(len, tgt_ids), dtype=np.int64, count=len(tgt_ids))
@@ -122,9 +125,12 @@ def encode_chunk(blob: bytes, keep: np.ndarray | None, tokenizer_dir: str, d: Da
 @dataclass
 class _CorpusStats:
     name: str
+    weight: float = 1.0
+    tag: str = ""
     read: int = 0
     pairs: int = 0  # non-empty after normalization
     kept: int = 0
+    rows: int = 0  # kept pairs in the id store, each repeated by the weight
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
 
 
@@ -149,7 +155,7 @@ def _first_pass(corpora: list[Corpus], d: DataConfig, k: int, seed: int, out: Pa
     offered = 0
     with open(out, "wb") as f, _bar("sample") as bar:
         for corpus in corpora:
-            cs = _CorpusStats(corpus.name)
+            cs = _CorpusStats(corpus.name, corpus.weight, corpus.tag)
             tasks = ((chunk, d.lowercase, d.dedup) for chunk in stream_chunks(corpus.paths, chunk_pairs))
             for result in ordered(pool, normalize_chunk, tasks, window):
                 f.write(result.blob)
@@ -192,7 +198,7 @@ def _train_tokenizer(cfg: Config, sample: list[bytes], out: Path, log: Log) -> t
     with _bar("tokenizer", n) as bar:
         src, tgt = (_counted(_sample_side(path, c), bar) for c in (0, 1))
         try:
-            tokenizer = Tokenizer.train(t, src, tgt, out)
+            tokenizer = Tokenizer.train(t, src, tgt, out, reserved=cfg.data.tags)
         except TokenizerError as err:
             raise DataError(str(err)) from None
     path.unlink()
@@ -206,27 +212,68 @@ def _counted(items: Iterable[str], bar: tqdm) -> Iterator[str]:
         yield item
 
 
+def repeats(count: int, weight: float) -> np.ndarray:
+    """(count,) how many times each of `count` pairs is stored for `weight`: its whole part for every pair, and one
+    more for evenly spaced pairs making up its fraction (the i-th pair when floor((i + 1) * f) passes an integer)."""
+    whole, fraction = divmod(weight, 1.0)
+    index = np.arange(count, dtype=np.float64)  # (count,)
+    extra = np.floor((index + 1) * fraction) > np.floor(index * fraction)  # (count,)
+    return (int(whole) + extra).astype(np.int64)
+
+
+def _repeated(parts: list[Encoded], weight: float) -> Encoded:
+    """The corpus's encoded pairs in `parts`, each as many times as `repeats` says, in one piece."""
+    src_lens = np.concatenate([p.src_lens for p in parts])
+    tgt_lens = np.concatenate([p.tgt_lens for p in parts])
+    times = repeats(len(src_lens), weight)  # (pairs,)
+    src = np.concatenate([p.src for p in parts])
+    tgt = np.concatenate([p.tgt for p in parts])
+    rows = np.repeat(np.arange(len(src_lens)), times)  # (rows,) the pair each stored row copies
+    src_starts, tgt_starts = np.cumsum(src_lens) - src_lens, np.cumsum(tgt_lens) - tgt_lens
+
+    def gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        picked = lens[rows]  # (rows,)
+        offsets = np.repeat(starts[rows] - (np.cumsum(picked) - picked), picked)  # (tokens,)
+        return flat[np.arange(int(picked.sum())) + offsets]
+
+    return Encoded(gather(src, src_starts, src_lens), src_lens[rows], gather(tgt, tgt_starts, tgt_lens),
+                   tgt_lens[rows], {})
+
+
 def _second_pass(corpora: list[_CorpusStats], normalized: Path, keep: np.ndarray | None, d: DataConfig,
-                 out: Path, pool: Executor | None, window: int, chunk_pairs: int) -> None:
-    """Encode the normalized pairs corpus by corpus and append the kept ones to the id store."""
+                 out: Path, pool: Executor | None, window: int, chunk_pairs: int, tokenizer: Tokenizer) -> None:
+    """Encode the normalized pairs corpus by corpus and append the kept ones to the id store, a weighted corpus's
+    as many times as its weight says (its encoded pairs are held until it ends)."""
     writers = {side: IdWriter(out / f"train.{side}") for side in ("src", "tgt")}
     threads = 1 if pool is not None else 2
     with open(normalized, "rb") as f, _bar("encode", sum(c.pairs for c in corpora)) as bar:
         start = 0
         for cs in corpora:
-            def tasks(cs: _CorpusStats = cs, first: int = start) -> Iterator[tuple]:
+            tag_id = tokenizer.reserved_id(cs.tag) if cs.tag else None
+
+            def tasks(cs: _CorpusStats = cs, first: int = start, tag_id: int | None = tag_id) -> Iterator[tuple]:
                 for a in range(0, cs.pairs, chunk_pairs):
                     lines = list(itertools.islice(f, min(chunk_pairs, cs.pairs - a)))
                     mask = None if keep is None else keep[first + a:first + a + len(lines)]
-                    yield b"".join(lines), mask, str(out), d, threads
+                    yield b"".join(lines), mask, str(out), d, threads, tag_id
 
+            held: list[Encoded] = []
             for result in ordered(pool, encode_chunk, tasks(), window):
-                writers["src"].append(result.src, result.src_lens)
-                writers["tgt"].append(result.tgt, result.tgt_lens)
+                if cs.weight == 1.0:
+                    writers["src"].append(result.src, result.src_lens)
+                    writers["tgt"].append(result.tgt, result.tgt_lens)
+                else:
+                    held.append(result)
                 for reason, count in result.dropped.items():
                     cs.dropped[reason] += count
                 cs.kept += len(result.src_lens)
                 bar.update(len(result.src_lens) + sum(result.dropped.values()))
+            cs.rows = cs.kept
+            if held:
+                weighted = _repeated(held, cs.weight)
+                writers["src"].append(weighted.src, weighted.src_lens)
+                writers["tgt"].append(weighted.tgt, weighted.tgt_lens)
+                cs.rows = len(weighted.src_lens)
             start += cs.pairs
     for writer in writers.values():
         writer.close()
@@ -255,10 +302,10 @@ def _build(cfg: Config, corpora: dict[str, list[Corpus]], out: Path, log: Log, c
         tokenizer, sample = given, {"pairs": 0, "sha256": ""}
         tokenizer.save(out)
     with worker_pool(workers) as pool:
-        _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs)
+        _second_pass(train, out / NORMALIZED, keep, d, out, pool, window, chunk_pairs, tokenizer)
     (out / NORMALIZED).unlink()
     dropped = {r: sum(c.dropped[r] for c in train) for r in DROP_REASONS}
-    kept = sum(c.kept for c in train)
+    kept = sum(c.rows for c in train)
     if not kept:
         raise DataError(f"{names}: the training corpus is empty after cleaning (dropped: {format_dropped(dropped)})")
     stats: dict = {"pairs_read": {"train": sum(c.read for c in train)}, "pairs_kept": {"train": kept},
@@ -291,6 +338,12 @@ def prepare(cfg: Config, log: Log = print, chunk_pairs: int = CHUNK_PAIRS,
     A given `tokenizer` (a fine-tuning parent's) encodes the corpus instead of one trained on it; the cache key
     then names that tokenizer instead of the tokenizer settings.
     """
+    if tokenizer is not None:
+        for tag in cfg.data.tags:
+            try:
+                tokenizer.reserved_id(tag)
+            except TokenizerError as err:
+                raise DataError(f"data.train_corpora: {err}") from None
     corpora = resolve_corpora(cfg, log)
     for split_corpora in corpora.values():
         for path in (p for c in split_corpora for p in c.paths):

@@ -1,6 +1,9 @@
-"""The human-readable summary of prepared data: counts per split and corpus, drops, vocabularies, padding."""
+"""The human-readable summary of prepared data: counts per split and corpus, drops, vocabularies, padding; and
+the warning of a vocabulary too large for its corpus."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from nmt.data.batching import TokenBatchSampler, padding_fraction
 from nmt.data.pipeline import Prepared
@@ -16,8 +19,9 @@ def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str
     lines += [f"{s:<8}{stats['pairs_read'][s]:>12,}{stats['pairs_kept'][s]:>12,}" for s in stats["pairs_read"]]
     corpora = stats.get("corpora", [])
     if len(corpora) > 1:
-        lines.append("training corpora (read / kept): " + "; ".join(
-            f"{c['name']} {c['read']:,} / {c['kept']:,}" for c in corpora))
+        lines.append("training corpora (read / kept, and the rows stored of a weighted one): " + "; ".join(
+            f"{c['name']}{' ' + c['tag'] if c['tag'] else ''} {c['read']:,} / {c['kept']:,}"
+            + (f" x {c['weight']:g} = {c['rows']:,}" if c["weight"] != 1 else "") for c in corpora))
     dropped = stats["dropped"]
     lines.append(f"dropped from train: {dropped['empty']:,} empty, {dropped['duplicate']:,} duplicates, "
                  f"{dropped['too_long']:,} longer than {d.max_tokens} subwords, {dropped['ratio']:,} with length "
@@ -32,3 +36,42 @@ def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str
     lines.append(f"training batches at {cfg.train.batch_tokens:,} tokens: {len(sampler.batches):,} batches, "
                  f"padding {100 * frac:.1f}%")
     return "\n".join(lines)
+
+
+FREQUENT = 100  # occurrences in the training data that make a subword well learned (Gowda & May, 2020)
+FREQUENT_SHARE = 0.95  # the share of the vocabulary that should be that frequent
+CHUNK_IDS = 1 << 24  # ids counted at a time: a large corpus is never read into memory whole
+
+
+def _counts(ids: object, size: int) -> np.ndarray:
+    """How often each id in [0, size) occurs in a side's flat id array, read in chunks."""
+    flat = ids.flat  # type: ignore[attr-defined]
+    counts = np.zeros(size, dtype=np.int64)
+    for start in range(0, len(flat), CHUNK_IDS):
+        counts += np.bincount(np.asarray(flat[start:start + CHUNK_IDS]), minlength=size)[:size]
+    return counts
+
+
+def vocabulary_warning(prepared: Prepared) -> str | None:
+    """A warning when the vocabulary is large for the training corpus, else None.
+
+    The rule is Gowda and May's ("Finding the Optimal Vocabulary Size for Neural Machine Translation", Findings
+    of EMNLP 2020): take the largest vocabulary in which at least 95% of the subwords occur 100 times or more in
+    the training data. Counted over both sides for a joint vocabulary, else per side; the special ids are left out.
+    """
+    train, vocab = prepared.splits["train"], prepared.tokenizer.vocab
+    sides = ([("joint", _counts(train.src, vocab.src_size) + _counts(train.tgt, vocab.src_size))] if vocab.joint else
+             [("source", _counts(train.src, vocab.src_size)), ("target", _counts(train.tgt, vocab.tgt_size))])
+    special = max(vocab.pad_id, vocab.bos_id, vocab.eos_id, vocab.unk_id) + 1
+    problems = []
+    for side, counts in sides:
+        pieces = counts[special:]
+        frequent = int((pieces >= FREQUENT).sum())
+        if frequent < FREQUENT_SHARE * len(pieces):
+            problems.append(f"{side} {len(pieces):,} subwords, {frequent:,} ({100 * frequent / len(pieces):.0f}%) "
+                            f"occur {FREQUENT} times or more")
+    if not problems:
+        return None
+    return (f"tokenizer.vocab_size {prepared.config.tokenizer.vocab_size:,} is large for this corpus: "
+            f"{'; '.join(problems)} in the training data, where Gowda & May's rule (2020) asks for "
+            f"{100 * FREQUENT_SHARE:.0f}%; consider a smaller one (docs/data.md, 'How large a vocabulary')")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from nmt.config import Config, DataConfig
+from nmt.config import Config, CorpusConfig, DataConfig
 from nmt.errors import DataError
 from nmt.fileio import sha256_file
 
@@ -41,9 +41,12 @@ SplitFiles = dict[str, tuple[Path, Path]]
 
 @dataclass(frozen=True)
 class Corpus:
-    """One training corpus: a source and a target file, or one tab-separated file (source<TAB>target)."""
+    """One corpus: a source and a target file, or one tab-separated file (source<TAB>target); a training corpus
+    may be seen `weight` times an epoch and have its source sentences marked by `tag`."""
 
     paths: tuple[Path, ...]
+    weight: float = 1.0
+    tag: str = ""
 
     @property
     def name(self) -> str:
@@ -60,8 +63,9 @@ def _verify(path: Path, expected: str, hint: str) -> None:
         raise DataError(f"{path}: checksum mismatch (expected sha256 {expected}, got {actual}); {hint}")
 
 
-def _download(url: str, dest: Path, expected: str) -> None:
-    """Fetch `url` into `dest` through a temporary file, with a progress bar and a checksum check."""
+def _download(url: str, dest: Path, expected: str, mirror_hint: str) -> None:
+    """Fetch `url` into `dest` through a temporary file, with a progress bar and a checksum check; a failure says
+    how to use a mirror instead (`mirror_hint`)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f"{dest.name}.part{os.getpid()}")
     try:
@@ -74,8 +78,7 @@ def _download(url: str, dest: Path, expected: str) -> None:
         _verify(tmp, expected, f"the download from {url} is damaged; run again")
         tmp.replace(dest)
     except (urllib.error.URLError, OSError) as err:
-        raise DataError(f"cannot download {url} ({getattr(err, 'reason', err)}); set data.mirror or "
-                        f"{MIRROR_ENV} to a folder holding {', '.join(MULTI30K_SHA256)}") from None
+        raise DataError(f"cannot download {url} ({getattr(err, 'reason', err)}); {mirror_hint}") from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -87,22 +90,35 @@ def fetch_multi30k(data: DataConfig, log: Log = print, splits: dict[str, str] = 
     if mirror:
         log(f"multi30k: reading from mirror {mirror}")
     files: dict[str, Path] = {}
+    hint = f"set data.mirror or {MIRROR_ENV} to a folder holding {', '.join(MULTI30K_SHA256)}"
     for name in (f"{stem}.{side}.gz" for stem in splits.values() for side in ("de", "en")):
-        expected = MULTI30K_SHA256[name]
-        if mirror:
-            path = Path(mirror) / name
-            if not path.is_file():
-                raise DataError(f"{path}: file not found in the Multi30k mirror folder")
-            _verify(path, expected, "the mirror copy differs from the official file: replace it")
-        else:
-            path = Path(data.download_dir) / "multi30k" / name
-            if path.is_file():
-                _verify(path, expected, "the file is damaged or incomplete: delete it and run again")
-            else:
-                log(f"multi30k: downloading {name}")
-                _download(f"{MULTI30K_URL}/{name}", path, expected)
-        files[name] = path
+        files[name] = fetch_file(name, MULTI30K_SHA256[name], mirror, Path(data.download_dir) / "multi30k",
+                                 MULTI30K_URL, "Multi30k", hint, log)
     return {split: (files[f"{stem}.de.gz"], files[f"{stem}.en.gz"]) for split, stem in splits.items()}
+
+
+def fetch_file(name: str, expected: str, mirror: str, folder: Path, url: str, what: str, hint: str,
+               log: Log) -> Path:
+    """The official file `name` of a dataset (`what`), checked against its sha256 `expected`: from the `mirror`
+    folder when one is set, else from `folder`, downloaded from `url`/`name` once (`hint`: how to use a mirror)."""
+    if mirror:
+        path = Path(mirror) / name
+        if not path.is_file():
+            raise DataError(f"{path}: file not found in the {what} mirror folder")
+        _verify(path, expected, "the mirror copy differs from the official file: replace it")
+        return path
+    path = folder / name
+    if path.is_file():
+        _verify(path, expected, "the file is damaged or incomplete: delete it and run again")
+    else:
+        log(f"{what.lower()}: downloading {name}")
+        _download(f"{url}/{name}", path, expected, hint)
+    return path
+
+
+def in_direction(pair: tuple[Path, Path], data: DataConfig) -> tuple[Path, Path]:
+    """A (German, English) pair of a named dataset's files as (source, target) of `data.direction`."""
+    return pair if data.languages[0] == "de" else (pair[1], pair[0])
 
 
 def sample_dir() -> Path:
@@ -127,21 +143,27 @@ def train_corpora(data: DataConfig) -> list[Corpus]:
     """dataset=files: data.train_src/train_tgt (when set) followed by every entry of data.train_corpora."""
     if bool(data.train_src) != bool(data.train_tgt):
         raise DataError("data.train_src and data.train_tgt must be given together")
-    entries = ([[data.train_src, data.train_tgt]] if data.train_src else []) + list(data.train_corpora)
+    entries = ([CorpusConfig([data.train_src, data.train_tgt])] if data.train_src else []) + data.corpora
     if not entries:
         raise DataError("dataset 'files' needs data.train_src and data.train_tgt, or data.train_corpora")
-    return [Corpus(tuple(Path(p) for p in entry)) for entry in entries]
+    return [Corpus(tuple(Path(p) for p in entry.files), entry.weight, entry.tag) for entry in entries]
 
 
 def resolve_corpora(cfg: Config, log: Log = print) -> dict[str, list[Corpus]]:
-    """The corpora of every split: training may have several, validation and test have one pair of files."""
+    """The corpora of every split, in the model's direction: training may have several (the dataset's own first,
+    then data.train_corpora), validation and test have one pair of files."""
     data = cfg.data
+    if data.dataset == "files":
+        return {"train": train_corpora(data)} | {split: [Corpus(pair)] for split, pair in _eval_files(data).items()}
     if data.dataset == "multi30k":
-        return {split: [Corpus(pair)] for split, pair in fetch_multi30k(data, log).items()}
-    if data.dataset == "sample":
+        pairs = fetch_multi30k(data, log)
+    else:
         root = sample_dir()
-        return {s: [Corpus((root / f"{s}.de", root / f"{s}.en"))] for s in ("train", "val", "test")}
-    return {"train": train_corpora(data)} | {split: [Corpus(pair)] for split, pair in _eval_files(data).items()}
+        pairs = {s: (root / f"{s}.de", root / f"{s}.en") for s in ("train", "val", "test")}
+    corpora = {split: [Corpus(in_direction(pair, data))] for split, pair in pairs.items()}
+    corpora["train"] += [Corpus(tuple(Path(p) for p in entry.files), entry.weight, entry.tag)
+                         for entry in data.corpora]
+    return corpora
 
 
 def resolve_files(cfg: Config, log: Log = print) -> SplitFiles:
@@ -157,7 +179,7 @@ def evaluation_files(cfg: Config, split: str, log: Log = print) -> tuple[Path, P
         return None
     if cfg.data.dataset == "multi30k":
         stems = MULTI30K_TEST_SETS | MULTI30K_SPLITS
-        return fetch_multi30k(cfg.data, log, {split: stems[split]})[split]
+        return in_direction(fetch_multi30k(cfg.data, log, {split: stems[split]})[split], cfg.data)
     return resolve_files(cfg, log).get(split)
 
 

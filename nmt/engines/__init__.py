@@ -43,10 +43,11 @@ class Engine(Protocol):
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
                constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
-               continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
+               continuations: frozenset[int] = frozenset(),
+               never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
         """`constraints`: per source, the target terms (ids) its outputs must contain, each as a whole word (no
         token of `continuations`, the pieces that go on with a word, right after it); only where
-        `abilities.constraints`."""
+        `abilities.constraints`. No output holds a token of `never_emit`."""
         ...
 
     def score(self, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray],

@@ -155,7 +155,8 @@ class CTranslate2Engine:
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
                constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
-               continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
+               continuations: frozenset[int] = frozenset(),
+               never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
         if return_attention:
             raise ExportError(NO_ATTENTION)
         if constraints is not None:
@@ -179,13 +180,16 @@ class CTranslate2Engine:
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)
         pending = []
+        # the reserved symbols as target pieces, each a sequence of one that CTranslate2 never emits
+        suppress = {"suppress_sequences": [[piece] for piece, i in self.tgt_ids.items() if i in never_emit]
+                    } if never_emit else {}
         for limit, rows in by_limit.items():
             beta = ranking_penalty(cfg.alpha, sum(len(sources[i]) + 1 for i in rows) / len(rows))
             futures = self.translator.translate_batch(
                 [tokens[i] for i in rows], max_batch_size=max(1, cfg.batch_tokens // cfg.beam), batch_type="tokens",
                 beam_size=cfg.beam, num_hypotheses=cfg.beam, length_penalty=beta, max_decoding_length=limit + 1,
                 max_input_length=0, min_decoding_length=0, return_scores=True, return_end_token=True,
-                asynchronous=True)
+                asynchronous=True, **suppress)
             pending.append((rows, beta, futures))
         outputs: list[Any] = [None] * len(sources)
         betas = [0.0] * len(sources)

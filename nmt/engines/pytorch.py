@@ -18,7 +18,15 @@ from nmt.kernels import keep_freed_memory
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
 from nmt.models.transformer import Transformer
-from nmt.search import Ensemble, Hypothesis, beam_search, constrained_beam_search, forced_log_probs, greedy_search
+from nmt.search import (
+    Ensemble,
+    Hypothesis,
+    Suppressing,
+    beam_search,
+    constrained_beam_search,
+    forced_log_probs,
+    greedy_search,
+)
 from nmt.utils import autocast
 
 
@@ -99,7 +107,8 @@ class TorchEngine:
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
                constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
-               continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
+               continuations: frozenset[int] = frozenset(),
+               never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
         self.model.eval()
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
@@ -114,14 +123,15 @@ class TorchEngine:
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
                     src, mask = batch.src, batch.src_mask
                     terms = None if constraints is None else [[t.tolist() for t in constraints[i]] for i in indices]
+                    model = Suppressing(self.model, never_emit) if never_emit else self.model
                     if terms is not None and any(len(term) for line in terms for term in line):
-                        nbest = constrained_beam_search(self.model, src, mask, cfg, terms,
+                        nbest = constrained_beam_search(model, src, mask, cfg, terms,
                                                         return_attention=return_attention, continuations=continuations)
                     elif cfg.beam == 1:
-                        nbest = [[hyp] for hyp in greedy_search(self.model, src, mask, cfg,
+                        nbest = [[hyp] for hyp in greedy_search(model, src, mask, cfg,
                                                                 return_attention=return_attention)]
                     else:
-                        nbest = beam_search(self.model, src, mask, cfg, return_attention=return_attention)
+                        nbest = beam_search(model, src, mask, cfg, return_attention=return_attention)
             except BaseException:
                 stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
                 raise

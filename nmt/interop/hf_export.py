@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from nmt.checkpoint import LoadedModel, load_model
+from nmt.config import FILES_KEYS, Config
 from nmt.errors import ExportError
 from nmt.export import publish_export
 from nmt.fileio import sha256_file
@@ -22,7 +23,6 @@ from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_piece
 
 MANIFEST = "nmt_huggingface.json"
 FORMAT_VERSION = 1
-SOURCE_LANG, TARGET_LANG = "de", "en"
 
 
 def _hf_config(transformers: Any, loaded: LoadedModel, kind: str) -> Any:
@@ -50,14 +50,18 @@ def _generation_config(transformers: Any, loaded: LoadedModel) -> Any:
     """Our special ids and decoding settings in transformers' terms (docs/huggingface.md says what differs)."""
     d = loaded.cfg.decode
     longest = min(math.floor(d.max_len_a * (d.max_source_tokens + 1) + d.max_len_b), loaded.cfg.model.max_positions - 1)
+    never = sorted(loaded.tokenizer.never_emit)  # reserved tags: generate must not emit them either
     return transformers.GenerationConfig(
         decoder_start_token_id=BOS_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
         forced_eos_token_id=EOS_ID, num_beams=d.beam, length_penalty=d.alpha, early_stopping=d.stop == "finished",
-        max_length=longest + 2)  # the decoder start, at most `longest` tokens, then EOS
+        max_length=longest + 2,  # the decoder start, at most `longest` tokens, then EOS
+        **({"bad_words_ids": [[i] for i in never]} if never else {}))
 
 
-def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_length: int) -> None:
-    """MarianTokenizer's files for our tokenizer, written by MarianTokenizer itself."""
+def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_length: int,
+                     languages: tuple[str, str]) -> None:
+    """MarianTokenizer's files for our tokenizer (translating `languages`: source, target), written by
+    MarianTokenizer itself."""
     with tempfile.TemporaryDirectory() as scratch:
         raw = Path(scratch)
         tokenizer.save(raw)
@@ -73,7 +77,7 @@ def _write_tokenizer(transformers: Any, tokenizer: Tokenizer, folder: Path, max_
         marian = transformers.MarianTokenizer(
             source_spm=str(raw / "source.spm"), target_spm=str(raw / "target.spm"), vocab=str(vocab_files[0]),
             target_vocab_file=str(vocab_files[-1]) if len(tables) == 2 else None, separate_vocabs=len(tables) == 2,
-            source_lang=SOURCE_LANG, target_lang=TARGET_LANG, unk_token=tables[0][UNK_ID],
+            source_lang=languages[0], target_lang=languages[1], unk_token=tables[0][UNK_ID],
             eos_token=tables[0][EOS_ID], pad_token=tables[0][PAD_ID], model_max_length=max_length)
         marian.save_pretrained(str(folder))
 
@@ -92,29 +96,41 @@ def _test_report(loaded: LoadedModel) -> dict[str, Any] | None:
         return None
 
 
-def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) -> str:
-    """README.md in the Hub's format: YAML metadata (languages, the license left to the user, the data, the test
-    scores as model-index) and what the model is."""
+def corpus_files(cfg: Config) -> list[str]:
+    """The names (not the folders: a card is published) of a `files` dataset's corpus files, in config order."""
+    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.train_corpora for p in entry]
+    return [Path(path).name for path in paths if path]
+
+
+def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None, transformers_version: str) -> str:
+    """README.md in the Hub's format: YAML metadata (languages, the license left to the user, the data: Multi30k,
+    or "custom" with the corpus files' names, the test scores as model-index), what the model is, and a usage
+    snippet that runs with `transformers_version`, the version that wrote the folder."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     cfg = loaded.cfg
+    src, tgt = cfg.data.languages
+    custom = cfg.data.dataset in ("files", "sample")
+    extra = {"training_files": corpus_files(cfg)} if cfg.data.dataset == "files" else {}
     dataset = {"multi30k": "Multi30k (WMT16 multimodal task 1)", "sample": "nmt's embedded sample corpus",
-               "files": "the user's own parallel files"}[cfg.data.dataset]
+               "files": f"custom parallel files ({', '.join(corpus_files(cfg))})"}.get(cfg.data.dataset,
+                                                                                         cfg.data.dataset)
     results = []
     if report is not None:
         for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
             results.append(EvalResult(
-                task_type="translation", task_name=f"Translation {SOURCE_LANG}-{TARGET_LANG}",
+                task_type="translation", task_name=f"Translation {src}-{tgt}",
                 dataset_type=cfg.data.dataset, dataset_name=f"{dataset}, test split", dataset_split="test",
                 metric_type=metric, metric_name=name, metric_value=report[metric],
                 metric_config=report[f"{metric}_signature"]))
-    data = ModelCardData(language=[SOURCE_LANG, TARGET_LANG], license="unknown", library_name="transformers",
-                         pipeline_tag="translation", tags=["translation", "nmt"], datasets=[cfg.data.dataset],
-                         model_name=cfg.name, eval_results=results or None)
+    data = ModelCardData(language=[src, tgt], license="unknown", library_name="transformers",
+                         pipeline_tag="translation", tags=["translation", "nmt"],
+                         datasets=["custom" if custom else cfg.data.dataset], model_name=cfg.name,
+                         eval_results=results or None, **extra)
     m = cfg.model
     lines = [
         f"# {cfg.name}", "",
-        f"A {SOURCE_LANG}->{TARGET_LANG} Transformer trained with nmt on {dataset}, converted to "
+        f"A Transformer translating {src}->{tgt}, trained with nmt on {dataset}, converted to "
         f"`{CLASSES[kind]}` (a stock transformers class) by `nmt-export --format huggingface`.", "",
         "**License**: not set. Choose one and put it in the `license` field above before publishing.", "",
         "## Model", "",
@@ -133,9 +149,13 @@ def model_card(loaded: LoadedModel, kind: str, report: dict[str, Any] | None) ->
                   f"- BLEU {report['bleu']:.2f} (sacreBLEU `{report['bleu_signature']}`)",
                   f"- chrF {report['chrf']:.2f} (sacreBLEU `{report['chrf_signature']}`)"]
     lines += [
-        "", "## Use", "", "```python", "from transformers import pipeline", "",
-        'translate = pipeline("translation", model="PATH_OR_REPO")',
-        'print(translate("Ein Mann fährt Fahrrad.")[0]["translation_text"])', "```", "",
+        "", "## Use", "",
+        f"With transformers {transformers_version} (which wrote this folder; its stock classes, no custom code):", "",
+        "```python", "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer", "",
+        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")',
+        'model = AutoModelForSeq2SeqLM.from_pretrained("PATH_OR_REPO")',
+        'batch = tokenizer(["Ein Mann fährt Fahrrad."], return_tensors="pt", padding=True)',
+        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))", "```", "",
         "## What the transformers tokenizer does not reproduce", "",
         "- nmt normalizes input text before sentencepiece (Unicode NFC, whitespace collapsed"
         + (", lowercased: this model was trained on lowercased text, so lowercase the input yourself" if
@@ -181,8 +201,10 @@ def export_huggingface(source: str | Path, output: str | Path) -> dict[str, Any]
     def fill(tmp: Path) -> None:
         with quiet(transformers):
             hf.save_pretrained(str(tmp))
-            _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1)
-        (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded)), encoding="utf-8")
+            _write_tokenizer(transformers, loaded.tokenizer, tmp, loaded.cfg.model.max_positions - 1,
+                             loaded.cfg.data.languages)
+        (tmp / "README.md").write_text(model_card(loaded, kind, _test_report(loaded), transformers.__version__),
+                                       encoding="utf-8")
 
     head = {"format": "huggingface", "format_version": FORMAT_VERSION, "class": CLASSES[kind],
             "transformers_version": transformers.__version__}

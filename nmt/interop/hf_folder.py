@@ -1,11 +1,5 @@
-"""Reading a downloaded Hugging Face model folder, which nmt treats as untrusted input.
-
-Every file is read through `ModelFolder.read`: a plain file name inside the folder (a shard index cannot point
-elsewhere), a regular file (a named pipe or a device is refused before a byte is read; a symbolic link to a
-regular file is followed, as in the Hub's cache), of bounded size. The sha256 of each file read is kept for the
-checkpoint's provenance. Weights are read as data (safetensors, or a `.bin` weights-only), never by
-transformers' loader, and checked tensor by tensor against the shapes the folder's config implies.
-"""
+"""Reading a Hugging Face model folder as untrusted input: regular files of bounded size inside it, each one's
+sha256 kept, weights read as data and checked tensor by tensor."""
 
 from __future__ import annotations
 
@@ -23,8 +17,8 @@ from nmt.fileio import cause, read_regular
 from nmt.model_formats import HF_TOKENIZER_FILES, HF_WEIGHT_FILES
 
 INDEX = ".index.json"
-MAX_FILE_BYTES = 64 << 20  # a JSON or sentencepiece file: a vocab.json of 250,000 pieces is about 6 MB
-MAX_WEIGHT_BYTES = 16 << 30  # one weights file or shard: OPUS-MT's largest models hold about 1 GB
+MAX_FILE_BYTES = 64 << 20  # a JSON or sentencepiece file
+MAX_WEIGHT_BYTES = 16 << 30  # one weights file or shard
 
 
 def _plain(name: Any) -> bool:
@@ -82,9 +76,8 @@ class ModelFolder:
         return found
 
     def weight_files(self, config: dict[str, Any]) -> list[str]:
-        """The files that hold the weights, as transformers would choose them: the file config.json's
-        `transformers_weights` names, else the first of HF_WEIGHT_FILES (or its shard index) present; an index's
-        shards must be plain file names inside the folder."""
+        """The weights files, chosen as transformers chooses them: config.json's `transformers_weights`, else the
+        first of HF_WEIGHT_FILES (or its shard index) present."""
         explicit = config.get("transformers_weights")
         if explicit is not None and not _plain(explicit):
             raise ExportError(f"{self.path / 'config.json'}: transformers_weights {short_repr(explicit)} is not the "
@@ -143,10 +136,7 @@ class ModelFolder:
 
 def pick_tensors(found: dict[str, torch.Tensor], model: torch.nn.Module, needed: list[str],
                  folder: Path) -> dict[str, torch.Tensor]:
-    """The `needed` tensors of `found` (a folder's weights), checked against `model` (transformers' class built
-    from the folder's config on the meta device: every shape, no memory): each tensor of the folder that the
-    model has must have the model's shape; each needed one must be there, or a tensor tied to it in the model
-    (saved once for all its names); none may hold NaN or an infinity."""
+    """The `needed` tensors of `found`, each present (or tied), finite and of the shape `model` gives it."""
     state = model.state_dict(keep_vars=True)
     tied: dict[int, list[str]] = {}
     for key, value in state.items():

@@ -1,8 +1,5 @@
-"""Import a Marian/OPUS-MT folder (or a Pegasus or Blenderbot one as `nmt.interop.hf_export` writes them) as an nmt
-checkpoint. The tokenizer is MarianTokenizer's: `source.spm`, `target.spm` and `vocab.json` (and
-`target_vocab.json` for separate vocabularies); the ids come from vocab.json, reordered so that nmt's special ids
-(nmt.tokenizer) hold the folder's pad, unk, decoder start and EOS rows. Every file is read through
-`nmt.interop.hf_folder`, as untrusted input."""
+"""Import a Marian/OPUS-MT folder (or a Pegasus or Blenderbot one as nmt exports them) as an nmt checkpoint, with
+MarianTokenizer's vocabularies reordered so that nmt's special ids hold the folder's special rows."""
 
 from __future__ import annotations
 
@@ -21,11 +18,11 @@ from nmt.interop.hf_weights import CLASSES, from_hf_weights, import_transformers
 from nmt.models import build_model, check_weights
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
-ADDED_PAD = "<nmt_pad>"  # the piece name of the padding row added where the pad token is the decoder start
+ADDED_PAD = "<nmt_pad>"  # the piece of a padding row added where the pad token is the decoder start
 # transformers' ACT2FN names -> model.activation ("silu" and "swish" are both x * sigmoid(x))
 HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 
-# config.json's sizes, each a whole number of at least 1 (anything else is refused before transformers reads them)
+# config.json's sizes, each checked to be a whole number >= 1 before transformers reads it
 SIZE_KEYS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim",
              "encoder_attention_heads", "decoder_attention_heads", "max_position_embeddings")
 
@@ -64,8 +61,7 @@ def _table(folder: ModelFolder, name: str) -> list[str]:
 
 
 def _reorder(table: list[str], pad: int, unk: int, start: int, eos: int) -> list[int | None]:
-    """The folder's id of each of our ids: the special ids first as nmt numbers them, then the rest in order; None
-    stands for an added padding row (the folder's pad is its decoder start)."""
+    """The folder's id of each of our ids, the special ids first; None for an added padding row."""
     if len({pad, unk, eos}) < 3 or start in (unk, eos):  # only the decoder start may be the pad token
         raise ExportError(f"the special ids pad {pad}, unk {unk}, decoder start {start} and EOS {eos} overlap")
     if max(pad, unk, start, eos) >= len(table) or min(pad, unk, start, eos) < 0:
@@ -136,8 +132,7 @@ def _model_settings(config: Any, folder: Path, kind: str) -> dict[str, Any]:
 
 
 def _setting(generation: dict[str, Any], key: str, default: Any, kinds: tuple[type, ...], folder: Path) -> Any:
-    """generation_config.json's `key`, or `default` where it is absent or null (transformers 5 writes null for a
-    setting left at its default); ExportError when it is not one of `kinds`."""
+    """generation_config.json's `key` (`default` where absent or null), or ExportError when not one of `kinds`."""
     value = generation.get(key)
     if value is None:
         return default
@@ -147,8 +142,7 @@ def _setting(generation: dict[str, Any], key: str, default: Any, kinds: tuple[ty
 
 
 def _run_name(folder: Path) -> str:
-    """A valid run name from the folder's own name (that of the current folder for `.`), each run of characters
-    other than letters, digits, '_', '-' and '.' turned into one '_'."""
+    """A valid run name from the folder's own name."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(os.path.abspath(folder)).name).strip("_.-")
     return name[:200] or "imported"
 
@@ -172,11 +166,8 @@ def _shapes_model(transformers: Any, kind: str, config: Any, folder: Path) -> to
 
 
 def import_huggingface(folder: str | Path, output: str | Path) -> dict[str, Any]:
-    """Convert a local MarianMT folder (OPUS-MT's layout; or a Pegasus or Blenderbot one as nmt exports them) into
-    an nmt checkpoint at `output`; returns what the checkpoint records of its source.
-
-    The folder is untrusted input (`nmt.interop.hf_folder`): what it holds is checked before a model of its size is
-    allocated, and a missing, misshapen or non-finite tensor is refused."""
+    """Convert a local model folder, read as untrusted input, into an nmt checkpoint at `output`; returns what the
+    checkpoint records of its source."""
     folder, output = Path(folder), Path(output)
     if output.exists():
         raise ExportError(f"{output}: already exists; choose a new checkpoint path")

@@ -1,20 +1,7 @@
-"""The weight map between nmt's Transformer and transformers' stock encoder-decoders, shared by the export
-(`nmt.interop.hf_export`) and the import (`nmt.interop.hf_import`).
+"""The weight map between nmt's Transformer and transformers' Marian, Pegasus and Blenderbot classes.
 
-The stock class that holds each layout (no custom code, no trust_remote_code):
-- post-norm, sinusoidal positions: MarianMTModel;
-- pre-norm with final layer norms, sinusoidal positions: PegasusForConditionalGeneration;
-- pre-norm, learned positions: BlenderbotForConditionalGeneration (learned positions from 0, no offset).
-Post-norm with learned positions has none. Marian and Pegasus build their sinusoid with the sines in the first half
-of the channels and the cosines in the second; ours interleaves them, at the same frequencies. Reordering the
-d_model channels (`channel_order`) of every tensor that reads or writes the residual stream (embeddings, the
-projections' input columns and output rows, layer norms, the output layer) turns one layout into the other
-exactly: layer norms and residual sums do not depend on the order of the channels. An attention temperature is
-folded into the query projections.
-
-Where an imported folder's pad token is also its decoder start (as in OPUS-MT), a padding row is added whose logit
-the output bias holds at SUPPRESSED_LOGIT, whose probability is then exactly 0 in float32, so that every other
-token's probability is as it was.
+Their sinusoids put the sines in the first half of the channels, ours interleaves them: reordering the channels of
+every tensor on the residual stream (`channel_order`) maps one layout onto the other exactly.
 """
 
 from __future__ import annotations
@@ -31,7 +18,9 @@ from nmt.config import ModelConfig
 from nmt.errors import ExportError
 from nmt.models.transformer import Transformer
 
-SUPPRESSED_LOGIT = -1e4  # the added padding row's logit: exp(-1e4 - max) is 0 in float32, and the loss stays finite
+# The logit of a padding row added to an imported vocabulary whose pad token is also its decoder start (OPUS-MT):
+# its probability is exactly 0 in float32, so every other token's is as it was, and the loss stays finite.
+SUPPRESSED_LOGIT = -1e4
 CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration",
            "blenderbot": "BlenderbotForConditionalGeneration"}
 
@@ -47,10 +36,7 @@ def import_transformers() -> Any:
 
 @contextlib.contextmanager
 def quiet(transformers: Any) -> Iterator[None]:
-    """transformers' progress bars off, its own logger's warnings unsaid (nmt says in one line what is wrong with
-    a folder), and MarianTokenizer's advice to install sacremoses unsaid (nmt does not normalize punctuation, so
-    an export must not either), for the time of the block; the settings are then as they were. Only the
-    transformers logger is touched, never the root logger."""
+    """transformers' progress bars and warnings off inside the block: nmt reports problems in one line."""
     logs = transformers.utils.logging
     bars, verbosity = logs.is_progress_bar_enabled(), logs.get_verbosity()
     logs.disable_progress_bar()
@@ -66,8 +52,7 @@ def quiet(transformers: Any) -> Iterator[None]:
 
 
 def channel_order(d: int) -> torch.Tensor:
-    """Channel j of Marian's and Pegasus's layout is our channel `channel_order(d)[j]`: our sines (the even
-    channels), then our cosines (the odd ones)."""
+    """Our channel for each of Marian's and Pegasus's: our sines (even channels), then our cosines."""
     return torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
 
 
@@ -104,8 +89,7 @@ def layer_tensors(cfg: ModelConfig) -> list[_Tensor]:
     out: list[_Tensor] = []
 
     def linear(ours: str, hf: str, reads: bool, parts: int = 1, part: int = 0, query: bool = False) -> None:
-        # a weight is (out, in): a projection reading the residual stream has it along its columns, one writing it
-        # along its rows, and then its bias too
+        # (out, in): the residual stream is a reading projection's columns, a writing one's rows (and bias)
         out.append(_Tensor(f"{ours}.weight", f"{hf}.weight", 1 if reads else 0, part, parts, query))
         out.append(_Tensor(f"{ours}.bias", f"{hf}.bias", None if reads else 0, part, parts, query))
 
@@ -150,7 +134,7 @@ def _vocabulary_keys(kind: str, tied: bool) -> dict[str, list[str]]:
         shared = ["model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
                   "lm_head.weight"]
         return {"src_embed.tokens.weight": shared}
-    # Pegasus and Blenderbot keep a shared embedding that an untied model does not use; it holds the source's
+    # Pegasus and Blenderbot keep a shared embedding even untied: the source's
     source = ["model.encoder.embed_tokens.weight"] + ([] if kind == "marian" else ["model.shared.weight"])
     return {"src_embed.tokens.weight": source, "tgt_embed.tokens.weight": ["model.decoder.embed_tokens.weight"],
             "output.weight": ["lm_head.weight"]}

@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 ARCHITECTURES: dict[str, type[Seq2Seq]] = {"rnn": RNNSeq2Seq, "transformer": Transformer}
 
-# Elements of the tensors a model computes instead of loading (the sinusoid tables, max_positions x d_model):
-# 512 MiB in float32, far above any real model's, and the one allocation the weights' shapes do not bound.
+# Elements of the tensors a model computes instead of loading (the sinusoid tables): the one allocation the
+# weights' shapes do not bound.
 MAX_COMPUTED = 1 << 27
 
 
@@ -35,11 +35,8 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def check_weights(model_cfg: ModelConfig, vocab: VocabInfo, weights: Mapping[str, torch.Tensor]) -> None:
-    """Refuse (CheckpointError naming the first tensor at fault) weights that are not exactly the tensors of the
-    model these settings build, before that model is allocated: the model is built on the meta device, which
-    gives every shape and holds no memory. Settings from an untrusted file cannot make a model larger than the
-    weights that come with them, nor compute tensors of more than MAX_COMPUTED elements. `model_cfg` is checked
-    (as every Config's model section is when built)."""
+    """CheckpointError unless `weights` are exactly the tensors these settings build, checked on the meta device,
+    so untrusted settings cannot allocate more than their weights."""
     with torch.device("meta"):
         expected = ARCHITECTURES[model_cfg.arch](model_cfg, vocab)
     shapes = {key: tuple(value.shape) for key, value in expected.state_dict().items()}

@@ -1,12 +1,7 @@
-"""The one interface through which training and decoding see every model.
+"""The interface through which training and search see every model.
 
-Conventions: token ids are `LongTensor`s, `src_mask` is a bool tensor that is True on real tokens,
-`tgt_in` starts with BOS.
-
-Decoding runs over rows in groups, one group per source sentence: its rows are that sentence's hypotheses,
-next to each other, and every group has `width` of them (1 in greedy search and at beam search's first step,
-the beam after that). So a model's decoding state may keep what depends on the source alone, such as the
-cross-attention keys and values, once per sentence, and the rest once per row.
+`src_mask` is True on real tokens, `tgt_in` starts with BOS. Decoding rows come in groups of `width` per source
+sentence, so a state may hold what depends on the source alone once per sentence.
 """
 
 from __future__ import annotations
@@ -41,20 +36,15 @@ def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
 
 
 def group_origins(indices: torch.Tensor, width: int, groups: int) -> torch.Tensor | None:
-    """The old group (sentence) of each group of `reorder_state`'s `indices` (G', W'), over a state of `groups`
-    groups of `width` rows; None when every sentence goes on (G' == groups): the groups are then the old ones,
-    in their order, and per-sentence parts stay as they are."""
+    """The previous group (sentence) of each group of `indices` (G', W'); None when every sentence goes on, so
+    per-sentence parts stay as they are."""
     if indices.size(0) == groups:
         return None
     return indices[:, 0] // width  # (G',)
 
 
 def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """Rows of `x` (B, T, ...) at `keep`: a bool mask (B, T), or flat indices (N,) into B * T; None: all of `x`.
-
-    Indices computed on the host select without a device-to-host synchronisation, which a mask needs for its
-    count on a GPU.
-    """
+    """Rows of `x` (B, T, ...) at `keep`: a mask (B, T), flat indices (N,) (no device sync), or None for all."""
     if keep is None:
         return x
     if keep.dtype == torch.bool:
@@ -63,11 +53,7 @@ def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor
 
 
 class Seq2Seq(nn.Module):
-    """Base class of encoder-decoder models.
-
-    Subclasses implement `forward`, `encode`, `init_state` and `step`; the default `reorder_state` works for a
-    state whose tensors all have one entry per row on dim 0.
-    """
+    """Base class of encoder-decoder models: subclasses implement `forward`, `encode`, `init_state` and `step`."""
 
     pad_id: int
     bos_id: int
@@ -76,15 +62,11 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher-forced logits, (B, T, V); with `keep` only those positions' logits, (N, V).
-
-        `keep` (see `select_positions`) lets training skip the output layer, the model's largest, on padding
-        positions. `src_lengths` (B,), on the CPU, saves a model that needs the lengths on the host a copy back.
-        """
+        """Teacher-forced logits (B, T, V), or (N, V) at `keep` only; host `src_lengths` (B,) spare a device read."""
         raise NotImplementedError
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
-        """Run the encoder once per batch; returns the memory the decoder attends over."""
+        """The memory the decoder attends over."""
         raise NotImplementedError
 
     def init_state(self, memory: Memory, src_mask: torch.Tensor) -> State:
@@ -92,17 +74,11 @@ class Seq2Seq(nn.Module):
         raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        """One decoder step: `prev_tokens` (rows,) -> log-probabilities (rows, V) and the next state, whose
-        `attention` is this step's cross-attention."""
+        """`prev_tokens` (rows,) -> log-probabilities (rows, V) and the next state (with this step's attention)."""
         raise NotImplementedError
 
     def reorder_state(self, state: State, indices: torch.Tensor) -> State:
-        """The state of the rows `indices` (G', W'): row w of group g continues the old row `indices[g, w]`.
-
-        The rows of a group all come from one old group, and the groups are the old ones that go on, in their
-        order (sentences leave, never swap), so a per-sentence part changes only when sentences leave
-        (`group_origins`). `attention` is not carried over.
-        """
+        """The state of rows `indices` (G', W'): row w of group g continues row `indices[g, w]`."""
         rows = indices.reshape(-1)  # (G'*W',)
         changes = {f.name: reorder_tree(getattr(state, f.name), rows) for f in dataclasses.fields(state)
                    if f.name not in ("width", "attention")}

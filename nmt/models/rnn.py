@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from nmt.config import ModelConfig
 from nmt.kernels import Dropout
-from nmt.models.attention import RNN_ATTENTION
+from nmt.models.attention import variant_class
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 
 if TYPE_CHECKING:
@@ -30,10 +30,8 @@ class GRUEncoder(nn.Module):
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor,
                 lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """States (B, S, H), zero on padding, and the final states of every layer and direction (B, L * H).
-
-        `lengths` (B,) on the CPU, when the caller has them: then nothing is copied back from the device.
-        """
+        """States (B, S, H), zero on padding, and every layer's and direction's final state (B, L * H); host
+        `lengths` (B,) spare a copy back from the device."""
         x = self.dropout(self.embed(src))  # (B, S, E)
         if lengths is not None and x.device.type != "cpu":
             out, final = self.run_sorted(x, lengths)
@@ -45,11 +43,8 @@ class GRUEncoder(nn.Module):
         return self.dropout(out), final.transpose(0, 1).reshape(src.size(0), -1)
 
     def run_sorted(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The GRU over embedded `x` (B, S, E) of host `lengths` (B,) -> states (B, S, H), finals (2L, B, H/2).
-
-        Sorted on the host, the orders copied without waiting: torch's own unsorted packing copies them to the
-        device and back, each a wait for the device.
-        """
+        """The GRU over `x` (B, S, E), sorted by host `lengths` (B,) without waiting for the device -> states
+        (B, S, H), finals (2L, B, H/2)."""
         lengths, order = torch.sort(lengths.long(), descending=True, stable=True)  # (B,), (B,)
         moves = torch.stack([order, torch.argsort(order)])  # (2, B): into sorted order and back
         moves = (moves.pin_memory() if x.device.type == "cuda" else moves).to(x.device, non_blocking=True)
@@ -72,12 +67,8 @@ class RNNState(State):
 
 
 class RNNSeq2Seq(Seq2Seq):
-    """GRU encoder-decoder: a bridge from the encoder's final states, attention, and input feeding.
-
-    Each decoder step runs the GRU on [embedding; previous attentional vector], attends with the GRU
-    output h over the encoder states, and forms the attentional vector tanh(W [h; context]) that feeds
-    the output layer and the next step.
-    """
+    """GRU encoder-decoder with input feeding: a step's attentional vector tanh(W [h; context]) feeds the output
+    and the next step's GRU."""
 
     def __init__(self, cfg: ModelConfig, vocab: VocabInfo) -> None:
         super().__init__()
@@ -91,7 +82,7 @@ class RNNSeq2Seq(Seq2Seq):
         self.tgt_embed = self.src_embed if share else nn.Embedding(vocab.tgt_size, emb, padding_idx=vocab.pad_id)
         self.encoder = GRUEncoder(self.src_embed, hidden, cfg.encoder_layers, cfg.dropout)
         self.bridge = nn.Linear(cfg.encoder_layers * hidden, cfg.decoder_layers * hidden)
-        self.attention = RNN_ATTENTION[cfg.attention].from_config(cfg)
+        self.attention = variant_class("rnn", cfg.attention).from_config(cfg)
         self.decoder = nn.GRU(emb + (hidden if cfg.input_feeding else 0), hidden, cfg.decoder_layers,
                               batch_first=True, dropout=cfg.dropout if cfg.decoder_layers > 1 else 0.0)
         self.combine = nn.Linear(2 * hidden, hidden)
@@ -115,9 +106,8 @@ class RNNSeq2Seq(Seq2Seq):
         return RNNState(hidden, feed, self.attention.project_keys(states), states, src_mask)
 
     def _attend(self, out: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, torch.Tensor]:
-        """GRU outputs (rows, T, H) -> attentional vectors (rows, T, H) and attention weights (rows, T, S).
-
-        Each sentence's rows attend together, as its W * T queries over its keys and values, held once."""
+        """GRU outputs (rows, T, H) -> attentional vectors (rows, T, H) and weights (rows, T, S); a sentence's
+        rows attend together over its keys and values, held once."""
         query = self.dropout(out)
         rows, length, size = query.shape
         grouped = query.reshape(state.keys.size(0), -1, size)  # (G, W*T, H)

@@ -11,7 +11,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.kernels import Dropout
-from nmt.models.attention import SELF_ATTENTION, FullAttention, SelfAttention
+from nmt.models.attention import FullAttention, SelfAttention, variant_class
 from nmt.models.base import Memory, Seq2Seq, State, group_origins, select_positions
 
 if TYPE_CHECKING:
@@ -125,8 +125,7 @@ class _Layer(nn.Module):
         super().__init__()
         self.pre_norm = pre_norm
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(sublayers))
-        # No dropout on the wide hidden layer (as fairseq's default): on CPU, drawing its mask costs more than
-        # the rest of the layer's dropout together, and the sublayer output is dropped anyway.
+        # No dropout on the wide hidden layer (fairseq's default): the sublayer output is dropped anyway.
         self.ffn = nn.Sequential(_xavier(nn.Linear(d_model, ffn_dim)), ACTIVATION_MODULES[activation](),
                                  _xavier(nn.Linear(ffn_dim, d_model)))
         self.dropout = Dropout(dropout)
@@ -172,8 +171,8 @@ class DecoderLayer(_Layer):
 
     def step(self, x: torch.Tensor, state: LayerState, memory_mask: torch.Tensor, need_weights: bool
              ) -> tuple[torch.Tensor, LayerState, torch.Tensor | None]:
-        """One position of G sentences' rows (G*W, 1, d) -> its output, the layer's next state and the cross
-        weights (G, h, W, S): each sentence's W rows attend as W queries over its memory, held once."""
+        """One position of G sentences' rows (G*W, 1, d) -> output, next state and cross weights (G, h, W, S); a
+        sentence's W rows attend together over its memory, held once."""
         out, cache = self.self_attn.step(self._in(x, 0), state.cache)
         x = self._add(x, out, 0)
         groups, dim = state.memory_k.size(0), x.size(-1)
@@ -215,7 +214,7 @@ class Transformer(Seq2Seq):
         tgt_tokens = src_tokens if share else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad_id)
         self.src_embed = Embedder(src_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_tokens, cfg.positions, cfg.max_positions, cfg.dropout)
-        self.self_core = SELF_ATTENTION[cfg.self_attention].from_config(cfg)
+        self.self_core = variant_class("self", cfg.self_attention).from_config(cfg)
         cross_core = FullAttention(cfg.temperature, cfg.attention_dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.pre_norm, self.self_core, cfg.activation)

@@ -6,8 +6,9 @@ A run folder (run_root/name) holds what `nmt-train` writes and later commands re
     metrics.jsonl          one JSON record per line     tensorboard/     the same figures, when asked for
     tokenizer/             the sentencepiece model(s)   train.lock       held while a training runs
     checkpoints/           last.pt (resumable), best.pt, step_N.pt (the best k), averaged.pt
-    eval_<split>.json      an evaluation report         <split>.hyp.en   its translations
+    eval_<split>.json      an evaluation report         <split>.hyp.<target language>   its translations
     length_penalty.json    the length-penalty tuning    train_failed.txt why a suite's training failed
+    curve.png              the learning curve, redrawn at each validation
 
 This module knows names and paths only: it creates, locks and writes nothing.
 """
@@ -30,6 +31,7 @@ class RunDir:
     LOCK = "train.lock"
     FAILED = "train_failed.txt"
     LENGTH_PENALTY = "length_penalty.json"
+    CURVE = "curve.png"
     CHECKPOINTS = "checkpoints"
     LAST, BEST, AVERAGED = "last.pt", "best.pt", "averaged.pt"
     STEPS = "step_*.pt"  # the checkpoints of the best k validations, named by `step`
@@ -80,6 +82,10 @@ class RunDir:
         return self.path / self.LOCK
 
     @property
+    def curve(self) -> Path:
+        return self.path / self.CURVE
+
+    @property
     def failed(self) -> Path:
         return self.path / self.FAILED
 
@@ -121,23 +127,25 @@ class RunDir:
         return f"eval_{split}.json"
 
     @staticmethod
-    def hypotheses_name(split: str) -> str:
-        """The file name of the translations an evaluation of `split` wrote (test.hyp.en for the test split)."""
-        return f"{split}.hyp.en"
+    def hypotheses_name(split: str, language: str) -> str:
+        """The file name of the translations into `language` an evaluation of `split` wrote (test.hyp.en for the
+        test split of a model into English)."""
+        return f"{split}.hyp.{language}"
 
     def report(self, split: str) -> Path:
         """The evaluation report of a split."""
         return self.path / self.report_name(split)
 
-    def hypotheses(self, split: str) -> Path:
-        """The translations an evaluation of `split` wrote."""
-        return self.path / self.hypotheses_name(split)
+    def hypotheses(self, split: str, language: str) -> Path:
+        """The translations into `language` an evaluation of `split` wrote."""
+        return self.path / self.hypotheses_name(split, language)
 
-    def outputs(self, tokenizer_files: tuple[str, ...] = ()) -> list[Path]:
-        """The files nmt-train writes, with the tokenizer's files named by `tokenizer_files` (nmt.tokenizer's)."""
-        return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test"),
-                self.length_penalty, *(self.tokenizer / name for name in tokenizer_files), self.last, self.best,
-                self.averaged]
+    def outputs(self, language: str, tokenizer_files: tuple[str, ...] = ()) -> list[Path]:
+        """The files nmt-train writes for a model into `language`, with the tokenizer's files named by
+        `tokenizer_files` (nmt.tokenizer's)."""
+        return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test", language),
+                self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last,
+                self.best, self.averaged]
 
     def read_metrics(self) -> MetricRecords:
         """The records of this run's metrics.jsonl (see `read_metrics`)."""

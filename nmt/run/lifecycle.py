@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nmt.config import FILES_KEYS, Config
-from nmt.data import Split, prepare, summary
+from nmt.config import FILES_KEYS, Config, absolute_paths
+from nmt.data import Split, prepare, summary, vocabulary_warning
 from nmt.distributed import all_true, barrier, current, init_distributed, joined, shutdown_distributed
 from nmt.errors import CheckpointError, ConfigError, FileError, NmtError, RunLockError, TrainingInterrupted
 from nmt.fileio import check_input, check_output
@@ -51,7 +51,7 @@ class Run:
     config: Config
     steps: int
     minutes: float
-    checkpoint: Path | None = None  # the final model; None where the run chose none (--no-evaluate, fixed penalty)
+    checkpoint: Path | None = None  # the final model (averaged.pt or best.pt); None on the ranks other than 0
     report: dict[str, Any] | None = None  # the test report (eval_test.json), when the test split was scored
     final_model: dict[str, Any] = field(default_factory=dict)  # how the final model was chosen
 
@@ -70,6 +70,7 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
     penalty is still tuned); `command` is what the report records. A signal (Ctrl-C, SIGTERM) saves last.pt and
     raises TrainingInterrupted, which says how to resume; signal handlers are installed only during the call.
     """
+    cfg = absolute_paths(cfg)  # a run folder's config and checkpoints name their data from any folder
     parent = load_parent(cfg) if cfg.train.init_from else None  # a bad parent is refused before anything is written
     if parent is not None:  # the child's config, made here once: every step below takes it
         cfg = parent.child_config(cfg)
@@ -148,8 +149,12 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
     _check_validation_lengths(trainer.data.splits["val"], trainer.model.max_positions, rank)
     if run.last.exists() and not restart:
         trainer.resume(run.last)
-    elif parent is not None:
-        trainer.start_from(parent)
+    else:
+        if rank == 0:
+            log.info("starting from step 0: %s", "--restart asked for it" if restart and run.last.exists() else
+                     f"nothing to resume in {run.checkpoints} (no {RunDir.LAST})")
+        if parent is not None:
+            trainer.start_from(parent)
     if rank == 0:  # only now: a refused resume leaves the run's tokenizer as it was
         trainer.data.tokenizer.save(run.tokenizer)
     try:
@@ -193,15 +198,17 @@ def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: C
     trainer = Trainer(cfg, data, device)
     if dist.main:
         log_line(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
+        if parent is None and (advice := vocabulary_warning(data)):  # a parent's vocabulary is not the child's choice
+            log.warning("%s", advice)
     return trainer
 
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
     """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
+    corpora = [(f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.corpora) for path in entry.files]
     if cfg.data.dataset != "files":
-        return []
-    return [(f"data.{key}", getattr(cfg.data, key)) for key in FILES_KEYS if getattr(cfg.data, key)] + [
-        (f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.train_corpora) for path in entry]
+        return corpora
+    return [(f"data.{key}", getattr(cfg.data, key)) for key in FILES_KEYS if getattr(cfg.data, key)] + corpora
 
 
 def check_data_paths(cfg: Config) -> None:
@@ -221,7 +228,7 @@ def _check_run_paths(cfg: Config) -> None:
     """
     check_output("run folder (run_root/name)", cfg.run_dir, folder=True)
     inputs = _data_inputs(cfg)
-    for path in RunDir(cfg.run_dir).outputs((JOINT_FILE, SRC_FILE, TGT_FILE)):
+    for path in RunDir(cfg.run_dir).outputs(cfg.data.languages[1], (JOINT_FILE, SRC_FILE, TGT_FILE)):
         check_output("run file", path, inputs)
     if cfg.train.init_from and RunDir(cfg.run_dir).path.resolve() == Path(cfg.train.init_from).resolve():
         raise ConfigError(f"train.init_from {cfg.train.init_from}: is this run's own folder; a child needs a run "

@@ -34,7 +34,9 @@ class MetricsLog:
         self.path, self.tb_dir = run.metrics, run.tensorboard
         self.enabled, self.tensorboard = enabled, tensorboard
         self.tb = None
-        self.window = [time.monotonic(), 0.0, 0.0]  # since the last train entry: start, target and source tokens
+        self.window = [time.monotonic(), 0.0, 0.0, 0.0]  # since the last train entry: start, target and source
+        # tokens, updates
+        self.curve = run.curve
 
     def truncate(self, step: int) -> None:
         """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log).
@@ -48,7 +50,7 @@ class MetricsLog:
             handle.writelines(json.dumps(entry) + "\n" for entry in kept)
 
     def open(self) -> None:
-        """Start TensorBoard event files too, when `train.tensorboard` asks for them.
+        """Start the throughput window, and TensorBoard event files too when `train.tensorboard` asks for them.
 
         The event files are derived from metrics.jsonl: earlier ones are removed and a new one starts with the
         records metrics.jsonl holds already, so TensorBoard shows what metrics.jsonl shows. After a kill and a
@@ -56,6 +58,7 @@ class MetricsLog:
         writer had not flushed would be missing (a purge event in a new file is not enough: a reader may still
         meet the killed writer's truncated file after it).
         """
+        self.window = [time.monotonic(), 0.0, 0.0, 0.0]
         if not self.enabled or not self.tensorboard:
             return
         from torch.utils.tensorboard import SummaryWriter
@@ -65,6 +68,7 @@ class MetricsLog:
         self.tb = SummaryWriter(str(self.tb_dir))
         for entry in read_metrics(self.path):
             self._scalars(entry)
+            self._examples(entry)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Append `entry` (with "type" and "step")."""
@@ -73,6 +77,7 @@ class MetricsLog:
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
         self._scalars(entry)
+        self._examples(entry)
 
     def _scalars(self, entry: dict[str, Any]) -> None:
         if self.tb is not None:
@@ -80,20 +85,41 @@ class MetricsLog:
                 if isinstance(value, (int, float)) and key != "step":
                     self.tb.add_scalar(f"{entry['type']}/{key}", value, entry["step"])
 
+    def _examples(self, entry: dict[str, Any]) -> None:
+        """A validation's example translations in TensorBoard's text tab, as a Markdown table."""
+        if self.tb is not None and entry.get("examples"):
+            rows = ["| source | reference | hypothesis |", "|---|---|---|"]
+            rows += ["| " + " | ".join(str(example.get(key, "")).replace("|", "\\|")
+                                       for key in ("source", "reference", "hypothesis")) + " |"
+                     for example in entry["examples"]]
+            self.tb.add_text("examples", "\n".join(rows), entry["step"])
+
     def count(self, tgt_tokens: float, src_tokens: float) -> None:
         """Add an update's tokens (of all ranks) to the throughput window."""
         self.window[1] += tgt_tokens
         self.window[2] += src_tokens
+        self.window[3] += 1
 
-    def train(self, step: int, epoch: int, stats: dict[str, float], skipped: int, elapsed: float) -> dict[str, Any]:
-        """Record a training entry with the throughput since the previous one; returns the entry."""
+    def train(self, step: int, epoch: int, stats: dict[str, float], skipped: int, elapsed: float,
+              outlook: dict[str, Any]) -> dict[str, Any]:
+        """Record a training entry with the throughput since the previous one and the `outlook` (updates and
+        seconds left, the limit that ends the run first); returns the entry."""
         seconds = max(time.monotonic() - self.window[0], 1e-9)
         entry = {"type": "train", "step": step, "epoch": epoch, **{k: v for k, v in stats.items() if k != "tokens"},
-                 "ppl": math.exp(min(stats["nll"], 50.0)), "tgt_tok_s": self.window[1] / seconds,
-                 "src_tok_s": self.window[2] / seconds, "skipped": skipped, "elapsed": elapsed}
+                 "ppl": math.exp(min(stats["nll"], 50.0)), "updates_s": self.window[3] / seconds,
+                 "tgt_tok_s": self.window[1] / seconds, "src_tok_s": self.window[2] / seconds, "skipped": skipped,
+                 "elapsed": elapsed, **outlook}
         self.record(entry)
-        self.window = [time.monotonic(), 0.0, 0.0]
+        self.window = [time.monotonic(), 0.0, 0.0, 0.0]
         return entry
+
+    def draw_curve(self, title: str) -> None:
+        """Redraw the run's learning curve (curve.png) from metrics.jsonl."""
+        if not self.enabled:
+            return
+        from nmt.plots import run_curves
+
+        run_curves([(title, read_metrics(self.path))], self.curve)
 
     def close(self) -> None:
         if self.tb is not None:

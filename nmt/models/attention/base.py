@@ -1,35 +1,18 @@
-"""The two attention interfaces, their registries, and `linear_flops`, the unit of every FLOP count.
-
-A variant is one class in its family's module, registered with `register_rnn_attention(name)` or
-`register_self_attention(name)`. It lists the settings of its own in `settings` (read from its family's block,
-`model.self_attention_settings` or `model.attention_settings`, and checked by `nmt.config.settings_of`), builds
-itself from the config in `from_config`, and reports its FLOPs in `flops`. Registering a class declares its name
-and settings to the config (nmt.config.variants, where the built-in ones are declared so that a config is checked
-without torch). Outside its module only the import that registers it names it (the package's __init__, or
-whatever code defines a variant of its own).
-"""
+"""The two attention interfaces, and the class of the variant a config names (nmt.config.VARIANTS)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar, TypeVar
+import importlib
 
 import torch
 from torch import nn
 
-from nmt.config import FAMILIES, ModelConfig, VariantSetting, declare_variant, settings_of, withdraw_variant
+from nmt.config import VARIANTS, ModelConfig, settings_of
 from nmt.kernels import Dropout
-
-
-def linear_flops(tokens: float, in_features: int, out_features: int) -> float:
-    """A dense layer applied to `tokens` positions: one multiply-add (2 FLOPs) per weight per position."""
-    return 2.0 * tokens * in_features * out_features
 
 
 class RNNAttention(nn.Module):
     """Base of the GRU decoder's attention: score, masked softmax, weighted sum of the values."""
-
-    settings: ClassVar[tuple[VariantSetting, ...]] = ()  # this variant's own model settings, keyword arguments here
 
     def __init__(self, query_dim: int, key_dim: int, temperature: float = 1.0, dropout: float = 0.0) -> None:
         super().__init__()
@@ -41,11 +24,6 @@ class RNNAttention(nn.Module):
         """This variant over decoder queries and encoder keys of `model.hidden_size`."""
         hidden = cfg.hidden_size
         return cls(hidden, hidden, cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "rnn"))
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
-        """Forward FLOPs of attending at `tgt_len` decoder steps over `src_len` encoder states."""
-        raise NotImplementedError(f"{cls.__name__} reports no FLOP count")
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """The part of the scores that does not depend on the query, computed once per sentence."""
@@ -65,9 +43,7 @@ class RNNAttention(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Base of the transformer attention cores. They hold no parameters, so one instance serves all layers."""
-
-    settings: ClassVar[tuple[VariantSetting, ...]] = ()  # this variant's own model settings, keyword arguments here
+    """Base of the transformer attention cores; parameter-free, so one instance serves all layers."""
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0) -> None:
         super().__init__()
@@ -78,17 +54,6 @@ class SelfAttention(nn.Module):
     def from_config(cls, cfg: ModelConfig) -> SelfAttention:
         """This variant with the model's temperature and attention dropout, and its own settings."""
         return cls(cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "self"))
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        """Forward FLOPs of the scores and weighted values of one layer over `length` positions, all heads."""
-        raise NotImplementedError(f"{cls.__name__} reports no FLOP count")
-
-    @classmethod
-    def step_flops(cls, cfg: ModelConfig, length: int) -> float:
-        """Forward FLOPs of one decoding step's query, all heads, when `length` positions are cached (this one
-        included): by default the cost per position of `flops` over `length` positions."""
-        return cls.flops(cfg, length) / length
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:
@@ -114,53 +79,7 @@ class SelfAttention(nn.Module):
         return {name: value.index_select(0, rows) for name, value in cache.items()}
 
 
-RNN_ATTENTION: dict[str, type[RNNAttention]] = {}
-SELF_ATTENTION: dict[str, type[SelfAttention]] = {}
-
-_REGISTRIES: dict[str, dict] = {"rnn": RNN_ATTENTION, "self": SELF_ATTENTION}
-R = TypeVar("R", bound=RNNAttention)
-S = TypeVar("S", bound=SelfAttention)
-
-
-def _register(family: str, name: str, cls: type) -> None:
-    registry = _REGISTRIES[family]
-    if name in registry:
-        raise ValueError(f"model.{FAMILIES[family]}: a variant '{name}' is already registered")
-    declare_variant(family, name, cls.settings)
-    registry[name] = cls
-
-
-def _unregister(family: str, name: str) -> None:
-    del _REGISTRIES[family][name]
-    withdraw_variant(family, name)
-
-
-def register_rnn_attention(name: str) -> Callable[[type[R]], type[R]]:
-    """Class decorator: the GRU decoder's attention `model.attention: <name>`, with its settings."""
-    def add(cls: type[R]) -> type[R]:
-        _register("rnn", name, cls)
-        return cls
-    return add
-
-
-def register_self_attention(name: str) -> Callable[[type[S]], type[S]]:
-    """Class decorator: the transformer self-attention `model.self_attention: <name>`, with its settings."""
-    def add(cls: type[S]) -> type[S]:
-        _register("self", name, cls)
-        return cls
-    return add
-
-
-def unregister_rnn_attention(name: str) -> None:
-    """Remove a GRU decoder attention."""
-    _unregister("rnn", name)
-
-
-def unregister_self_attention(name: str) -> None:
-    """Remove a self-attention variant."""
-    _unregister("self", name)
-
-
-def self_attention_variants() -> list[str]:
-    """The names `model.self_attention` takes, in registration order."""
-    return list(SELF_ATTENTION)
+def variant_class(family: str, name: str) -> type:
+    """The class of `family`'s variant `name` ("rnn" or "self"), imported from the path VARIANTS gives."""
+    module, _, cls = VARIANTS[family][name].cls.rpartition(".")
+    return getattr(importlib.import_module(module), cls)

@@ -7,22 +7,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt.config import ModelConfig
 from nmt.kernels import dropout as dropout_fn
-from nmt.models.attention.base import SelfAttention, linear_flops, register_self_attention
+from nmt.models.attention.base import SelfAttention
 
 
-@register_self_attention("full")
 class FullAttention(SelfAttention):
     """Softmax attention over every allowed key: the fused kernel, or explicit when weights are requested.
 
     Subclasses restrict which keys a query sees by position through `pattern`.
     """
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        # A masked pattern (causal, sparse) still computes the whole score matrix, so it all counts.
-        return 2 * linear_flops(length, cfg.d_model, length)
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         """Keys each query may see by position alone, (T, S) bool; None: all."""

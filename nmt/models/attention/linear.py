@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from nmt.config import ModelConfig
-from nmt.models.attention.base import SelfAttention, linear_flops, register_self_attention
+from nmt.models.attention.base import SelfAttention
 
 _EPS = 1e-6
 CHUNK = 64  # causal positions taken together: masked scores within a chunk, running sums across chunks
@@ -18,10 +17,7 @@ def _phi(x: torch.Tensor) -> torch.Tensor:
 
 
 def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The numerator and normaliser of causal linear attention, CHUNK positions at a time: within a chunk from the
-    masked scores phi(q) phi(k)^T, across chunks from the running sums of phi(k) v^T and phi(k) of the chunks
-    before. The same sums as a running sum at every position, without its (B, h, T, d, dv) tensor of outer
-    products, which made training several times slower than full attention."""
+    """Numerator and normaliser of causal linear attention, by chunks, with no (B, h, T, d, dv) tensor."""
     nums, dens = [], []
     state = norm = None  # sum phi(k) v^T (B, h, d, dv) and sum phi(k) (B, h, d) of the chunks so far
     length = fq.shape[2]
@@ -41,19 +37,9 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return torch.cat(nums, 2), torch.cat(dens, 2)  # (B, h, T, dv), (B, h, T, 1)
 
 
-@register_self_attention("linear")
 class LinearAttention(SelfAttention):
-    """Kernelised attention phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1, in O(n) memory.
-
-    It has no softmax, so `temperature` and attention dropout do not apply; `need_weights` returns the
-    equivalent explicit weights phi(q) phi(k)^T normalised over the keys.
-    """
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        head_dim = cfg.d_model // cfg.heads
-        # phi(k)^T v (or its running sum), phi(q) times that, and the normaliser phi(q) . sum phi(k)
-        return 2 * linear_flops(length, cfg.d_model, head_dim) + linear_flops(length, cfg.d_model, 1)
+    """phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1. Without a softmax, temperature and
+    attention dropout do not apply; `need_weights` gives phi(q) phi(k)^T normalised over the keys."""
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:

@@ -1,5 +1,4 @@
-"""Local self-attention: each query sees the keys within `window` positions, in time and memory linear in
-length, through a banded kernel that recomputes one block at a time in the backward pass."""
+"""Local self-attention through a banded kernel, in time and memory linear in length."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from nmt.config import WINDOW, ModelConfig, settings_of
-from nmt.models.attention.base import linear_flops, register_self_attention
+from nmt.config import WINDOW
 from nmt.models.attention.full import FullAttention
 
 
@@ -19,8 +17,7 @@ def within_window(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int) -> torc
 
 
 def _with_padding(seen: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
-    """The keys a query may see by position (`seen`) that are real (`keys`, broadcast against it); a query
-    whose window holds no real key keeps its whole window."""
+    """The keys `seen` by position that are real (`keys`); a query whose window holds none keeps its window."""
     if keys is None:
         return seen
     allowed = seen & keys
@@ -55,12 +52,7 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
 
 
 class _BandedAttention(torch.autograd.Function):
-    """Local attention block by block, keeping no per-block tensor for the backward pass.
-
-    The forward pass writes each block's output into one (B, h, T, d) tensor; the backward pass recomputes
-    one block at a time (same random state, so the same dropout) and adds its gradients into place. Memory
-    beyond the output and the gradients stays at one block's worth, as in the fused kernel.
-    """
+    """Local attention block by block; backward recomputes each block (same dropout) instead of keeping it."""
 
     @staticmethod
     def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor | None,  # type: ignore[override]
@@ -106,34 +98,15 @@ class _BandedAttention(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-@register_self_attention("local")
 class LocalAttention(FullAttention):
-    """Each query sees the keys within `window` positions on either side, in time and memory linear in length.
+    """Each query sees the keys within `window` positions on either side: queries go in blocks, each attending
+    only to the span within `window` of it, where the window and causality are applied."""
 
-    Queries are taken in blocks of `block` positions (at least the window); every key a query of a block may
-    see lies within `window` positions of the block, so each block attends to that span only. `build_mask`
-    keeps just the padding; the window and causality are applied per block. A padded query whose window holds
-    no real key attends over its whole window (any finite value will do: padded positions are never read).
-    """
-
-    settings = (WINDOW,)
     block = 64  # query positions per block; wider blocks mean fewer kernel calls and more masked-out scores
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0, window: int = WINDOW.default) -> None:
         super().__init__(temperature, dropout)
         self.window = window
-
-    @classmethod
-    def flops(cls, cfg: ModelConfig, length: int) -> float:
-        # blocks of queries, each against the keys within `window` positions of the block
-        window = settings_of(cfg, "self")["window"]
-        return sum(2 * linear_flops(stop - start, cfg.d_model, high - low)
-                   for start, stop, low, high in band_spans(length, max(cls.block, window, 1), window))
-
-    @classmethod
-    def step_flops(cls, cfg: ModelConfig, length: int) -> float:
-        # the cache keeps the last `window` keys: the step attends over them and its own
-        return 2 * linear_flops(1, cfg.d_model, min(length, settings_of(cfg, "self")["window"] + 1))
 
     def pattern(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
         return within_window(q_pos, k_pos, self.window)

@@ -5,19 +5,12 @@ from __future__ import annotations
 import torch
 
 from nmt.config import STRIDE, WINDOW
-from nmt.models.attention.base import register_self_attention
 from nmt.models.attention.full import FullAttention
 from nmt.models.attention.local import within_window
 
 
-@register_self_attention("sparse")
 class SparseAttention(FullAttention):
-    """Fixed sparse pattern: the local window plus every key whose position is a multiple of `stride`.
-
-    It masks the full score matrix, so it costs what full attention costs (`FullAttention.flops`).
-    """
-
-    settings = (WINDOW, STRIDE)
+    """The local window plus every key whose position is a multiple of `stride`, as a mask over full attention."""
 
     def __init__(self, temperature: float = 1.0, dropout: float = 0.0, window: int = WINDOW.default,
                  stride: int = STRIDE.default) -> None:
