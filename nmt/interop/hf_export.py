@@ -98,7 +98,7 @@ def _test_report(loaded: LoadedModel) -> dict[str, Any] | None:
 
 def corpus_files(cfg: Config) -> list[str]:
     """The names (not the folders: a card is published) of a `files` dataset's corpus files, in config order."""
-    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.train_corpora for p in entry]
+    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.corpora for p in entry.files]
     return [Path(path).name for path in paths if path]
 
 
