@@ -29,7 +29,7 @@ from nmt.cli import Parser, number
 from nmt.config import AT_LEAST_ONE, Range
 from nmt.errors import FileError
 from nmt.fileio import atomic_output, describe_os_error, write_json
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.utils import resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]

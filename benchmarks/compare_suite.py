@@ -41,7 +41,7 @@ from nmt.errors import ConfigError
 from nmt.evaluation import write_report
 from nmt.fileio import atomic_output
 from nmt.flops import RNN_ATTENTION_FLOPS
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 
 
 def variant_order() -> tuple[str, ...]:

@@ -25,7 +25,7 @@ import torch
 from benchmarks.common import add_beam, add_split, begin, device_tag, finish, measurement_parser, run_name
 from nmt.cli import command
 from nmt.evaluation import split_pair
-from nmt.translator import load_translator
+from nmt.loader import load_translator
 
 MODULE = "benchmarks.confidence"
 
@@ -57,7 +57,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     translator = load_translator([args.model], device, changes={"beam": args.beam, "n_best": 1})
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
-    found = [nbest[0] for nbest in translator.searcher.translations(sources, split_sentences="off")]
+    found = [nbest[0] for nbest in translator.translate_nbest(sources, split_sentences="off")]
     metric = sacrebleu.metrics.CHRF()
     chrf = [metric.sentence_score(t.text, [ref]).score for t, ref in zip(found, refs, strict=True)]
     confidence = [t.confidence for t in found]

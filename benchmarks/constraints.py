@@ -64,8 +64,9 @@ from nmt.cli import command
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output, sha256_file
 from nmt.glossary import Glossary, load_glossary, words
+from nmt.loader import load_translator
 from nmt.search import Hypothesis
-from nmt.translator import Translator, load_translator
+from nmt.translator import Translator
 
 MODULE = "benchmarks.constraints"
 GLOSSARY = ROOT / "benchmarks" / "data" / "multi30k_glossary.tsv"
@@ -187,7 +188,7 @@ def differences(plain: Sequence[list[Hypothesis]], constrained: Sequence[list[Hy
 
 def texts(translator: Translator, nbest: Sequence[list[Hypothesis]]) -> list[str]:
     """The best translation of each line ("" for a line without subwords)."""
-    return [translator.searcher.detokenize(hyps[0]) if hyps else "" for hyps in nbest]
+    return [translator.detokenize(hyps[0]) if hyps else "" for hyps in nbest]
 
 
 class Scores:
@@ -218,7 +219,7 @@ def glossary_figures(translator: Translator, glossary: Glossary, sources: list[s
     by_target: dict[str, list[str]] = {}
     for source, target in glossary.entries:
         by_target.setdefault(target, []).append(source)
-    fired = translator.searcher.search(sources, terms=terms)
+    fired = translator.hypotheses(sources, terms=terms)
     outputs = texts(translator, fired)
     per_term: dict[str, dict[str, int]] = {}
     for line, ref in zip(terms, refs, strict=True):
@@ -242,7 +243,7 @@ def constraint_figures(translator: Translator, sources: list[str], outputs: list
                        plain: list[list[Hypothesis]], terms: list[list[str]], scores: Scores) -> dict[str, Any]:
     """The reference constraints of a set: how many lines got them, whether the outputs hold them, the scores
     with and without, and the lines without constraints that changed."""
-    constrained = translator.searcher.search(sources, terms=terms)
+    constrained = translator.hypotheses(sources, terms=terms)
     given, holding = coverage(texts(translator, constrained), terms)
     met = sum(1 for hyps, line in zip(constrained, terms, strict=True) if line and hyps and hyps[0].unmet == 0)
     return {"lines_given_constraints": given, "terms": sum(len(line) for line in terms),
@@ -260,8 +261,8 @@ def speed(translator: Translator, sources: list[str], terms: list[list[str]]) ->
     device = translator.engine.device
     out: dict[str, Any] = {}
     for name, line_terms in (("without", None), ("with_one_constraint", terms)):
-        translator.searcher.search(sources[:2], terms=None if line_terms is None else line_terms[:2])  # warm-up
-        nbest, seconds = timed(functools.partial(translator.searcher.search, sources, terms=line_terms), device)
+        translator.hypotheses(sources[:2], terms=None if line_terms is None else line_terms[:2])  # warm-up
+        nbest, seconds = timed(functools.partial(translator.hypotheses, sources, terms=line_terms), device)
         out[name] = {"seconds": round(seconds, 3), "sentences_per_s": round(len(sources) / seconds, 2),
                      "tgt_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in nbest if h) / seconds, 1)}
     out["lines"], out["lines_given_a_constraint"] = len(sources), sum(1 for line in terms if line)
@@ -297,7 +298,7 @@ def measure(args: argparse.Namespace, translator: Translator, glossary: Glossary
     for name in dict.fromkeys(args.sets):
         sources, refs = split_pair(cfg, SET_NAMES.get(name, name))
         refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
-        plain = translator.searcher.search(sources)
+        plain = translator.hypotheses(sources)
         sets[name] = {"sources": sources, "refs": refs, "plain": plain, "outputs": texts(translator, plain),
                       "pairs": [(" ".join(tokens(translator.normalize(s))), " ".join(tokens(r)))
                                 for s, r in zip(sources, refs, strict=True)]}

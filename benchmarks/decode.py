@@ -1,7 +1,7 @@
 """Decoding speed of a trained run: greedy and beam search, PyTorch and its CTranslate2 exports, with BLEU.
 
 Usage: python -m benchmarks.decode RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
-       [--export float32 int8 | --export | --against TREE]
+       [--ensemble MODEL ...] [--glossary FILE] [--export float32 int8 | --export | --against TREE]
 
 Translates the run's split (as nmt-evaluate reads it, through the same Translator) and writes
 benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and beam): sentences/s and target
@@ -21,6 +21,11 @@ decode_<run name>_<device>_against_<its commit>.json with both sides' figures, t
 wall-clock time and in CPU time (`cpu_speedup`: the process's CPU seconds, which another program's share of a
 busy machine does not inflate), and whether the two gave the same tokens (`identical`) and the same scores and
 log-probabilities, bit for bit (`identical_scores`), for every sentence.
+
+--ensemble decodes RUN together with further models as one ensemble; --glossary searches every sentence for the
+target terms a glossary file calls for in it (constrained beam search; with --against, each checkout matches the
+glossary with its own code). Either adds a suffix to the JSON's name (_ensembleN, _glossary). An ensemble's FLOPs
+are each member's, as `nmt.flops.decoding_flops` counts them.
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
 from nmt.flops import decoding_flops
-from nmt.translator import Translator, load_translator
+from nmt.glossary import line_terms
+from nmt.loader import load_translator
+from nmt.translator import Translator
 
 MODULE = "benchmarks.decode"
 WORKER = Path(__file__).with_name("decode_worker.py")
@@ -78,6 +85,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="GNMT length penalty of every engine (default: the one stored with the run)")
     parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
                         help="also decode with CTranslate2 exports at these quantizations (no value: float32 int8)")
+    parser.add_argument("--ensemble", nargs="+", metavar="MODEL", default=[],
+                        help="further run folders or checkpoints decoded with RUN as one ensemble")
+    parser.add_argument("--glossary", metavar="FILE",
+                        help="a glossary (TSV or CSV) whose terms the translations must contain")
     parser.add_argument("--against", metavar="TREE",
                         help="time the code of the checkout TREE beside this one's, pass for pass (see above)")
     parser.add_argument("--repeats", type=number(AT_LEAST_ONE, integer=True), default=1,
@@ -86,21 +97,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--peak-seconds", type=number(NON_NEGATIVE), default=3.0,
                         help="seconds of the matmul peak measurement the MFU is taken against (default 3)")
     args = parser.parse_args(argv)
-    if args.against is not None and args.export is not None:
-        parser.error("--against times the PyTorch engine only: leave out --export")
+    if args.export is not None and (args.against is not None or args.ensemble or args.glossary):
+        parser.error("--export times RUN alone without a glossary: with --against, --ensemble or --glossary leave "
+                     "out --export")
     return args
 
 
 def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int, batch_tokens: int,
-             repeats: int = 1) -> dict[str, float]:
+             repeats: int = 1, glossary: str | None = None) -> dict[str, float]:
     """Time decoding passes over `lines` (after a short warm-up; the median of `repeats`) and score the output."""
     t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
-    t.searcher.search(lines[:2])  # warm-up: first-call allocations
-    passes = [timed(lambda: t.searcher.search(lines), t.engine.device) for _ in range(repeats)]
+    terms = None if glossary is None else line_terms(lines, glossary)
+    t.hypotheses(lines[:2], terms=None if terms is None else terms[:2])  # warm-up: first-call allocations
+    passes = [timed(lambda: t.hypotheses(lines, terms=terms), t.engine.device) for _ in range(repeats)]
     nbest = passes[-1][0]
     best = [list(n[0].tokens) if n else None for n in nbest]
-    hyps = [t.searcher.detokenize(n[0]) if n else "" for n in nbest]
+    hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
     return _figures(statistics.median(s for _, s in passes), best, hyps, [t.normalize(r) for r in refs],
                     _flops(t, lines, best, beam))
 
@@ -108,10 +121,12 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
 def _flops(translator: Translator, lines: list[str], best: list[list[int] | None], beam: int) -> float:
     """The model's FLOPs for decoding `lines` into `best` (each line's best token ids; None: no output):
     `nmt.flops.decoding_flops` of each sentence with `beam` rows for as many steps as its best hypothesis took (for a
-    beam an estimate: its hypotheses end at other steps, and its first step runs one row)."""
+    beam an estimate: its hypotheses end at other steps, and its first step runs one row), once per member of an
+    ensemble (each counted as the first)."""
     cfg, vocab = translator.cfg.model, translator.tokenizer.vocab.tgt_size
-    return sum(decoding_flops(cfg, vocab, len(src) + 1, len(ids) + 1, beam)
-               for src, ids in zip(translator.searcher.encode(lines), best, strict=True) if ids is not None)
+    return len(translator.members) * sum(
+        decoding_flops(cfg, vocab, len(src) + 1, len(ids) + 1, beam)
+        for src, ids in zip(translator.encode(lines), best, strict=True) if ids is not None)
 
 
 def _figures(seconds: float, best: list[list[int] | None], hyps: list[str], refs: list[str],
@@ -199,8 +214,9 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
     """This checkout and --against's decoding the same sentences, pass after pass in alternating order; per search
     and measurement (`work`: its sources, references and token budget), both sides' figures, this side's speed-up
     and whether every sentence's tokens, and its scores, were the same."""
-    spec = {"model": str(Path(args.run).resolve()), "device": str(device), "precision": args.precision,
-            "threads": args.threads, "length_penalty": args.length_penalty}
+    spec = {"models": [str(Path(model).resolve()) for model in (args.run, *args.ensemble)], "device": str(device),
+            "precision": args.precision, "threads": args.threads, "length_penalty": args.length_penalty,
+            "glossary": None if args.glossary is None else str(Path(args.glossary).resolve())}
     trees = {"this": ROOT, "against": Path(args.against).resolve()}
     checkouts: dict[str, _Checkout] = {}
     results: dict[str, dict] = {}
@@ -244,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     argv, args, device = begin(argv, parse_args)
     if args.against is not None and not (Path(args.against) / "nmt").is_dir():
         raise FileError(f"--against {args.against}: not a checkout of this project (it has no nmt/ folder)")
-    pytorch = load_translator([args.run], device, args.precision, {"length_penalty": args.length_penalty},
-                              label=lambda key: "--" + key.replace("_", "-"))
+    pytorch = load_translator([args.run, *args.ensemble], device, args.precision,
+                              {"length_penalty": args.length_penalty}, label=lambda key: "--" + key.replace("_", "-"))
     sources, refs = split_pair(pytorch.cfg, args.split)
     first = Path(pytorch.members[0].path)
     run = run_name(first, pytorch.cfg.name)
@@ -258,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         return _main_against(argv, args, device, pytorch, searches, work)
     results: dict[str, dict] = {}
     for name, beam in searches.items():
-        single = _measure(pytorch, sources[one], refs[one], beam, 1)  # a budget of 1: every batch one sentence
-        batched = _measure(pytorch, sources[many], refs[many], beam, budget, args.repeats)
+        single = _measure(pytorch, sources[one], refs[one], beam, 1,  # a budget of 1: every batch one sentence
+                          glossary=args.glossary)
+        batched = _measure(pytorch, sources[many], refs[many], beam, budget, args.repeats, args.glossary)
         results[name] = {"beam": beam, "one_at_a_time": single, "batched": batched,
                          "speedup": round(batched["sentences_per_s"] / single["sentences_per_s"], 2)}
         print(f"{run} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
@@ -296,13 +313,16 @@ def _record(kind: str, args: argparse.Namespace, device: torch.device, pytorch: 
             "checkpoint_sha256": member.sha256, "updates": member.steps, "arch": pytorch.cfg.model.arch,
             "split": args.split, "device": device_tag(device), "precision": args.precision,
             "threads": torch.get_num_threads(), "batch_tokens": pytorch.decode.batch_tokens,
-            "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop, "repeats": args.repeats}
+            "length_penalty": pytorch.decode.alpha, "stop": pytorch.decode.stop, "repeats": args.repeats,
+            "members": [m.path for m in pytorch.members], "glossary": args.glossary}
 
 
 def _stem(args: argparse.Namespace, device: torch.device, pytorch: Translator) -> str:
-    """The JSON's file name without its suffix: decode_<run name>_<device>[_lp<penalty>]."""
+    """The JSON's file name without its suffix: decode_<run name>_<device>[_ensembleN][_glossary][_lp<penalty>]."""
     run = run_name(Path(pytorch.members[0].path), pytorch.cfg.name)
-    suffix = "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
+    suffix = (f"_ensemble{len(pytorch.members)}" if len(pytorch.members) > 1 else "") + ("_glossary" if args.glossary
+                                                                                       else "")
+    suffix += "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
     return f"decode_{run}_{device_tag(device, args.precision)}{suffix}"
 
 

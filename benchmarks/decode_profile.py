@@ -55,7 +55,7 @@ from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
 from nmt.engines.pytorch import batches_by_tokens, side_by_side, torch_threads
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
-from nmt.translator import load_translator
+from nmt.loader import load_translator
 
 MODULE = "benchmarks.decode_profile"
 # part -> the top-level operators it holds; the output arithmetic first, then what other code could do faster
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     translator = load_translator([args.run], device)
     sources, _ = split_pair(translator.cfg, args.split)
     sources = sources[:args.limit or None]
-    ids = translator.searcher.encode(sources)
+    ids = translator.encode(sources)
     batches = batches_by_tokens([len(s) for s in ids], translator.decode.batch_tokens)
     workers = args.workers or side_by_side(device, len(batches))
     engine = translator.engine

@@ -3,10 +3,11 @@ on TREE's, each in a fresh interpreter, and asks for one timed pass at a time.
 
 `benchmarks.decode` starts it as `python -c <this file's text> SPEC` in the checkout's folder with PYTHONPATH set to
 it, so that `nmt` is that checkout's. It therefore imports nothing from `benchmarks` and uses only what every
-checkout since the Translator offers: `load_translator`, `decode_with`, and the Translator's line search and
-detokenizer (its searcher's `search` and `detokenize`; see `layer` for older checkouts). SPEC is JSON:
-{"model", "device", "precision", "threads", "length_penalty"}. Each line on stdin is a request, {"lines": [...],
-"beam": N, "batch_tokens": N, "warm_up": bool}; each answer is one line on stdout: {"seconds", "cpu_seconds" (the
+checkout since the Translator offers: `load_translator`, `decode_with`, `line_terms` and the Translator's line
+search and detokenizer (see `layer`). SPEC is JSON: {"models" (one, or several: an ensemble), "device",
+"precision", "threads", "length_penalty", "glossary" (a file whose terms every line's translation must contain, or
+null)}. Each line on stdin is a request, {"lines": [...], "beam": N, "batch_tokens": N, "warm_up": bool}; each
+answer is one line on stdout: {"seconds", "cpu_seconds" (the
 process's CPU time, which a busy machine's other work does not inflate), "tokens" (each sentence's best token ids,
 None for a line without any), "scores" (its score and log-probability), "hyps" (its text), "strays"}; the first
 line, once the model is loaded, is {"strays"} alone. "strays" lists the loaded nmt modules whose files lie outside
@@ -33,8 +34,11 @@ def strays() -> list[str]:
 
 
 def layer(translator: Any, name: str) -> Callable[..., Any]:
-    """The method `name` of the layer under the Translator's user API, which --against finds in any checkout:
-    `translator.searcher.name` today, the Translator's own `_name` (d79811d to 6abef87) or `name` (before)."""
+    """The line search (`name` "search": lines in, n-best hypotheses out) or the detokenizer of a Translator of
+    any checkout: the Translator's `hypotheses` and `detokenize` today, its searcher's `search` and `detokenize`
+    before, the Translator's own `_name` or `name` before that."""
+    if name == "search" and hasattr(translator, "hypotheses"):
+        return translator.hypotheses
     searcher = getattr(translator, "searcher", None)
     if searcher is not None:
         return getattr(searcher, name)
@@ -47,13 +51,19 @@ def main() -> None:
     import torch
 
     from nmt.config import decode_with
-    from nmt.translator import load_translator
+
+    if (Path.cwd() / "nmt" / "loader.py").is_file():
+        from nmt.loader import load_translator
+    else:  # a checkout whose translator module loads models itself
+        from nmt.translator import load_translator
 
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])
     device = torch.device(spec["device"])
-    translator = load_translator([spec["model"]], device, spec["precision"],
+    translator = load_translator(spec["models"], device, spec["precision"],
                                  {"length_penalty": spec["length_penalty"]})
+    if spec["glossary"] is not None:
+        from nmt.glossary import line_terms
     answers.write(json.dumps({"strays": strays()}) + "\n")
     answers.flush()
     for line in sys.stdin:
@@ -61,12 +71,14 @@ def main() -> None:
         t = translator.with_decode(decode_with(translator.decode, {"beam": request["beam"], "n_best": 1,
                                                                    "batch_tokens": request["batch_tokens"]}))
         search, detokenize = layer(t, "search"), layer(t, "detokenize")
+        lines = request["lines"]
+        terms = {} if spec["glossary"] is None else {"terms": line_terms(lines, spec["glossary"])}
         if request["warm_up"]:
-            search(request["lines"][:2])  # first-call allocations
+            search(lines[:2], **({"terms": terms["terms"][:2]} if terms else {}))  # first-call allocations
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start, cpu_start = time.perf_counter(), time.process_time()
-        nbest = search(request["lines"])
+        nbest = search(lines, **terms)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start

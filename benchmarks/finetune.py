@@ -20,7 +20,7 @@ from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.cli import command
 from nmt.errors import CheckpointError
 from nmt.fileio import sha256_file
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 
 MODULE = "benchmarks.finetune"
 

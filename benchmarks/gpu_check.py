@@ -55,7 +55,7 @@ from benchmarks.common import (
 )
 from nmt.fileio import atomic_output, write_json
 from nmt.processes import descendants
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 
 MODULE = "benchmarks.gpu_check"
 BASE = ROOT / "configs" / "sample_transformer.yaml"

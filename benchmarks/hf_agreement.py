@@ -31,8 +31,8 @@ from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE, decode_with
 from nmt.evaluation import split_pair
 from nmt.fileio import sha256_file
+from nmt.loader import load_translator
 from nmt.search import max_lengths
-from nmt.translator import load_translator
 
 MODULE = "benchmarks.hf_agreement"
 
@@ -78,7 +78,7 @@ def measure(args: argparse.Namespace, device: torch.device, folder: Path) -> dic
     sources, refs = split_pair(nmt_greedy.cfg, args.split)
     refs = [nmt_greedy.normalize(r) for r in refs]
     d = nmt_greedy.decode
-    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy.searcher.encode(sources)])  # with EOS, as read
+    lengths = torch.tensor([len(ids) + 1 for ids in nmt_greedy.encode(sources)])  # with EOS, as read
     caps = max_lengths(torch.arange(int(lengths.max()))[None] < lengths[:, None], d.max_len_a, d.max_len_b,
                        nmt_greedy.engine.max_positions).tolist()
     hyps = {"nmt": nmt_greedy.translate(sources, split_sentences="off"),  # line by line, as transformers reads them

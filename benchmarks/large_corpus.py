@@ -32,7 +32,7 @@ from pathlib import Path
 from benchmarks.common import RESULTS, ROOT, arguments, command_line, cpu_model, prog, replace_block, table_header
 from nmt.config import DataConfig
 from nmt.data import fetch_multi30k, read_pair
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 
 MODULE = "benchmarks.large_corpus"
 README = ROOT / "docs" / "data.md"

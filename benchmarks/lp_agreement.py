@@ -26,7 +26,8 @@ from benchmarks.common import add_beam, begin, device_tag, finish, measurement_p
 from nmt.cli import command, number
 from nmt.config import NON_NEGATIVE, STOP_RULES, TUNED_PENALTIES, decode_with
 from nmt.evaluation import split_pair
-from nmt.translator import Translator, load_translator
+from nmt.loader import load_translator
+from nmt.translator import Translator
 
 MODULE = "benchmarks.lp_agreement"
 

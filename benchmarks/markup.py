@@ -31,8 +31,9 @@ from benchmarks.common import begin, device_tag, finish, measurement_parser, run
 from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE
 from nmt.evaluation import split_pair
+from nmt.loader import load_translator
 from nmt.markup import Aligned, SentenceTranslator, splitter, translate_document
-from nmt.translator import ALIGNMENT_LAYER, Translator, load_translator
+from nmt.translator import ALIGNMENT_LAYER, Translator
 
 MODULE = "benchmarks.markup"
 TAGS = (("<b id={n}>", "</b>"), ("<i id={n}>", "</i>"), ("<em id={n}>", "</em>"), ("<span class=x id={n}>", "</span>"),
@@ -195,12 +196,12 @@ def main_result(translator: Translator, args: argparse.Namespace) -> dict[str, A
     runs: dict[str, list[dict[str, Any]]] = {}
     layers = cfg.model.decoder_layers
     for layer in range(1, layers + 1):
-        aligned = functools.partial(translator.searcher.aligned, layer=layer)
+        aligned = functools.partial(translator.aligned, layer=layer)
         runs[f"val layer {layer}"] = run_documents(documents(val), aligned)
         print(f"val layer {layer}: translated")
     translations = {s: t for result in runs["val layer 1"] for s, t in result["pairs"]}
     runs["val edges"] = run_documents(documents(val), lambda sentences: [Aligned(translations[s]) for s in sentences])
-    runs["test"] = run_documents(documents(test), translator.searcher.aligned)
+    runs["test"] = run_documents(documents(test), translator.aligned)
     links = eflomal_links([p for results in runs.values() for r in results for p in r["pairs"]], train)
     table = {name: judge(results, links) for name, results in runs.items()}
     for name, row in table.items():

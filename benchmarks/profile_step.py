@@ -2,7 +2,7 @@
 
 Usage: python -m benchmarks.profile_step CONFIG [--steps 5] [--warmup-steps 3] [--set key=value ...] [--threads T]
 
-Builds the trainer as benchmarks/train.py does (nmt.run.prepare_trainer), runs the warm-up updates, then
+Builds the trainer as benchmarks/train.py does (nmt.run.lifecycle.prepare_trainer), runs the warm-up updates, then
 profiles --steps updates on the CPU (batch building included) and sums each operator's self time into: matmuls,
 attention, layer norm, dropout, softmax and loss, optimizer, embedding, elementwise and other operators, and
 what no operator accounts for (data, Python and framework overhead). Writes benchmarks/results/profile_<config
@@ -29,7 +29,7 @@ from benchmarks.common import (
     write_result,
 )
 from nmt.cli import command, config_from_args, config_parser
-from nmt.run import prepare_trainer
+from nmt.run.lifecycle import prepare_trainer
 
 MODULE = "benchmarks.profile_step"
 # (category, substrings of aten operator names), first match wins; order matters (softmax before "attention")

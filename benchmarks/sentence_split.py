@@ -38,8 +38,8 @@ from benchmarks.common import add_beam, add_split, begin, device_tag, finish, me
 from nmt.cli import command, number
 from nmt.config import AT_LEAST_ONE
 from nmt.evaluation import split_pair
+from nmt.loader import load_translator
 from nmt.sentences import one_line, split
-from nmt.translator import load_translator
 
 MODULE = "benchmarks.sentence_split"
 BLEU, CHRF = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
@@ -97,7 +97,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     sources, refs = split_pair(translator.cfg, args.split)
     refs = [translator.normalize(ref) for ref in refs]  # as nmt-evaluate scores
     joined_refs = grouped(refs, args.group, [" "] * (len(refs) - 1))
-    lines = [text for text, _ in translator.searcher.best(sources)]
+    lines = [translator.detokenize(found[0]) if found else "" for found in translator.hypotheses(sources)]
     sizes = [len(sources[i:i + args.group]) for i in range(0, len(sources), args.group)]
     # A paragraph whole reads the same in both forms: the model sees each line break as a space.
     unsplit = translator.translate(grouped(sources, args.group, separators(sources, "spaces")), split_sentences="off")

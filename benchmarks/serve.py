@@ -42,7 +42,7 @@ from nmt.cli import Parser, command, number
 from nmt.config import AT_LEAST_ONE, NON_NEGATIVE
 from nmt.errors import ConfigError
 from nmt.evaluation import split_pair
-from nmt.translator import load_translator
+from nmt.loader import load_translator
 
 MODULE = "benchmarks.serve"
 START_SECONDS = 120.0

@@ -40,7 +40,7 @@ from benchmarks.common import (
 )
 from nmt.cli import Parser, command
 from nmt.config import load_config, parse_overrides
-from nmt.run import prepare_trainer
+from nmt.run.lifecycle import prepare_trainer
 from nmt.utils import resolve_device
 
 MODULE = "benchmarks.sizing"

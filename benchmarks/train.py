@@ -2,7 +2,7 @@
 
 Usage: python -m benchmarks.train CONFIG --seconds N [--warmup-steps K] [--set key=value ...] [--threads T]
 
-Builds the trainer with nmt.run.prepare_trainer (the config's data prepared and cached as nmt-prepare does),
+Builds the trainer with nmt.run.lifecycle.prepare_trainer (the config's data prepared and cached as nmt-prepare does),
 runs K warm-up updates, then trains for N seconds and writes benchmarks/results/train_<config
 name>_<device>.json. MFU is the model's analytic FLOPs per second (nmt.flops, 3 x forward per update) over the
 peak of a large square matmul that this script measures on the same device, in the training precision, after
@@ -36,7 +36,7 @@ from benchmarks.common import (
 from nmt.cli import command, config_from_args, config_parser
 from nmt.data import Batch
 from nmt.flops import training_flops
-from nmt.run import prepare_trainer
+from nmt.run.lifecycle import prepare_trainer
 from nmt.utils import resolve_device as pick_device
 
 MODULE = "benchmarks.train"

@@ -32,7 +32,7 @@ __version__ = "0.1.0"
 # Names that import torch, each from its module, on first use.
 _LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api",
          "export_model": "nmt.api", "import_model": "nmt.api",
-         "Translator": "nmt.translator", "Run": "nmt.run", "Glossary": "nmt.glossary",
+         "Translator": "nmt.translator", "Run": "nmt.run.lifecycle", "Glossary": "nmt.glossary",
          "load_glossary": "nmt.glossary"}
 
 __all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError", "FileError", "Glossary",

@@ -1,18 +1,16 @@
-"""The public API, for notebooks and scripts: what the console commands do, as functions.
+"""The public API for notebooks and scripts: what the console commands do, as functions.
 
     import nmt
     run = nmt.train("configs/sample_transformer.yaml", overrides={"train.max_steps": 100})
     translator = nmt.load(run.path, device="cpu", beam=5)
     translator.translate("Ein Hund läuft.")
 
-Each raises the library's own errors (`nmt.ConfigError`, `nmt.CheckpointError`, ...: all `nmt.NmtError`), never
-exits the process and leaves the root logger and the signal handlers as it found them.
+Each raises the library's own errors (all `nmt.NmtError`), never exits and leaves the root logger and the signal
+handlers as it found them.
 """
 
 from __future__ import annotations
 
-import re
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,12 +19,12 @@ import torch
 
 from nmt.config import ConfigSource, Overrides, as_overrides, load_config
 from nmt.errors import ConfigError, ExportError
+from nmt.loader import load_translator
 from nmt.model_formats import EXPORT_FORMATS
-from nmt.run import Run, train_run
-from nmt.translator import Translator, load_translator
+from nmt.run.lifecycle import Run, train_run
+from nmt.translator import Translator
 
 Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of them: an ensemble
-_DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def train(config: ConfigSource, overrides: Overrides | None = None, restart: bool = False,
@@ -44,29 +42,27 @@ def train(config: ConfigSource, overrides: Overrides | None = None, restart: boo
     return train_run(cfg, restart, evaluate_test, command=_call("nmt.train", config, changes))
 
 
-def load(model: Models, *more: str | Path, device: str | torch.device = "auto",
-         precision: str = "fp32", **decoding: Any) -> Translator:
+def load(model: Models, *, device: str | torch.device = "auto", precision: str = "fp32",
+         **decoding: Any) -> Translator:
     """A Translator for a run folder (its final model), a checkpoint file or a CTranslate2 export folder; a list
     of models decodes as an ensemble. `device` is auto, cpu, cuda, cuda:N or a torch.device. `decoding` takes the
-    decode.* settings (beam, length_penalty, max_len_a, ...), which override the ones stored with the model.
-    Several positional models (`load(a, b)`) are deprecated: write `load([a, b])`."""
-    return load_translator(_models("load", model, more), device, precision, decoding)
+    decode.* settings (beam, length_penalty, max_len_a, ...), which override the ones stored with the model."""
+    return load_translator(_models(model), device, precision, decoding)
 
 
-def evaluate(model: Models, *more: str | Path, split: str = "test",
+def evaluate(model: Models, *, split: str = "test",
              src: str | Path | None = None, ref: str | Path | None = None, device: str | torch.device = "auto",
              precision: str = "fp32", **decoding: Any) -> dict[str, Any]:
     """The sacreBLEU report nmt-evaluate writes (BLEU, chrF, TER, signatures, settings, speed), for a split of
     the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". A list of models
-    is an ensemble (several positional ones are deprecated, as for `load`). Nothing is written to disk."""
+    is an ensemble. Nothing is written to disk."""
     from nmt.data import read_pair
     from nmt.evaluation import evaluate as score_translations
     from nmt.evaluation import split_pair
 
     if (src is None) != (ref is None):
         raise ConfigError("src and ref go together")
-    models = _models("evaluate", model, more)
-    translator = load(models, device=device, precision=precision, **decoding)
+    translator = load(model, device=device, precision=precision, **decoding)
     if src is not None:
         name, (sources, refs) = f"file_{Path(src).stem}", read_pair(Path(src), Path(ref))
     else:
@@ -104,17 +100,9 @@ def import_model(folder: str | Path, *, output: str | Path) -> dict[str, Any]:
     return import_huggingface(folder, output)
 
 
-def _models(function: str, model: Models, more: Sequence[Any]) -> list[str | Path]:
-    """The models of a call: one path or a list/tuple of them, and any (deprecated) further positional ones; a
-    device name in second place is a mistake for `device=`."""
-    for extra in more:
-        if isinstance(extra, torch.device) or (isinstance(extra, str) and _DEVICE_NAME.fullmatch(extra)):
-            raise TypeError(f"nmt.{function}: {extra!r} in second place would be a second model; "
-                            f"write device={str(extra)!r}")
-    if more:
-        warnings.warn(f"nmt.{function}(a, b, ...) with several positional models is deprecated; pass a list: "
-                      f"nmt.{function}([a, b, ...])", DeprecationWarning, stacklevel=3)
-    return [*(model if isinstance(model, (list, tuple)) else [model]), *more]
+def _models(model: Models) -> list[str | Path]:
+    """The models of a call: one path, or a list (or tuple) of them."""
+    return list(model) if isinstance(model, (list, tuple)) else [model]
 
 
 def _call(function: str, subject: Any, overrides: Overrides) -> str:

@@ -29,7 +29,7 @@ from nmt.config import Config, config_from_dict, to_dict
 from nmt.errors import CheckpointError, ConfigError, FileError, TokenizerError
 from nmt.fileio import atomic_output, cause, read_regular
 from nmt.models import Seq2Seq, build_model, check_weights
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.tokenizer import Tokenizer
 
 LEGACY_MAGIC = b"NMTCKPT1\n"  # versions 1 and 2: this line, then the archive's sha256 and a newline, then the archive

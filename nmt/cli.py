@@ -35,7 +35,7 @@ from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds
 from nmt.errors import MESSAGE, ConfigError, ExportError, NmtError, TrainingInterrupted, excerpt, short_repr
 from nmt.fileio import check_input, check_output, describe_os_error
 from nmt.model_formats import EXPORT_FORMATS, HF_TOKENIZER_FILES, HF_WEIGHT_FILES, QUANTIZATIONS
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.signals import Interrupted, exit_status, terminate_cleanly
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def add_threshold_args(parser: argparse.ArgumentParser, where: str, shares: bool
 
 def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: int | None) -> Translator:
     """The translator for the models on the command line, with the decoding flags applied and checked."""
-    from nmt.translator import load_translator
+    from nmt.loader import load_translator
 
     changes = {key: getattr(args, key) for key in DECODE_FLAGS} | extra
     translator = load_translator(paths, args.device, args.precision, changes, flag)
@@ -230,7 +230,7 @@ def prepare_main(argv: list[str] | None = None) -> int:
     if bool(args.task2) != bool(args.output):
         raise ConfigError("--task2 and --output go together")
     from nmt.data import prepare, summary, vocabulary_warning
-    from nmt.run import check_data_paths
+    from nmt.run.lifecycle import check_data_paths
 
     cfg = config_from_args(args)
     if args.task2:
@@ -258,7 +258,7 @@ def train_main(argv: list[str] | None = None) -> int:
                              "validation split)")
     args = parser.parse_args(argv)
     from nmt.evaluation import summary as eval_summary
-    from nmt.run import train_run
+    from nmt.run.lifecycle import train_run
 
     cfg = config_from_args(args)
     setup_logging()
@@ -295,7 +295,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     from nmt.data import read_pair
     from nmt.evaluation import check_tuning, evaluate, report_paths, split_pair, tune_command, write_report
     from nmt.evaluation import summary as eval_summary
-    from nmt.translator import model_inputs
+    from nmt.loader import model_inputs
 
     paths = args.models + args.checkpoint
     if not paths:

@@ -30,10 +30,11 @@ from nmt.diagnostics import DIAG_SENTENCES, HEATMAPS, Thresholds, attention_stat
 from nmt.errors import CheckpointError, ConfigError, DataError, NmtError
 from nmt.evaluation import split_pair
 from nmt.fileio import atomic_output
+from nmt.loader import from_loaded
 from nmt.plots import AttentionPanel, Curve, attention_grid, learning_curves
-from nmt.rundir import RunDir, read_metrics
+from nmt.run.folder import RunDir, read_metrics
 from nmt.search import Hypothesis
-from nmt.translator import Translator, from_loaded
+from nmt.translator import Translator
 from nmt.utils import resolve_device
 
 FAILED_NOTE = RunDir.FAILED
@@ -54,7 +55,7 @@ def run_files(path: str | Path) -> list[str]:
 
 
 @dataclass
-class Run:
+class ComparedRun:
     """One run folder and what could be read from it."""
 
     name: str
@@ -77,7 +78,7 @@ def _number(value: Any) -> bool:
 
 
 def finite_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a run's metrics.jsonl as `nmt.rundir.read_metrics` reads them, each without the figures
+    """The records of a run's metrics.jsonl as `nmt.run.folder.read_metrics` reads them, each without the figures
     that are not finite numbers (a curve or a speed has no point for them)."""
     return [{k: v for k, v in entry.items() if k == "type" or _number(v)} for entry in read_metrics(path)]
 
@@ -91,9 +92,9 @@ def _check_report(report: Any) -> None:
         raise ValueError("eval_test.json: its sentences count or train section is not what nmt-evaluate writes")
 
 
-def load_run(path: Path) -> Run:
+def load_run(path: Path) -> ComparedRun:
     """Read a run folder; problems make the run `failed` with a reason instead of raising."""
-    run, folder = Run(path.name, path), RunDir(path)
+    run, folder = ComparedRun(path.name, path), RunDir(path)
     if not path.is_dir():
         run.fail("run folder not found")
         return run
@@ -154,7 +155,7 @@ def test_sources(cfg: Config) -> list[str]:
     return [normalize(s, cfg.data.lowercase) for s in split_pair(cfg, "test")[0]]
 
 
-def check_references(runs: list[Run]) -> tuple[list[str], list[str]]:
+def check_references(runs: list[ComparedRun]) -> tuple[list[str], list[str]]:
     """Sources and references shared by the ok runs; a run whose test set differs is excluded."""
     shared: tuple[list[str], list[str]] | None = None
     for run in (r for r in runs if r.status == "ok"):
@@ -216,15 +217,15 @@ def p_text(p_value: float | None, resamples: int) -> str:
 FAMILY_BASELINE = {"rnn": "rnn/additive", "transformer": "transformer/full"}  # default baseline of each family
 
 
-def family(run: Run) -> str:
+def family(run: ComparedRun) -> str:
     """The model family a run belongs to: its architecture (runs are tested against their family's baseline)."""
     return run.cfg.model.arch if run.cfg is not None else "unknown"
 
 
-def pick_baselines(ok: list[Run], requested: list[str]) -> tuple[dict[str, Run], list[str]]:
+def pick_baselines(ok: list[ComparedRun], requested: list[str]) -> tuple[dict[str, ComparedRun], list[str]]:
     """The baseline of each family of usable runs: the requested one, else the family's default attention,
     else its first run. Also notes on requested baselines that could not be used."""
-    by_family: dict[str, list[Run]] = {}
+    by_family: dict[str, list[ComparedRun]] = {}
     for run in ok:
         by_family.setdefault(family(run), []).append(run)
     chosen, notes = {}, []
@@ -241,11 +242,11 @@ def pick_baselines(ok: list[Run], requested: list[str]) -> tuple[dict[str, Run],
     return chosen, notes
 
 
-def significance(ok: list[Run], baselines: dict[str, Run], refs: list[str], resamples: int,
+def significance(ok: list[ComparedRun], baselines: dict[str, ComparedRun], refs: list[str], resamples: int,
                  split: str = "test") -> dict[str, Any]:
     """Paired bootstrap of every usable run against its family's baseline (the baseline's p-value is None), on
     the test set `split`."""
-    def hyps(run: Run) -> list[str]:
+    def hyps(run: ComparedRun) -> list[str]:
         return run.hyps if split == "test" else run.tests[split][1]
 
     runs: dict[str, dict[str, Any]] = {}
@@ -260,7 +261,7 @@ def significance(ok: list[Run], baselines: dict[str, Run], refs: list[str], resa
             "runs": {r.name: runs[r.name] for r in ok}}
 
 
-def further_significance(ok: list[Run], baselines: dict[str, Run], resamples: int) -> dict[str, Any]:
+def further_significance(ok: list[ComparedRun], baselines: dict[str, ComparedRun], resamples: int) -> dict[str, Any]:
     """The paired bootstrap on each further test set that every usable run was decoded on (a set whose
     references do not match a run's translations line for line is left out)."""
     shared = set.intersection(*(set(r.tests) for r in ok)) if ok else set()
@@ -278,7 +279,7 @@ def attention_label(cfg: Config) -> str:
     return f"rnn/{cfg.model.attention}" if cfg.model.arch == "rnn" else f"transformer/{cfg.model.self_attention}"
 
 
-def summary_row(run: Run) -> dict[str, Any]:
+def summary_row(run: ComparedRun) -> dict[str, Any]:
     """The table row of one run (scores, size, speed) from its report and metrics."""
     row: dict[str, Any] = {"name": run.name, "path": str(run.path), "status": run.status, "reason": run.reason}
     speeds = [m["tgt_tok_s"] for m in run.metrics if m.get("type") == "train" and "tgt_tok_s" in m]
@@ -296,7 +297,7 @@ def summary_row(run: Run) -> dict[str, Any]:
     return row
 
 
-def curves(runs: list[Run]) -> tuple[list[Curve], str]:
+def curves(runs: list[ComparedRun]) -> tuple[list[Curve], str]:
     """Validation curves of every run with metrics: BLEU when all of them logged it, else the loss."""
     valid = {run.name: [m for m in run.metrics if m.get("type") == "valid"] for run in runs}
     valid = {name: entries for name, entries in valid.items() if entries}
@@ -314,13 +315,14 @@ def pick_sentences(sources: list[str], count: int) -> list[int]:
     return chosen + [i for i in range(len(sources)) if i not in chosen][:count - len(chosen)]
 
 
-def best_with_attention(run: Run, sources: list[str], device: torch.device) -> tuple[Translator, list[Hypothesis]]:
+def best_with_attention(run: ComparedRun, sources: list[str],
+                        device: torch.device) -> tuple[Translator, list[Hypothesis]]:
     """The run's best translation of each source, decoded with its own settings, with cross-attention."""
     translator = from_loaded([load_model(run.path, device)], device)
-    return translator, [n[0] for n in translator.searcher.search(sources, return_attention=True)]
+    return translator, [n[0] for n in translator.hypotheses(sources, return_attention=True)]
 
 
-def attention_record(run: Run, sources: list[str], device: torch.device, limit: int, heatmaps: int,
+def attention_record(run: ComparedRun, sources: list[str], device: torch.device, limit: int, heatmaps: int,
                      thresholds: Thresholds) -> dict[str, Any]:
     """A run's attention diagnostics over the first `limit` sources and the panels of the few drawn as heatmaps,
     decoded from its checkpoint: what `ATTENTION_RECORD` keeps for a copy of the run without checkpoints."""
@@ -329,14 +331,15 @@ def attention_record(run: Run, sources: list[str], device: torch.device, limit: 
     weights = [h.attention.float() for h in best]  # each (T, S)
     panels = []
     for i in pick_sentences(sample, heatmaps):
-        src, tgt = translator.searcher.attention_labels(sample[i], best[i])
+        src, tgt = translator.attention_labels(sample[i], best[i])
         panels.append({"sentence": i, "weights": weights[i].tolist(), "source": src, "target": tgt,
-                       "translation": translator.searcher.detokenize(best[i])})
+                       "translation": translator.detokenize(best[i])})
     return {"sentences": len(sample), "thresholds": asdict(thresholds), "panels": panels,
             "summary": summarize([attention_stats(w, thresholds) for w in weights], thresholds)}
 
 
-def _stored_record(run: Run, sentences: int, chosen: list[int], thresholds: Thresholds) -> dict[str, Any] | None:
+def _stored_record(run: ComparedRun, sentences: int, chosen: list[int],
+                   thresholds: Thresholds) -> dict[str, Any] | None:
     """The run folder's ATTENTION_RECORD when it was made with these settings, else None."""
     try:
         record = json.loads((run.path / ATTENTION_RECORD).read_text(encoding="utf-8"))
@@ -347,7 +350,7 @@ def _stored_record(run: Run, sentences: int, chosen: list[int], thresholds: Thre
     return record if same else None
 
 
-def diagnose(runs: list[Run], sources: list[str], out: Path, device: torch.device, limit: int, heatmaps: int,
+def diagnose(runs: list[ComparedRun], sources: list[str], out: Path, device: torch.device, limit: int, heatmaps: int,
              thresholds: Thresholds) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Attention diagnostics of each run over the first `limit` test sentences, and heatmap PNGs of a few: from
     its checkpoint, else from the ATTENTION_RECORD of a copy made with the same settings."""

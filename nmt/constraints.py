@@ -1,11 +1,8 @@
-"""What a hypothesis of lexically constrained search has met of its sentence's constraints (target terms as token
-sequences), and which tokens would take it further.
+"""What a hypothesis of constrained search has met of its sentence's target terms, and which tokens take it further.
 
-A term is met once its tokens occur, contiguously, anywhere in the output; a term of several subwords is in
-progress while the output ends with a proper prefix of it, tracked per term with the Knuth-Morris-Pratt automaton,
-so terms that overlap (one ending where the other starts, one inside the other, a repeated token) are each
-followed on their own. A hypothesis' bank is how far it has come in tokens: the lengths of the terms it has met
-plus the longest prefix it is in the middle of (Post & Vilar 2018; Hu et al. 2019 bank by the same count).
+A term is met once its tokens occur contiguously in the output; a term in progress is followed with the
+Knuth-Morris-Pratt automaton, so overlapping terms are each followed on their own. A hypothesis's bank is the length of
+its met terms plus its longest prefix in progress (Post & Vilar 2018; Hu et al. 2019).
 """
 
 from __future__ import annotations
@@ -45,13 +42,13 @@ class Constraints:
         """The constraint tokens in all: a hypothesis' bank is at most this."""
         return sum(len(term) for term in self.terms)
 
-    def start(self) -> Progress:
-        """The progress of an empty output."""
-        return Progress(self, (0,) * len(self.terms), (False,) * len(self.terms), len(self.terms), 0, False)
+    def start(self) -> Standing:
+        """The standing of an empty output."""
+        return Standing(self, (0,) * len(self.terms), (False,) * len(self.terms), len(self.terms), 0, False)
 
 
 @dataclass(frozen=True)
-class Progress:
+class Standing:
     """One hypothesis' standing: per term, whether it is met, and otherwise how many of its tokens the output ends
     with; `unmet` counts the terms not yet met, `bank` the constraint tokens produced (the lengths of the met
     terms plus the longest prefix in progress), and `completed` whether the last token ended a term."""
@@ -71,7 +68,7 @@ class Progress:
                 out.update((term[matched], term[0]))
         return out
 
-    def advance(self, token: int) -> Progress:
+    def advance(self, token: int) -> Standing:
         """The standing after the output grows by `token`."""
         if self.unmet == 0:
             return replace(self, completed=False) if self.completed else self
@@ -89,5 +86,5 @@ class Progress:
             matched[i] = k
         done = sum(len(term) for term, m in zip(self.constraints.terms, met) if m)
         bank = done + max((m for m, is_met in zip(matched, met) if not is_met), default=0)
-        return Progress(self.constraints, tuple(matched), tuple(met), met.count(False), bank,
+        return Standing(self.constraints, tuple(matched), tuple(met), met.count(False), bank,
                         met.count(True) > self.met.count(True))

@@ -24,7 +24,7 @@ from nmt.data import evaluation_files, evaluation_splits, read_pair
 from nmt.engines.ctranslate2 import is_export, store_decode
 from nmt.errors import ConfigError, DataError, short_repr
 from nmt.fileio import atomic_output, check_output, sha256_file, write_json
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.translator import Translator
 
 
@@ -77,11 +77,11 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
     engine = translator.engine
     _sync(engine.device)
     start = time.perf_counter()
-    best = translator.searcher.best(sources)
+    nbest = translator.hypotheses(sources)
     _sync(engine.device)
     seconds = time.perf_counter() - start
-    hyps = [translation for translation, _ in best]
-    out_tokens = sum(len(hyp.tokens) + 1 for _, hyp in best if hyp is not None)  # each with its EOS
+    hyps = [translator.detokenize(found[0]) if found else "" for found in nbest]
+    out_tokens = sum(len(found[0].tokens) + 1 for found in nbest if found)  # each with its EOS
     first, cfg = translator.members[0], translator.cfg
     device = engine.device
     report = {
@@ -153,8 +153,8 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
     start = time.perf_counter()
     outputs = {}
     for alpha in penalties:
-        searcher = translator.with_decode(n_best=1, length_penalty=alpha).searcher
-        outputs[alpha] = [text for text, _ in searcher.best(sources)]
+        tuned = translator.with_decode(n_best=1, length_penalty=alpha)
+        outputs[alpha] = [tuned.detokenize(found[0]) if found else "" for found in tuned.hypotheses(sources)]
     seconds = time.perf_counter() - start
     bleu = sacrebleu.metrics.BLEU()
     table = [{"length_penalty": alpha, "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2)}

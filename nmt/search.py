@@ -1,32 +1,16 @@
-"""Greedy, beam and ensemble search over batches of ids, written against `nmt.models.base.Seq2Seq` only.
+"""Greedy, beam, constrained and ensemble search over batches of ids, against `nmt.models.base.Seq2Seq` only.
 
-Lengths: a sentence with `n` real source tokens gets at most `floor(a * n + b)` output tokens before EOS;
-at that step EOS is forced (it keeps the model's own EOS log-probability). Sentences that finish leave the
-active batch (`reorder_state` to the remaining rows), so a batch costs what its unfinished sentences cost. Rows
-stay grouped by sentence, as `nmt.models.base` describes, so a model keeps what depends on the source alone
-once per sentence.
+A sentence of `n` source tokens gets at most floor(a * n + b) output tokens, then EOS is forced. Finished sentences
+leave the batch (`reorder_state`), and rows stay grouped by sentence.
 
-Beam search keeps, per sentence, the `beam` best finished hypotheses by score = log_prob / lp, with the GNMT
-penalty lp = ((5 + length) / 6) ** alpha, where length counts the scored tokens (EOS included). Each step takes
-the best 2 * beam expansions of the sentence by summed log-probability (taken from each row's best 2 * beam tokens,
-which hold them all); the EOS ones among the first `beam` are finished, the best `beam` non-EOS ones continue. The
-first step runs one row per sentence (its `beam` rows would all read BOS) and grows to `beam` rows afterwards.
-A sentence is done at its maximum length, or by the stopping rule:
-- `finished` (the default, as in CTranslate2, fairseq and Hugging Face): once `beam` hypotheses have finished.
-  The search never looks at alpha, which only ranks the finished hypotheses.
-- `bound`: once it holds `beam` finished hypotheses and the best active beam's score, normalised at its current
-  length, is no better than the worst of them (exact for alpha <= 0, where extending a hypothesis never raises its
-  score; a heuristic for alpha > 0 that keeps searching while a longer hypothesis might still win, so at a large
-  alpha it goes on to long outputs, which it then prefers).
-Both keep beam 1 identical to greedy for every alpha.
+Every hypothesis scores log_prob / lp with the GNMT penalty lp = ((5 + length) / 6) ** alpha (length counts EOS), so
+beam 1 gives greedy's tokens and scores. Each beam step takes the sentence's best 2 * beam expansions; the EOS ones
+among the first `beam` finish, the best `beam` others go on. A sentence ends at its length cap or by `stop`: `finished`
+(as CTranslate2, fairseq and Hugging Face) once `beam` hypotheses have finished; `bound` once the best active beam,
+scored at its current length, cannot beat the worst of them (exact for alpha <= 0, a heuristic above).
 
-Every hypothesis carries the same score in both searches: its summed log-probability (EOS included) divided by
-that penalty, so beam 1 gives greedy's tokens and scores. `constrained_beam_search` is beam search whose outputs
-must contain given target terms (lexical constraints, `nmt.constraints`); a sentence without terms gets
-`beam_search`'s tokens and scores from it. An `Ensemble` of models is itself a `Seq2Seq`, so
-neither search knows whether it decodes one model or several.
-
-Call `model.eval()` before decoding; the search runs under `torch.inference_mode`.
+`constrained_beam_search` keeps target terms in its outputs (`nmt.constraints`) and gives a sentence without terms
+`beam_search`'s result. An `Ensemble` is itself a `Seq2Seq`. Call `model.eval()` first.
 """
 
 from __future__ import annotations
@@ -38,7 +22,7 @@ import torch
 from torch import nn
 
 from nmt.config import STOP_RULES, DecodeConfig
-from nmt.constraints import Constraints, Progress
+from nmt.constraints import Constraints, Standing
 from nmt.models.base import Memory, Seq2Seq, State
 
 NEG_INF = float("-inf")
@@ -71,9 +55,8 @@ def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
 
 
 def row_argmax(x: torch.Tensor) -> torch.Tensor:
-    """`x.argmax(dim=1)` of a (n, V) tensor, the same indices (the first maximum; NaN counts as one), on the CPU from
-    the maxima of blocks of BLOCK entries: a vectorised pass over `x`, where argmax's own scan over a vocabulary is
-    several times slower. The first block holding the row's maximum holds its first occurrence."""
+    """`x.argmax(dim=1)` of (n, V), found on the CPU through the maxima of blocks of BLOCK entries, which is faster than
+    argmax's own scan; the same indices (the first maximum)."""
     n, size = x.shape
     blocks = size // BLOCK
     if blocks < 2 or x.device.type != "cpu":
@@ -88,11 +71,8 @@ def row_argmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`x.topk(k, dim=1)` of a (n, V) tensor, the same values and indices, sorted: the best k + 1 entries of the k + 1
-    blocks of BLOCK entries with the highest maxima (and of the tail) are at least every other entry, so where they
-    are strictly ordered, their first k are the row's. A row where they are not (ties, whose order is topk's own, or
-    -inf, or NaN) is taken by `topk` itself. On the CPU only: elsewhere `topk` is fast, and the check would wait
-    for the device."""
+    """`x.topk(k, dim=1)` of (n, V), on the CPU from the k + 1 blocks with the highest maxima (and the tail), whose best
+    k + 1 entries hold the row's best k where strictly ordered; other rows (ties, -inf, NaN) go to `topk`."""
     n, size = x.shape
     blocks = size // BLOCK
     if blocks < 2 * (k + 1) or x.device.type != "cpu":
@@ -117,8 +97,7 @@ def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
-    """The cross-attention rows of one hypothesis, restricted to its sentence's real source tokens, on the CPU
-    (results leave the device: plots and statistics read them with numpy)."""
+    """One hypothesis's cross-attention over its sentence's real source tokens, on the CPU."""
     return history[row][:, src_mask].cpu()  # (T, S_real)
 
 
@@ -164,10 +143,9 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
 
 def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tensor, eos: int,
             k: int) -> tuple[torch.Tensor, ...]:
-    """One beam step's best 2K expansions of each sentence, from its rows' `log_probs` (n*width, V) and summed
-    `scores` (n, width), only EOS allowed in the rows `at_limit` (n*width,): the best 2K of each row first, then of
-    each sentence, so no (n, width * V) sum is formed. Returns the log-probs as masked, each row's best tokens
-    (n*width, C), and each sentence's 2K candidates: summed scores, rows and tokens (n, 2K)."""
+    """One beam step's best 2K expansions of each sentence, only EOS allowed in the rows `at_limit`: each row's best 2K
+    first, then each sentence's, so no (n, width * V) sum is formed. Returns the masked log-probs, each row's best
+    tokens (n*width, C), and each sentence's candidates' scores, rows and tokens (n, 2K)."""
     n, width = scores.shape
     if at_limit.any():
         only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
@@ -260,17 +238,14 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
 def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
                             constraints: Sequence[Sequence[Sequence[int]]], *, return_attention: bool = False,
                             continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
-    """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, its
-    terms as token ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
+    """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, terms as
+    ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
 
-    Each step's candidates are beam search's best 2 * beam expansions of the sentence, each row's best token and
-    every token that takes a row's unmet term further (`nmt.constraints`), ordered by dynamic beam allocation: the
-    banks (constraint tokens produced) take turns, the fullest first, each bank's best before any bank's second, so
-    that neither hypotheses that have met terms nor those that have met none are crowded out. The EOS ones among the
-    `beam` best of their bank finish, the first `beam` others go on. EOS is refused while a term is unmet, except at
-    the length cap, where the hypotheses that lack terms end too, marked by `Hypothesis.unmet` and ranked after any
-    that lack none. A sentence without terms searches as in `beam_search`. Right after a term's last token, no token
-    of `continuations` (the subwords that go on with a word) may follow, so a term stands as a whole word.
+    The candidates are beam search's, each row's best token and every token that takes an unmet term further; the banks
+    (constraint tokens produced) take turns, fullest first, so that neither hypotheses with terms met nor those with
+    none are crowded out. EOS waits until every term is met, except at the length cap, where a hypothesis lacking terms
+    ends with `unmet` set and ranks after complete ones. After a term's last token no token of `continuations` may
+    follow, so that a term stands as a whole word.
     """
     beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
@@ -288,7 +263,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     limits = limit.tolist()
     worst = [NEG_INF] * batch  # per active sentence: score of the k-th finished, -inf until k exist
     scores = torch.zeros(batch, 1, device=device)  # (n, width) summed log-probs of the active beams
-    progress: list[Progress] = [Constraints.of(terms).start() for terms in constraints]  # per row
+    standings: list[Standing] = [Constraints.of(terms).start() for terms in constraints]  # per row
     prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n*width,)
     history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n*width, t)
     attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n*width, t, S)
@@ -300,12 +275,12 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n*width, V)
         at_limit = (limit <= step).repeat_interleave(width)  # (n*width,)
-        lacking = torch.tensor([p.unmet > 0 for p in progress], device=device) & ~at_limit  # (n*width,)
+        lacking = torch.tensor([p.unmet > 0 for p in standings], device=device) & ~at_limit  # (n*width,)
         if lacking.any():  # no EOS while a term is unmet
             eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
             eos_column[:, eos] = lacking
             log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
-        ended_rows = [p.completed for p in progress] if continuations else []  # a term just ended at this row
+        ended_rows = [p.completed for p in standings] if continuations else []  # a term just ended at this row
         if any(ended_rows):  # the term stands as a whole word
             if word_goes_on is None:
                 word_goes_on = torch.zeros(log_probs.size(1), dtype=torch.bool, device=device)  # (V,)
@@ -318,9 +293,9 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         # A sentence with terms: each row's best token and the tokens its unmet terms want, scored in one gather;
         # EOS competes as any token does (a row that has met its terms ends where EOS is among its best, never
         # because it may). A sentence without terms has beam search's candidates only
-        extra = [(row, token) for row, p in enumerate(progress) if p.unmet for token in p.wanted()]
+        extra = [(row, token) for row, p in enumerate(standings) if p.unmet for token in p.wanted()]
         extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())
-                  if progress[row].constraints.terms]
+                  if standings[row].constraints.terms]
         extra_rows = torch.tensor([row for row, _ in extra], dtype=torch.long, device=device)  # (E,)
         extra_tokens = torch.tensor([token for _, token in extra], dtype=torch.long, device=device)  # (E,)
         extra_scores = scores.view(-1)[extra_rows] + log_probs[extra_rows, extra_tokens]  # (E,)
@@ -334,10 +309,10 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         for (row, token), value, normed in zip(extra, extra_scores.tolist(), (extra_scores / penalty).tolist(),
                                                strict=True):
             by_group[row // width].setdefault((row, token), (value, normed))
-        kept_groups, kept_rows, kept_tokens, kept_scores, kept_progress = [], [], [], [], []
+        kept_groups, kept_rows, kept_tokens, kept_scores, kept_standings = [], [], [], [], []
         for group, found in enumerate(by_group):
             sent = active[group]
-            ranked = sorted(((value, normed, row, token, progress[row].advance(token))
+            ranked = sorted(((value, normed, row, token, standings[row].advance(token))
                              for (row, token), (value, normed) in found.items() if value > NEG_INF),
                             key=lambda c: -c[0])
             striped = _allocate(ranked)
@@ -346,7 +321,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
                     _finish(finished[sent], k, Hypothesis(
                         history[row].tolist(), normed, value,
                         _attention(attn_history, row, src_mask[sent]) if return_attention else None,
-                        progress[row].unmet))
+                        standings[row].unmet))
             if len(finished[sent]) == k:
                 worst[group] = finished[sent][-1].score
             chosen = [(value, row, token, after) for _, (value, _, row, token, after) in striped if token != eos][:k]
@@ -355,13 +330,13 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
             if done:
                 continue
             dead = k - len(chosen)  # fewer candidates than beams: the missing beams start dead
-            first = chosen[0] if chosen else (NEG_INF, group * width, eos, progress[group * width])
+            first = chosen[0] if chosen else (NEG_INF, group * width, eos, standings[group * width])
             chosen += [(NEG_INF, first[1], first[2], first[3])] * dead
             kept_groups.append(group)
             kept_rows.append([c[1] for c in chosen])
             kept_tokens += [c[2] for c in chosen]
             kept_scores.append([c[0] for c in chosen])
-            kept_progress += [c[3] for c in chosen]
+            kept_standings += [c[3] for c in chosen]
         groups = torch.tensor(kept_rows, dtype=torch.long, device=device).view(-1, k)  # (n', K)
         rows = groups.view(-1)  # (n'*K,)
         prev = torch.tensor(kept_tokens, dtype=torch.long, device=device)  # (n'*K,)
@@ -370,7 +345,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         attn_history = attn_history[rows]
         scores = torch.tensor(kept_scores, device=device).view(-1, k)  # (n', K)
         keep = torch.tensor(kept_groups, dtype=torch.long, device=device)  # (n',)
-        active, limit, progress, width = [active[g] for g in kept_groups], limit[keep], kept_progress, k
+        active, limit, standings, width = [active[g] for g in kept_groups], limit[keep], kept_standings, k
         limits, worst = [limits[g] for g in kept_groups], [worst[g] for g in kept_groups]
         step += 1
     return [kept[:n_best] for kept in finished]
@@ -383,7 +358,7 @@ def _finish(kept: list[Hypothesis], k: int, hyp: Hypothesis) -> None:
     del kept[k:]
 
 
-Candidate = tuple[float, float, int, int, Progress]  # summed log-prob, score, row it extends, token, standing after
+Candidate = tuple[float, float, int, int, Standing]  # summed log-prob, score, row it extends, token, standing after
 
 
 def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
@@ -399,24 +374,6 @@ def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
         rank = seen[bank] = seen.get(bank, -1) + 1
         order.append((rank, -bank, index))
     return [(rank, ranked[index]) for rank, _, index in sorted(order)]
-
-
-def decode_batch(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
-                 return_attention: bool = False, constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 continuations: frozenset[int] = frozenset(),
-                 never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
-    """Constrained beam search when any sentence has a constraint (`constraints`: per sentence, its target terms as
-    token ids, each a whole word: no token of `continuations` right after it), else greedy search when `cfg.beam ==
-    1` (one-element lists) and beam search otherwise; `auto` length penalties decode at `cfg.alpha`. No output
-    holds a token of `never_emit` (the tokenizer's reserved symbols)."""
-    if never_emit:
-        model = Suppressing(model, never_emit)
-    if constraints is not None and any(len(term) for terms in constraints for term in terms):
-        return constrained_beam_search(model, src, src_mask, cfg, constraints, return_attention=return_attention,
-                                       continuations=continuations)
-    if cfg.beam == 1:
-        return [[h] for h in greedy_search(model, src, src_mask, cfg, return_attention=return_attention)]
-    return beam_search(model, src, src_mask, cfg, return_attention=return_attention)
 
 
 @torch.inference_mode()

@@ -15,8 +15,9 @@ from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.errors import DataError, FileError, MarkupError
 from nmt.fileio import atomic_output, check_input, check_output
 from nmt.glossary import Glossary, constraint_terms
+from nmt.loader import model_inputs
 from nmt.sentences import one_line, split, split_mode
-from nmt.translator import Translation, Translator, model_inputs
+from nmt.translator import Translation, Translator
 
 
 class Stream:
@@ -45,7 +46,7 @@ class Stream:
     def translate_chunk(self, numbered: list[tuple[int, str]], name: str = "<input>",
                         constraints: list[list[str]] | None = None) -> list[list[Translation]]:
         """N-best lists for (line number, text) pairs; lines without words give empty lists. `constraints`: per line,
-        target terms its translations must contain, besides those of the glossary (`Searcher.translations`)."""
+        target terms its translations must contain, besides those of the glossary (`Translator.prepare`)."""
         limit = self.translator.decode.max_source_tokens
 
         def warn(index: int, length: int) -> None:
@@ -53,8 +54,9 @@ class Stream:
                   file=sys.stderr)
 
         want_attention = self.stats_path is not None or (self.plot_dir is not None and self.plotted < self.plot_count)
-        results = self.translator.searcher.translations([line for _, line in numbered], self.split_sentences, warn,
-                                                        want_attention, self.glossary, constraints)
+        texts = self.translator.prepare([line for _, line in numbered], self.split_sentences, glossary=self.glossary,
+                                        constraints=constraints)
+        results = self.translator.translations(texts, warn, want_attention)
         for (number, _), found in zip(numbered, results, strict=True):
             if found and found[0].unmet:
                 print(f"warning: {name} line {number}: the translation lacks {found[0].unmet} of its target terms "
@@ -81,7 +83,7 @@ class Stream:
         for (line_number, line), found in zip(numbered, results):
             if not found:
                 continue
-            sentences = split(line, self.split_sentences, language=self.translator.searcher.language).sentences
+            sentences = split(line, self.split_sentences, language=self.translator.languages[0]).sentences
             for number, (sentence, hyp) in enumerate(zip(sentences, found[0].hypotheses), 1):
                 if hyp is None or hyp.attention is None:
                     continue
@@ -94,10 +96,10 @@ class Stream:
                 if self.plot_dir is not None and self.plotted < self.plot_count:
                     from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
 
-                    src, tgt = self.translator.searcher.attention_labels(sentence, hyp)
+                    src, tgt = self.translator.attention_labels(sentence, hyp)
                     suffix = "" if len(sentences) == 1 else f"_{number}"
                     attention_heatmap(weights.numpy(), src, tgt, self.plot_dir / f"line{line_number:05d}{suffix}.png",
-                                      title=self.translator.searcher.detokenize(hyp))
+                                      title=self.translator.detokenize(hyp))
                     self.plotted += 1
 
     def run(self, lines: Iterable[str], name: str, output: str | None,

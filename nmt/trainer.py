@@ -30,16 +30,18 @@ from nmt.config import AUTO, Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
 from nmt.distributed import UpdateTally, current, gather_objects
+from nmt.engines.pytorch import TorchEngine
 from nmt.errors import CheckpointError, TrainingError
 from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_report
 from nmt.fileio import write_json
 from nmt.kernels import keep_freed_memory, label_smoothed_loss, real_targets
+from nmt.loader import from_loaded
 from nmt.models import build_model, count_parameters
 from nmt.optim import Plateau, build_optimizer, learning_rate, set_lr
-from nmt.rundir import RunDir
-from nmt.runlog import MetricsLog
+from nmt.run.folder import RunDir
+from nmt.run.log import MetricsLog
 from nmt.signals import stop_signal
-from nmt.translator import TorchEngine, Translator, from_loaded
+from nmt.translator import Translator
 from nmt.utils import autocast, rank_seed, rng_state, seed_everything, set_rng_state
 
 if TYPE_CHECKING:
@@ -498,7 +500,8 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
         greedy = replace(cfg.decode, beam=1, n_best=1)
         translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
                                 cfg.data.lowercase, cfg=cfg)
-        hyps = [text for text, _ in translator.searcher.best(split.src_raw)]  # line by line: references are aligned
+        hyps = [translator.detokenize(found[0]) if found else ""  # line by line: references are aligned
+                for found in translator.hypotheses(split.src_raw)]
         result["bleu"] = sacrebleu.corpus_bleu(hyps, [split.tgt_raw]).score
     return result
 

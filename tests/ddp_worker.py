@@ -24,7 +24,7 @@ import torch.nn.functional as F
 import nmt.trainer
 from nmt.cli import train_main
 from nmt.distributed import init_distributed
-from nmt.runlock import run_lock
+from nmt.run.lock import run_lock
 from nmt.trainer import Trainer
 from tests.conftest import tiny_config
 

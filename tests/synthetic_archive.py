@@ -14,7 +14,7 @@ import sacrebleu
 from benchmarks.common import command_line
 from nmt.evaluation import write_report
 from nmt.fileio import write_json
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from tools import archive
 
 SENTENCES = 40  # per test set: not the 80 of the sample corpus, nor Multi30k's 1,000

@@ -330,12 +330,21 @@ def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_pat
     assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
 
 
-@pytest.mark.parametrize(("change", "identical"), [(None, True), ("a cap one token shorter", False)])
+@pytest.mark.parametrize(("change", "identical", "ensemble_and_glossary"), [
+    (None, True, False), ("a cap one token shorter", False, False), (None, True, True),
+    ("a cap one token shorter", False, True)])
 def test_bench_decode_against_another_checkout_times_both_and_compares_their_outputs(scripts, tiny_run, tmp_path,
-                                                                                    change, identical):
+                                                                                    change, identical,
+                                                                                    ensemble_and_glossary):
     """Against a copy of this checkout's nmt/: the same tokens and scores; against a copy whose outputs are capped
-    one token shorter (the untrained model always reaches the cap): different ones."""
+    one token shorter (the untrained model always reaches the cap): different ones. So too for an ensemble
+    searching for a glossary's terms."""
     _, run = tiny_run
+    extra, stem = [], "decode_benchtiny_cpu"
+    if ensemble_and_glossary:
+        glossary = tmp_path / "glossary.tsv"
+        glossary.write_text("Hund\tpuppy\nMann\tguy\nFrau\tlady\n", encoding="utf-8")
+        extra, stem = ["--ensemble", str(run), "--glossary", str(glossary)], f"{stem}_ensemble2_glossary"
     tree = tmp_path / "other"
     shutil.copytree(REPO / "nmt", tree / "nmt", ignore=shutil.ignore_patterns("__pycache__"))
     if change is not None:
@@ -343,10 +352,11 @@ def test_bench_decode_against_another_checkout_times_both_and_compares_their_out
         cap = ".floor().clamp(0, most).long()"
         search.write_text(search.read_text(encoding="utf-8").replace(cap, cap + " - 1"), encoding="utf-8")
     args = [str(run), "--limit", "1", "--batched-limit", "3", "--beam", "2", "--device", "cpu", "--threads", "1",
-            "--against", str(tree), "--repeats", "2", "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
+            "--against", str(tree), "--repeats", "2", "--peak-seconds", "0.05", "--out-dir", str(tmp_path), *extra]
     assert scripts["decode"].main(args) == 0
-    result = json.loads((tmp_path / "decode_benchtiny_cpu_against_other.json").read_text())
+    result = json.loads((tmp_path / f"{stem}_against_other.json").read_text())
     assert result["benchmark"] == "decode_against" and result["trees"]["against"]["commit"] is None
+    assert len(result["members"]) == (2 if ensemble_and_glossary else 1)
     assert result["trees"]["this"]["path"] == str(REPO.resolve())
     assert set(result["searches"]) == {"greedy", "beam2"}
     for search in result["searches"].values():

@@ -12,7 +12,7 @@ import torch
 from matplotlib.image import imread
 
 from nmt.cli import compare_main, train_main, translate_main
-from nmt.compare import FAILED_NOTE, Run, compare, paired_bootstrap, pick_baselines, significance
+from nmt.compare import FAILED_NOTE, ComparedRun, compare, paired_bootstrap, pick_baselines, significance
 from nmt.config import load_config
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_entropy, summarize
 from nmt.errors import ConfigError
@@ -162,8 +162,8 @@ def test_further_test_sets_are_bootstrapped_against_the_same_baselines(monkeypat
     a set one run lacks is left out."""
     import nmt.compare as comparison
 
-    runs = [Run(p.stem, p, cfg=load_config(p)) for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml"))
-            if "gru" in p.stem]
+    runs = [ComparedRun(p.stem, p, cfg=load_config(p))
+            for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml")) if "gru" in p.stem]
     refs = {"test2017": [f"a dog runs on the grass number {i} ." for i in range(30)],
             "test2018": [f"two men sit on a bench number {i} ." for i in range(30)]}
     for number, run in enumerate(runs):
@@ -248,7 +248,8 @@ def test_suite_budget_overrides():
 
 
 def test_each_family_is_tested_against_its_own_baseline():
-    runs = [Run(p.stem, p, cfg=load_config(p)) for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml"))]
+    runs = [ComparedRun(p.stem, p, cfg=load_config(p))
+            for p in sorted((REPO / "configs/compare/multi30k").glob("*.yaml"))]
     defaults, notes = pick_baselines(runs, [])
     assert {fam: run.name for fam, run in defaults.items()} == {
         "rnn": "cmp_multi30k_gru_additive", "transformer": "cmp_multi30k_transformer_full"} and notes == []
@@ -280,7 +281,7 @@ def test_hand_edited_and_cut_off_run_files(tmp_path, trained_run, capsys) -> Non
     """A run whose report is not one nmt-evaluate writes fails with a reason naming the file; a metrics line
     cut off by a crash, or one with odd figures, is left out; a comparison with no usable run exits 1."""
     from nmt.compare import finite_metrics, load_run
-    from nmt.rundir import read_metrics
+    from nmt.run.folder import read_metrics
 
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"type": "train", "step": 5, "tgt_tok_s": "fast", "loss": 2.5}\n[1]\n'

@@ -16,7 +16,7 @@ from nmt.data import prepare, summary
 from nmt.data.pipeline import repeats
 from nmt.errors import ConfigError, DataError
 from nmt.models.base import Memory, Seq2Seq, State
-from nmt.search import decode_batch
+from nmt.search import Suppressing, beam_search, greedy_search
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tests.conftest import fails_cleanly, tiny_config
 
@@ -104,14 +104,20 @@ class Eager(Seq2Seq):
         return (probs / probs.sum(1, keepdim=True)).log(), State(width=state.width, attention=state.attention)
 
 
+def _search(model: Seq2Seq, src: torch.Tensor, mask: torch.Tensor, cfg: DecodeConfig) -> list[list]:
+    if cfg.beam == 1:
+        return [[hyp] for hyp in greedy_search(model, src, mask, cfg)]
+    return beam_search(model, src, mask, cfg)
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_the_search_never_emits_a_reserved_id(beam):
     src = torch.tensor([[5, 6, EOS_ID], [7, EOS_ID, PAD_ID]])
     mask = src != PAD_ID
     cfg = DecodeConfig(beam=beam, length_penalty=0.0, max_len_a=0.0, max_len_b=3)
-    free = decode_batch(Eager(8), src, mask, cfg)
+    free = _search(Eager(8), src, mask, cfg)
     assert all(8 in hyps[0].tokens for hyps in free)  # without the mask the favourite is emitted
-    masked = decode_batch(Eager(8), src, mask, cfg, never_emit=frozenset({8}))
+    masked = _search(Suppressing(Eager(8), frozenset({8})), src, mask, cfg)
     assert all(hyps and 8 not in hyp.tokens for hyps in masked for hyp in hyps)
     assert all(9 in hyps[0].tokens for hyps in masked)  # the next best is taken instead
 
@@ -129,10 +135,10 @@ def test_a_tagged_model_translates_untagged_input(tmp_path):
     hook = translator.engine.model.output.register_forward_hook(
         lambda _module, _inputs, logits: logits.index_fill(-1, torch.tensor([tag]), 1e4))
     try:
-        hyps = translator.searcher.search(lines)
+        hyps = translator.hypotheses(lines)
         texts = translator.translate(lines)
         translator.tokenizer.__dict__["never_emit"] = frozenset()  # the same search without the mask
-        unmasked = translator.searcher.search(lines)
+        unmasked = translator.hypotheses(lines)
     finally:
         hook.remove()
     assert all(hyp and tag not in hyp[0].tokens for hyp in hyps)
@@ -175,7 +181,7 @@ def test_a_ctranslate2_export_of_a_tagged_model_never_emits_the_tag(tmp_path):
     pytest.importorskip("ctranslate2")
     from nmt.checkpoint import load_checkpoint, save_checkpoint
     from nmt.export import export_ctranslate2
-    from nmt.translator import load_translator
+    from nmt.loader import load_translator
     from tests.conftest import untrained_run
 
     files = write_pair(tmp_path / "synthetic", "bt", SYNTHETIC)
@@ -189,9 +195,9 @@ def test_a_ctranslate2_export_of_a_tagged_model_never_emits_the_tag(tmp_path):
     export_ctranslate2(tmp_path / "favours_tag.pt", tmp_path / "ct2", "float32")
     exported = load_translator([tmp_path / "ct2"], "cpu")
     lines = ["Ein Hund rennt.", "Zwei Katzen schlafen."]
-    hyps = exported.searcher.search(lines)
+    hyps = exported.hypotheses(lines)
     assert all(hyp and tag not in hyp[0].tokens for hyp in hyps)
     engine = exported.engine  # the same search without the mask emits it
-    pieces = [[engine.src_pieces[i] for i in ids.tolist()] + [engine.eos] for ids in exported.searcher.encode(lines)]
+    pieces = [[engine.src_pieces[i] for i in ids.tolist()] + [engine.eos] for ids in exported.encode(lines)]
     unmasked = engine.translator.translate_batch(pieces, beam_size=1, max_decoding_length=4)
     assert all("<bt>" in out.hypotheses[0] for out in unmasked)

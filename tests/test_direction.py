@@ -73,15 +73,13 @@ def test_a_reverse_model_trains_and_evaluates_into_german(tmp_path, capsys):
     run = tmp_path / "runs" / "reverse"
     assert (run / "test.hyp.de").is_file() and not (run / "test.hyp.en").exists()
     translator = load(run, device="cpu")
-    assert translator.languages == ("en", "de") and translator.searcher.language == "en"
+    assert translator.languages == ("en", "de")
     assert evaluate_main([str(run), "--split", "val"]) == 0
     assert (run / "val.hyp.de").is_file()
     refs = (sample_dir() / "val.de").read_text(encoding="utf-8").splitlines()
     assert split_pair(translator.cfg, "val")[1] == refs  # scored against the German side
     # sentences are cut by English rules: "Mr." ends no sentence in English, as "z. B." ends none in German
-    assert len(translator.searcher.translations(["Mr. Smith runs. A dog sleeps."])) == 1
-    from nmt.sentences import split
-    assert split("Mr. Smith runs. A dog sleeps.", language=translator.searcher.language).sentences == (
+    assert tuple(translator.prepare(["Mr. Smith runs. A dog sleeps."]).sentences) == (
         "Mr. Smith runs.", "A dog sleeps.")
 
 

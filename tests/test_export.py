@@ -17,9 +17,9 @@ from nmt.data import collate, read_pair, resolve_files
 from nmt.errors import ExportError
 from nmt.evaluation import tune_length_penalty
 from nmt.export import MANIFEST, export_ctranslate2, read_manifest, supported_quantizations
+from nmt.loader import load_translator
 from nmt.models import build_model
 from nmt.search import gnmt_penalty
-from nmt.translator import load_translator
 
 CPU = torch.device("cpu")
 
@@ -57,7 +57,7 @@ def test_each_exportable_layout_scores_like_pytorch(trained_run, tmp_path, sampl
     export_ctranslate2(checkpoint, tmp_path / "ct2", "float32")
     loaded = load_model(checkpoint, CPU)
     translator = load_translator([checkpoint], CPU)
-    sources = translator.searcher.encode(sample_sources[:8])
+    sources = translator.encode(sample_sources[:8])
     targets = [ids[::-1][:12] for ids in sources]  # any target sequence: the log-probabilities must agree
     batch = collate(list(zip(sources, targets)), loaded.model.pad_id)
     with torch.inference_mode():
@@ -82,8 +82,8 @@ def exports(trained_run, tmp_path_factory):
 
 def test_float32_export_decodes_like_pytorch(trained_run, exports, sample_sources):
     greedy = {"beam": 1, "length_penalty": 1.0}
-    pytorch = load_translator([trained_run], CPU, changes=greedy).searcher.search(sample_sources)
-    exported = load_translator([exports / "float32"], CPU, changes=greedy).searcher.search(sample_sources)
+    pytorch = load_translator([trained_run], CPU, changes=greedy).hypotheses(sample_sources)
+    exported = load_translator([exports / "float32"], CPU, changes=greedy).hypotheses(sample_sources)
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(pytorch, exported))
     assert same >= 0.95 * len(sample_sources)
     for a, b in zip(pytorch, exported):
@@ -101,8 +101,8 @@ def test_float32_export_beam_search_agrees_with_pytorch(trained_run, exports, sa
     A trained model seldom reaches the cap (benchmarks/lp_agreement.py measures it).
     """
     settings = {"beam": 5, "length_penalty": alpha}
-    pytorch = load_translator([trained_run], CPU, changes=settings).searcher.search(sample_sources)
-    exported = load_translator([exports / "float32"], CPU, changes=settings).searcher.search(sample_sources)
+    pytorch = load_translator([trained_run], CPU, changes=settings).hypotheses(sample_sources)
+    exported = load_translator([exports / "float32"], CPU, changes=settings).hypotheses(sample_sources)
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(pytorch, exported))
     assert same >= 0.95 * len(sample_sources)
 
@@ -171,7 +171,7 @@ def test_export_beam_is_ranked_as_nmt_decode_ranks(exports, sample_sources):
     """CTranslate2 hands back its whole beam; the n-best list is its best distinct outputs by the GNMT-normalised
     score (outputs cut at a sentence's length cap can coincide, and are listed once)."""
     settings = {"beam": 4, "n_best": 3, "length_penalty": 1.5}
-    lists = load_translator([exports / "float32"], CPU, changes=settings).searcher.search(sample_sources[:20])
+    lists = load_translator([exports / "float32"], CPU, changes=settings).hypotheses(sample_sources[:20])
     assert sum(len(nbest) == 3 for nbest in lists) >= len(lists) // 2
     for nbest in lists:
         assert 1 <= len(nbest) <= 3 and len({tuple(h.tokens) for h in nbest}) == len(nbest)

@@ -19,7 +19,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.cli import average_main, compare_main, evaluate_main, prepare_main, train_main, translate_main
 from nmt.errors import FileError
 from nmt.fileio import atomic_output, describe_os_error
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.signals import Interrupted, graceful_stop, stop_signal
 from tests.conftest import REPO, fails_cleanly, snapshot, tiny_config
 
@@ -217,7 +217,7 @@ def test_full_disk_while_writing_a_checkpoint_stops_cleanly(trained_copy, tmp_pa
 def test_second_training_on_a_locked_run_folder_is_refused_and_a_killed_owner_taken_over(tmp_path, capsys):
     cfg = tiny_config(tmp_path, train={"max_steps": 5, "eval_every": 5})
     run = tmp_path / "runs" / "tiny"
-    holder = _child("import sys, pathlib\nfrom nmt.runlock import run_lock\n"
+    holder = _child("import sys, pathlib\nfrom nmt.run.lock import run_lock\n"
                     f"with run_lock(pathlib.Path({str(run)!r})):\n"
                     "    print('locked', flush=True)\n    sys.stdin.read()\n", tmp_path)
     assert holder.stdout.readline().strip() == "locked"

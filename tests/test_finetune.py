@@ -15,8 +15,8 @@ from nmt.checkpoint import find_checkpoint, load_contents
 from nmt.cli import train_main
 from nmt.fileio import sha256_file
 from nmt.finetune import load_parent
-from nmt.run import prepare_trainer
-from nmt.rundir import RunDir, read_metrics
+from nmt.run.folder import RunDir, read_metrics
+from nmt.run.lifecycle import prepare_trainer
 from nmt.trainer import validation_scores
 from nmt.utils import resolve_device
 from tests.conftest import tiny_config

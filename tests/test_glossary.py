@@ -15,8 +15,9 @@ from nmt.data import collate, read_pair, resolve_files
 from nmt.engines.ctranslate2 import CTranslate2Engine
 from nmt.errors import DataError, ExportError
 from nmt.glossary import MAX_ENTRIES, Glossary, line_terms, load_glossary
+from nmt.loader import load_translator
 from nmt.search import beam_search, constrained_beam_search
-from nmt.translator import Translator, load_translator
+from nmt.translator import Translator
 from tests.conftest import fails_cleanly
 
 CPU = torch.device("cpu")
@@ -88,7 +89,7 @@ def test_without_terms_decoding_is_todays_on_the_sample_test_set(trained_run) ->
     translator = load_translator([trained_run], CPU)
     lines = read_pair(*resolve_files(translator.cfg)["test"])[0]
     model, cfg = translator.engine.model.eval(), translator.decode
-    batch = collate([(ids, ids[:0]) for ids in translator.searcher.encode(lines)], model.pad_id)
+    batch = collate([(ids, ids[:0]) for ids in translator.encode(lines)], model.pad_id)
     plain = beam_search(model, batch.src, batch.src_mask, cfg)
     empty = constrained_beam_search(model, batch.src, batch.src_mask, cfg, [[] for _ in lines])
     assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain] == \

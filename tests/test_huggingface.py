@@ -27,10 +27,10 @@ from nmt.cli import export_main, import_main, train_main
 from nmt.config import ModelConfig, decode_with
 from nmt.data import collate, read_pair
 from nmt.fileio import sha256_file
+from nmt.loader import load_translator
 from nmt.models.transformer import Transformer
 from nmt.search import max_lengths
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, VocabInfo
-from nmt.translator import load_translator
 from tests.conftest import REPO, SHARED, tiny_config, untrained_run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a hub: every folder is local
@@ -197,7 +197,7 @@ def test_export_loads_offline_with_stock_classes_and_scores_and_decodes_like_nmt
     assert type(hf).__name__ == stock_class and type(tokenizer).__name__ == "MarianTokenizer"
     translator = load_translator([run], CPU)
     sources, references = _test_split()
-    ours = translator.searcher.encode(sources)
+    ours = translator.encode(sources)
     theirs = tokenizer(sources).input_ids
     assert [list(map(int, ids)) + [EOS_ID] for ids in ours] == theirs
     targets = translator.tokenizer.encode_tgt(references)
@@ -211,7 +211,7 @@ def test_export_loads_offline_with_stock_classes_and_scores_and_decodes_like_nmt
     difference = (mine.gather(2, gold) - hf_logits.log_softmax(-1).gather(2, gold))[:, :, 0][real]
     assert difference.abs().max() < 1e-4
     greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1}))
-    mine = [hyps[0].tokens + [EOS_ID] for hyps in greedy.searcher.search(sources)]
+    mine = [hyps[0].tokens + [EOS_ID] for hyps in greedy.hypotheses(sources)]
     theirs = _generate(hf, tokenizer, sources, _caps(greedy, ours), num_beams=1)
     assert sum(a == b for a, b in zip(mine, theirs, strict=True)) >= 0.99 * len(sources)
 
@@ -275,9 +275,9 @@ def test_beam_search_at_length_penalty_0_agrees_but_where_the_cap_forces_eos(exp
         translator = load_translator([run], CPU)
         beam = translator.with_decode(decode_with(translator.decode, {"beam": 4, "length_penalty": 0.0}))
         sources = _test_split()[0][:40]
-        caps = _caps(beam, translator.searcher.encode(sources))
+        caps = _caps(beam, translator.encode(sources))
         outputs = _generate(hf, tokenizer, sources, caps, num_beams=4, length_penalty=0.0, early_stopping=True)
-        for line, cap, hyps, out in zip(sources, caps, beam.searcher.search(sources), outputs, strict=True):
+        for line, cap, hyps, out in zip(sources, caps, beam.hypotheses(sources), outputs, strict=True):
             theirs = out[:-1] if out[-1:] == [EOS_ID] else out
             assert theirs == hyps[0].tokens or cap in (len(theirs), len(hyps[0].tokens)), line
 
@@ -368,7 +368,7 @@ def test_transformers_made_marian_imports_and_scores_and_decodes_like_transforme
     assert ours_of[hf.config.decoder_start_token_id] == BOS_ID  # Marian's <pad> starts the decoder: our BOS
     sources, references = _test_split()
     translator = load_translator([imported], CPU)
-    encoded = translator.searcher.encode(sources)
+    encoded = translator.encode(sources)
     assert [[ours_of[i] for i in ids] for ids in tokenizer(sources).input_ids] == \
         [list(map(int, ids)) + [EOS_ID] for ids in encoded]
     for line, reference in zip(sources[:20], references[:20]):
@@ -384,7 +384,7 @@ def test_transformers_made_marian_imports_and_scores_and_decodes_like_transforme
         assert torch.allclose(picked, theirs[torch.arange(len(gold)), gold], atol=1e-4)
         assert mine[:, PAD_ID].exp().max() == 0  # the added padding row takes no probability
     greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1}))
-    mine = [hyps[0].tokens + [EOS_ID] for hyps in greedy.searcher.search(sources)]
+    mine = [hyps[0].tokens + [EOS_ID] for hyps in greedy.hypotheses(sources)]
     theirs = [[ours_of[i] for i in out] for out in _generate(hf, tokenizer, sources, _caps(greedy, encoded),
                                                                num_beams=1)]
     assert sum(a == b for a, b in zip(mine, theirs, strict=True)) >= 0.99 * len(sources)
@@ -431,8 +431,8 @@ def test_import_of_an_export_decodes_exactly_like_the_model(tmp_path, model):
     assert export_main([str(run), "--format", "huggingface", "--output", str(tmp_path / "hf")]) == 0
     assert import_main([str(tmp_path / "hf"), "--output", str(tmp_path / "back.pt")]) == 0
     sources, _ = _test_split()
-    before = load_translator([run], CPU).searcher.search(sources)
-    after = load_translator([tmp_path / "back.pt"], CPU).searcher.search(sources)
+    before = load_translator([run], CPU).hypotheses(sources)
+    after = load_translator([tmp_path / "back.pt"], CPU).hypotheses(sources)
     assert [[(h.tokens, h.score) for h in hyps] for hyps in after] == \
         [[(h.tokens, pytest.approx(h.score, abs=1e-4)) for h in hyps] for hyps in before]
 

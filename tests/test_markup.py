@@ -253,7 +253,7 @@ def test_random_documents_round_trip_word_for_word():
 
 @pytest.fixture(scope="module")
 def translator(trained_run):
-    from nmt.translator import load_translator
+    from nmt.loader import load_translator
 
     return load_translator(trained_run, "cpu")
 
@@ -281,14 +281,14 @@ def test_a_document_s_confidence_is_the_token_weighted_mean_over_the_sentences_i
 
 def test_the_alignment_has_a_row_per_target_word_and_a_column_per_source_word(translator):
     sentences = ["Ein Mann fährt Fahrrad.", "Zwei kleine Hunde spielen im Schnee.", ""]
-    results = translator.searcher.aligned(sentences)
+    results = translator.aligned(sentences)
     assert [r.text for r in results] == translator.translate(sentences)
     for sentence, result in zip(sentences[:2], results):
         assert result.weights.shape == (len(result.text.split()), len(sentence.split()))
         assert np.all(result.weights >= 0) and np.all(result.weights.sum(axis=1) > 0)  # each word attends
     assert results[2] == Aligned("")
     for layer in (1, -1):
-        assert translator.searcher.aligned(sentences[:1], layer=layer)[0].weights.shape == results[0].weights.shape
+        assert translator.aligned(sentences[:1], layer=layer)[0].weights.shape == results[0].weights.shape
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from nmt.search import (
     Hypothesis,
     beam_search,
     constrained_beam_search,
-    decode_batch,
     gnmt_penalty,
     greedy_search,
     max_lengths,
@@ -300,28 +299,14 @@ def test_an_ensemble_of_one_model_twice_decodes_like_the_model(stop: str) -> Non
     assert [[h.tokens for h in n] for n in single] == [[h.tokens for h in n] for n in twice]
 
 
-def test_decode_batch_follows_the_config_and_auto_decodes_at_one() -> None:
+def test_auto_decodes_at_the_untuned_penalty_and_each_stop_rule_is_its_own() -> None:
     model = ToyGRU()
     src, mask = random_batch(6, seed=9)
-    auto = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty="auto", max_len_a=1.5, max_len_b=3))
+    auto = beam_search(model, src, mask, DecodeConfig(beam=3, length_penalty="auto", max_len_a=1.5, max_len_b=3))
     one = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0))
     assert [as_tuples(n) for n in auto] == [as_tuples(n) for n in one]
-    bound = decode_batch(model, src, mask, DecodeConfig(beam=3, length_penalty=2.0, stop="bound", max_len_a=1.5,
-                                                        max_len_b=3))
-    expected = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=2.0, stop="bound"))
-    assert [as_tuples(n) for n in bound] == [as_tuples(n) for n in expected]
     with pytest.raises(ValueError, match="stop must be one of finished, bound"):
         beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, stop="early"))
-
-
-def test_decode_batch_dispatches_on_beam() -> None:
-    model = ToyGRU()
-    src, mask = random_batch(4, seed=5)
-    greedy = decode_batch(model, src, mask, DecodeConfig(beam=1, max_len_a=1.5, max_len_b=3))
-    assert [as_tuples(n) for n in greedy] == [as_tuples([h]) for h in greedy_search(model, src, mask, settings(1.5, 3))]
-    beam = decode_batch(model, src, mask, DecodeConfig(beam=3, n_best=2, max_len_a=1.5, max_len_b=3))
-    expected = beam_search(model, src, mask, settings(1.5, 3, beam=3, length_penalty=1.0, n_best=2))
-    assert [as_tuples(n) for n in beam] == [as_tuples(n) for n in expected]
     with pytest.raises(ValueError):
         beam_search(model, src, mask, settings(1.5, 3, beam=2, length_penalty=1.0, n_best=3))
 
@@ -449,7 +434,7 @@ def test_at_the_length_cap_the_best_output_lacking_terms_is_returned_and_flagged
 @pytest.mark.parametrize("stop", STOPS)
 @pytest.mark.parametrize("name", ["toy GRU", "ensemble", "transformer", "rnn"])
 def test_without_terms_constrained_search_is_beam_search(name: str, stop: str) -> None:
-    """Tokens, log-probabilities and scores alike, and decode_batch takes the plain search for empty lists."""
+    """Tokens, log-probabilities and scores alike."""
     model, src, mask = search_case(name)
     cfg = settings(1.5, 3, beam=4, length_penalty=1.0, n_best=3, stop=stop)
     plain = beam_search(model, src, mask, cfg)
@@ -457,9 +442,6 @@ def test_without_terms_constrained_search_is_beam_search(name: str, stop: str) -
     empty = [[] for _ in range(src.size(0))]
     assert [[(h.tokens, h.log_prob, h.score, h.unmet) for h in n]
             for n in constrained_beam_search(model, src, mask, cfg, empty)] == full
-    assert [[(h.tokens, h.log_prob, h.score) for h in n] for n in decode_batch(model, src, mask, cfg,
-                                                                               constraints=empty)] == \
-        [[(h.tokens, h.log_prob, h.score) for h in n] for n in plain]
 
 
 def random_terms(count: int, seed: int, vocab: int = 24) -> list[list[list[int]]]:
@@ -491,8 +473,8 @@ def test_constrained_search_gives_a_sentence_alone_what_it_gives_it_in_a_batch(s
     batched = constrained_beam_search(model, src, mask, cfg, terms)
     lengths = mask.sum(1)
     for i in range(0, 24, 3):
-        (alone,) = decode_batch(model, src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]], cfg,
-                                constraints=[terms[i]])
+        (alone,) = constrained_beam_search(model, src[i:i + 1, :lengths[i]], mask[i:i + 1, :lengths[i]], cfg,
+                                           [terms[i]])
         assert [(h.tokens, h.unmet) for h in alone] == [(h.tokens, h.unmet) for h in batched[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
 

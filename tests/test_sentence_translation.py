@@ -19,11 +19,12 @@ from nmt.cli import translate_main
 from nmt.config import load_config
 from nmt.data import prepare
 from nmt.evaluation import split_pair, tune_length_penalty
-from nmt.rundir import RunDir
+from nmt.loader import load_translator
+from nmt.run.folder import RunDir
 from nmt.sentences import split
 from nmt.serve.app import Limits, create_app
 from nmt.trainer import validation_scores
-from nmt.translator import load_translator
+from nmt.translator import Translator
 from tests.conftest import REPO
 
 with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 over httpx, which works
@@ -42,15 +43,20 @@ def translator(trained_run):
     return load_translator([trained_run], CPU)
 
 
+def whole_lines(translator: Translator, lines: list[str], terms: list[list[str]] | None = None) -> list[str]:
+    """Each line's best translation, the line searched whole (as evaluation searches it)."""
+    return [translator.detokenize(found[0]) if found else "" for found in translator.hypotheses(lines, terms=terms)]
+
+
 def test_a_line_of_one_sentence_decodes_exactly_as_without_splitting(translator):
     test = (REPO / "data" / "sample" / "test.de").read_text(encoding="utf-8").splitlines()
     assert all(len(split(line, language="de").sentences) == 1 for line in test)  # each sample line: one sentence
-    split_on, split_off = translator.searcher.translations(test, "on"), translator.searcher.translations(test, "off")
+    split_on, split_off = (translator.translate_nbest(test, split_sentences=mode) for mode in ("on", "off"))
     assert [(t[0].text, t[0].score, t[0].log_prob, t[0].tokens) for t in split_on] == [
         (t[0].text, t[0].score, t[0].log_prob, t[0].tokens) for t in split_off]
-    assert [text for text, _ in translator.searcher.best(test)] == [found[0].text for found in split_on]
+    assert whole_lines(translator, test) == [found[0].text for found in split_on]
     paragraphs = [" ".join(test[i:i + 3]) for i in range(0, 9, 3)]
-    beside = translator.searcher.translations(test + paragraphs, "on")  # other sentences in the batch change no output
+    beside = translator.translate_nbest(test + paragraphs)  # other sentences in the batch change no output
     assert [found[0].text for found in beside[:len(test)]] == [found[0].text for found in split_on]
     assert [found[0].log_prob for found in beside[:len(test)]] == pytest.approx(
         [found[0].log_prob for found in split_on], rel=1e-5)  # padding changes float rounding only
@@ -60,7 +66,7 @@ def test_a_paragraph_is_translated_sentence_by_sentence_and_joined_with_its_own_
     one, two, three = translator.translate(SENTENCES)
     assert translator.translate(PARAGRAPH) == f" {one}  {two}\n\n{three}"
     assert translator.translate(PARAGRAPH, split_sentences=True) == translator.translate(PARAGRAPH)
-    assert translator.translate(PARAGRAPH, split_sentences="off") == " " + translator.searcher.best([PARAGRAPH])[0][0]
+    assert translator.translate(PARAGRAPH, split_sentences="off") == " " + whole_lines(translator, [PARAGRAPH])[0]
     assert translator.translate(PARAGRAPH, split_sentences="nonewlines") == f" {one}  {two}\n\n{three}"
     assert translator.translate(["", " \n "]) == ["", ""]
     with pytest.raises(nmt.ConfigError, match="split_sentences 'all': choose on, off, nonewlines"):
@@ -80,15 +86,15 @@ def test_confidence_is_the_token_weighted_mean_log_probability_of_the_sentences(
 
 
 def test_the_n_best_list_of_a_paragraph_holds_the_best_sums_of_its_sentences_alternatives(translator):
-    searcher = translator.with_decode(beam=3, n_best=3)
-    each = [searcher.translate_nbest(sentence) for sentence in SENTENCES[:2]]
-    found = searcher.translate_nbest(" ".join(SENTENCES[:2]))
+    wide = translator.with_decode(beam=3, n_best=3)
+    each = [wide.translate_nbest(sentence) for sentence in SENTENCES[:2]]
+    found = wide.translate_nbest(" ".join(SENTENCES[:2]))
     combos = {f"{a.text} {b.text}": a.score + b.score for a, b in itertools.product(*each)}
     # other sentences in the batch change the scores' float rounding only
     assert [t.score for t in found] == pytest.approx(sorted(combos.values(), reverse=True)[:3], rel=1e-5)
     assert all(combos[t.text] == pytest.approx(t.score, rel=1e-5) for t in found)
     assert found[0].text == f"{each[0][0].text} {each[1][0].text}"
-    assert [len(t) for t in searcher.translate_nbest(["", SENTENCES[0]])] == [0, 3]
+    assert [len(t) for t in wide.translate_nbest(["", SENTENCES[0]])] == [0, 3]
 
 
 def test_nmt_translate_splits_lines_and_prints_confidences_and_per_sentence_attention(trained_run, tmp_path):
@@ -107,7 +113,7 @@ def test_nmt_translate_splits_lines_and_prints_confidences_and_per_sentence_atte
         assert float(score) <= 0 and float(mean) <= 0 and 0.0 < float(confidence) <= 1.0
         assert float(confidence) == pytest.approx(math.exp(float(mean)), abs=1e-4)
     assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--split-sentences", "off"]) == 0
-    whole = load_translator([trained_run], CPU).searcher.best([" ".join(SENTENCES)])[0][0]
+    whole = whole_lines(load_translator([trained_run], CPU), [" ".join(SENTENCES)])[0]
     assert out.read_text(encoding="utf-8").split("\n")[0] == whole
     assert translate_main(["-c", str(trained_run), "-i", str(src), "-o", str(out), "--scores", "--beam", "2",
                            "--n-best", "2"]) == 0
@@ -145,7 +151,7 @@ def test_evaluation_validation_and_tuning_never_split(trained_run, tmp_path, mon
                    encoding="utf-8")
     report = nmt.evaluate(trained_run, src=src, ref=ref, device="cpu")
     translator = load_translator([trained_run], CPU)
-    assert report["hypotheses"] == [text for text, _ in translator.searcher.best(TRICKY)] and report["sentences"] == 2
+    assert report["hypotheses"] == whole_lines(translator, TRICKY) and report["sentences"] == 2
     assert nmt.evaluate(trained_run, device="cpu")["sentences"] == len(split_pair(translator.cfg, "test")[0])
     assert {row["length_penalty"] for row in tune_length_penalty(translator, (1.0,))["table"]} == {1.0}
     cfg = load_config(RunDir(trained_run).config, {"train.eval_bleu": True})
@@ -160,4 +166,4 @@ def test_a_glossary_applies_to_each_sentence_and_constraints_need_a_text_of_one_
     with pytest.raises(nmt.DataError, match="constraints of text 1: it holds 2 sentences"):
         translator.translate(" ".join(SENTENCES[:2]), constraints=["puppy"])
     whole = translator.translate(" ".join(SENTENCES[:2]), constraints=["puppy"], split_sentences="off")
-    assert whole == translator.searcher.best([" ".join(SENTENCES[:2])], terms=[["puppy"]])[0][0]
+    assert whole == whole_lines(translator, [" ".join(SENTENCES[:2])], terms=[["puppy"]])[0]

@@ -28,11 +28,11 @@ with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 ove
 
 from nmt.cli import translate_main  # noqa: E402
 from nmt.errors import ConfigError  # noqa: E402
+from nmt.loader import load_translator  # noqa: E402
 from nmt.serve.app import ClientGone, Limits, create_app, unless_gone  # noqa: E402
 from nmt.serve.batcher import Batcher  # noqa: E402
 from nmt.serve.command import main as serve_main  # noqa: E402
 from nmt.serve.limits import HeaderLimits  # noqa: E402
-from nmt.translator import load_translator  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -276,7 +276,8 @@ def test_requests_queued_while_the_worker_is_busy_form_one_batch_even_without_a_
         release = threading.Event()
         busy = asyncio.ensure_future(batcher.run(lambda: release.wait(10)))  # holds the worker
         await asyncio.sleep(0.05)
-        queued = [asyncio.ensure_future(batcher.translate([line], translator.decode)) for line in LINES]
+        queued = [asyncio.ensure_future(batcher.translate(translator.prepare([line]), translator.decode))
+                  for line in LINES]
         await asyncio.sleep(0.05)
         release.set()
         results = await asyncio.gather(*queued)
@@ -285,18 +286,18 @@ def test_requests_queued_while_the_worker_is_busy_form_one_batch_even_without_a_
         return batcher.batches, results
 
     batches, results = asyncio.run(scenario())
-    alone = [translator.searcher.search([line])[0] for line in LINES]
+    alone = [translator.translate_nbest(line) for line in LINES]
     assert batches == 1
-    assert [[hyp.tokens for hyp in result[0]] for result in results] == [[hyp.tokens for hyp in n] for n in alone]
+    assert [[t.text for t in result[0]] for result in results] == [[t.text for t in n] for n in alone]
 
 
 def test_a_cancelled_request_is_never_decoded(translator):
     async def scenario() -> tuple[int, list]:
         batcher = Batcher(translator, wait_ms=200)
-        gone = asyncio.ensure_future(batcher.translate(["Ein Hund."], translator.decode))
+        gone = asyncio.ensure_future(batcher.translate(translator.prepare(["Ein Hund."]), translator.decode))
         await asyncio.sleep(0.01)
         gone.cancel()  # the client went away while the batch was still collecting
-        kept = await batcher.translate(["Eine Frau."], translator.decode)
+        kept = await batcher.translate(translator.prepare(["Eine Frau."]), translator.decode)
         await asyncio.to_thread(batcher.close)
         return batcher.batches, kept
 
@@ -312,7 +313,7 @@ def test_a_client_that_disconnects_is_not_decoded(translator):
     async def scenario() -> int:
         batcher = Batcher(translator, wait_ms=100)
         with pytest.raises(ClientGone):
-            await unless_gone(Gone(), batcher.translate(["Ein Hund."], translator.decode))
+            await unless_gone(Gone(), batcher.translate(translator.prepare(["Ein Hund."]), translator.decode))
         await asyncio.to_thread(batcher.close)
         return batcher.batches
 

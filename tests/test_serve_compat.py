@@ -24,11 +24,11 @@ import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
+from nmt.loader import load_translator
 from nmt.serve.auth import MAX_BUCKETS, WRONG_KEYS_PER_MINUTE, Access, KeyRing, RateLimit
 from nmt.serve.command import main as serve_main
 from nmt.serve.limits import Limits
 from nmt.serve.service import create_service
-from nmt.translator import load_translator
 from tests.test_serve import REPO, TestClient, _nmt_translate, client_from, free_port, wait_healthy
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

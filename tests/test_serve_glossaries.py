@@ -18,9 +18,9 @@ with warnings.catch_warnings():  # starlette's notice that it prefers httpx2 ove
 
 from nmt.errors import DataError, FileError  # noqa: E402
 from nmt.glossary import Glossary  # noqa: E402
+from nmt.loader import load_translator  # noqa: E402
 from nmt.serve.glossaries import GlossaryStore  # noqa: E402
 from nmt.serve.service import create_service  # noqa: E402
-from nmt.translator import load_translator  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from tests.test_serve import free_port, wait_healthy  # noqa: E402
 

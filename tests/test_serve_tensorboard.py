@@ -12,8 +12,8 @@ import pytest
 
 from nmt.cli import train_main
 from nmt.errors import ConfigError
-from nmt.rundir import read_metrics
-from nmt.runlog import MetricsLog, check_tensorboard
+from nmt.run.folder import read_metrics
+from nmt.run.log import MetricsLog, check_tensorboard
 from tests.conftest import REPO, tiny_config
 
 

@@ -64,7 +64,7 @@ def test_atomic_output_gives_the_permissions_of_a_plain_open(tmp_path):
 def test_validation_pairs_beyond_the_positions_are_left_out_or_refused(caplog):
     from nmt.data import Split
     from nmt.errors import ConfigError
-    from nmt.run import _check_validation_lengths
+    from nmt.run.lifecycle import _check_validation_lengths
     from nmt.trainer import pairs_within
 
     ids = [np.arange(n) for n in (3, 9, 4)]

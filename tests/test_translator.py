@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,8 +23,9 @@ from nmt.engines.pytorch import batches_by_tokens, side_by_side
 from nmt.errors import ConfigError
 from nmt.evaluation import score, split_pair, tune_length_penalty
 from nmt.fileio import sha256_file
-from nmt.search import Ensemble, decode_batch, gnmt_penalty
-from nmt.translator import Translator, check_abilities, from_loaded, load_translator
+from nmt.loader import from_loaded, load_translator
+from nmt.search import Ensemble, gnmt_penalty
+from nmt.translator import Texts, Translator, check_abilities
 from tests.conftest import tiny_config, untrained_run
 
 CPU = torch.device("cpu")
@@ -73,8 +75,8 @@ def test_impossible_decoding_flags_give_one_line_and_write_nothing(trained_run, 
 def test_scores_mean_the_same_in_greedy_and_beam(trained_run):
     translator = load_translator([trained_run], CPU, changes={"length_penalty": 1.3})
     lines = ["Ein Mann fährt Fahrrad.", "Zwei Kinder spielen im Park.", "Eine Frau liest ein Buch."]
-    greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1, "n_best": 1})).searcher.search(lines)
-    beam = translator.with_decode(decode_with(translator.decode, {"beam": 3, "n_best": 3})).searcher.search(lines)
+    greedy = translator.with_decode(decode_with(translator.decode, {"beam": 1, "n_best": 1})).hypotheses(lines)
+    beam = translator.with_decode(decode_with(translator.decode, {"beam": 3, "n_best": 3})).hypotheses(lines)
     for hyps in greedy + beam:
         for h in hyps:
             assert h.score == pytest.approx(h.log_prob / gnmt_penalty(len(h.tokens) + 1, 1.3), rel=1e-5)
@@ -86,24 +88,72 @@ def test_ensemble_of_one_model_twice_decodes_like_the_model(trained_run):
     loaded = load_model(trained_run, CPU)
     lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
     lines = lines[:20]
-    single = from_loaded([loaded], CPU).searcher.search(lines)
-    double = from_loaded([loaded, load_model(trained_run, CPU)], CPU).searcher.search(lines)
+    single = from_loaded([loaded], CPU).hypotheses(lines)
+    double = from_loaded([loaded, load_model(trained_run, CPU)], CPU).hypotheses(lines)
     assert isinstance(from_loaded([loaded, loaded], CPU).engine.model, Ensemble)
     for a, b in zip(single, double):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 
 
-def test_the_translator_shows_its_user_api_over_a_searcher_with_its_own_settings(trained_run):
+def test_the_translator_is_one_public_layer_over_text_and_ids(trained_run):
     assert {name for name in dir(Translator) if not name.startswith("_")} == {
         "attention", "normalize", "score", "settings", "translate", "translate_markup", "translate_markup_scored",
-        "translate_nbest", "with_decode",  # and what it reads from its searcher:
-        "decode", "engine", "lowercase", "members", "tokenizer"}
-    translator = load_translator([trained_run], CPU)
-    wider = translator.with_decode(beam=translator.decode.beam + 1)
-    for one in (translator, wider):  # a copy with other settings searches with them, and only it does
-        assert one.searcher.decode is one.decode and one.searcher.engine is one.engine
-    assert wider.searcher.decode.beam == translator.searcher.decode.beam + 1
+        "translate_nbest", "with_decode",  # text in
+        "prepare", "translations",  # the same pipeline in two halves
+        "hypotheses", "aligned", "attention_labels",  # lines searched whole
+        "encode", "search_batch", "score_batch", "detokenize"}  # ids
+    translator = load_translator([trained_run], CPU, changes={"beam": 3, "n_best": 2})
+    lines = ["Ein Mann fährt Fahrrad.", "", "Zwei Kinder spielen im Park."]
+    ids = translator.encode(lines)
+    assert len(ids[1]) == 0 and all(ids[i].dtype == np.int64 for i in (0, 2))
+    found = translator.search_batch([row.tolist() for row in ids])  # plain lists of ids do as well
+    assert found[1] == [] and [[(h.tokens, h.score) for h in n] for n in found] == \
+        [[(h.tokens, h.score) for h in n] for n in translator.hypotheses(lines)]
+    assert [translator.detokenize(n[0]) for n in found if n] == [t for t in translator.translate(lines) if t]
+    targets = [found[0][0].tokens, found[2][0].tokens]
+    scored = translator.score_batch([ids[0], ids[2]], targets)  # the search's own log-probabilities, EOS last
+    assert [float(lp.sum()) for lp in scored] == pytest.approx([found[0][0].log_prob, found[2][0].log_prob],
+                                                                abs=1e-4)
+    texts = translator.prepare(lines)
+    assert texts.sentences == [lines[0], lines[2]] and texts.owners() == [0, 2] and texts.terms is None
+    assert translator.translations(texts) == translator.translate_nbest(lines)
+
+
+def test_texts_searched_together_translate_as_each_alone(trained_run):
+    """What the server's batcher does with several requests: one search, each request its own n-best lists."""
+    translator = load_translator([trained_run], CPU, changes={"beam": 2, "n_best": 2})
+    first = translator.prepare(["Ein Hund läuft. Zwei Kinder spielen.", "  "])
+    second = translator.prepare(["Eine Frau liest."])
+    together = translator.translations(Texts.joined([first, second]))
+    assert [[t.text for t in n] for n in together] == \
+        [[t.text for t in n] for n in translator.translations(first) + translator.translations(second)]
+    glossary = translator.prepare(["Ein Hund läuft."], glossary={"Hund": "puppy"})
+    joined = Texts.joined([glossary, translator.prepare(["Ein Mann."], constraints=[["man"]])])
+    assert joined.terms == [["puppy"], ["man"]]
+    assert "puppy" in translator.translations(joined)[0][0].text
+
+
+@pytest.mark.parametrize(("beam", "terms", "chosen"), [(1, None, "greedy_search"), (3, None, "beam_search"),
+                                                      (3, [[]], "beam_search"),
+                                                      (3, [["puppy"]], "constrained_beam_search")])
+def test_the_engine_chooses_the_search(trained_run, monkeypatch, beam, terms, chosen):
+    """Greedy at beam 1, beam search otherwise, constrained beam search for a batch where a sentence has terms."""
+    called: list[str] = []
+
+    def recorder(name: str) -> Callable:
+        real = getattr(pytorch_engine, name)
+
+        def recording(*args, **kwargs):
+            called.append(name)
+            return real(*args, **kwargs)
+        return recording
+
+    for name in ("greedy_search", "beam_search", "constrained_beam_search"):
+        monkeypatch.setattr(pytorch_engine, name, recorder(name))
+    translator = load_translator([trained_run], CPU, changes={"beam": beam})
+    translator.hypotheses(["Ein Hund läuft."], terms=terms)
+    assert called == [chosen]
 
 
 @pytest.mark.parametrize("beam", [1, 4])
@@ -112,11 +162,13 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
     their order and the thread count afterwards are those of decoding the batches one at a time."""
     seen: list[tuple[int, int]] = []  # (Python thread, torch threads) of each batch
 
+    search = pytorch_engine.greedy_search if beam == 1 else pytorch_engine.beam_search
+
     def recording(*args, **kwargs):
         seen.append((threading.get_ident(), torch.get_num_threads()))
-        return decode_batch(*args, **kwargs)
+        return search(*args, **kwargs)
 
-    monkeypatch.setattr(pytorch_engine, "decode_batch", recording)
+    monkeypatch.setattr(pytorch_engine, search.__name__, recording)
     loaded = load_model(trained_run, CPU)
     lines = read_pair(*resolve_files(loaded.cfg)["test"])[0][:40]  # in batches of 64 tokens: 6 or more
     translator = from_loaded([loaded], CPU)
@@ -125,18 +177,18 @@ def test_batches_side_by_side_translate_as_one_after_the_other(trained_run, monk
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        alone = translator.searcher.search(lines)
+        alone = translator.hypotheses(lines)
         assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) == 1
         seen.clear()
         torch.set_num_threads(3)
         assert side_by_side(CPU, 7) == 3 and side_by_side(CPU, 1) == 1
         assert side_by_side(torch.device("cuda"), 7) == 1  # a GPU decodes one batch at a time
-        together = translator.searcher.search(lines)
+        together = translator.hypotheses(lines)
         assert {threads for _, threads in seen} == {1} and len({ident for ident, _ in seen}) > 1
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
-    assert len(batches_by_tokens([len(ids) for ids in translator.searcher.encode(lines)], 64)) >= 6
+    assert len(batches_by_tokens([len(ids) for ids in translator.encode(lines)], 64)) >= 6
     for a, b in zip(alone, together, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
@@ -155,19 +207,20 @@ def test_a_failing_batch_side_by_side_stops_the_batches_not_yet_started(trained_
             started.wait(timeout=10)  # both workers are busy before the first one fails
         if number == 1:
             raise KeyboardInterrupt
-        return decode_batch(*args, **kwargs)
+        return search(*args, **kwargs)
 
-    monkeypatch.setattr(pytorch_engine, "decode_batch", failing)
+    search = pytorch_engine.beam_search
+    monkeypatch.setattr(pytorch_engine, "beam_search", failing)
     loaded = load_model(trained_run, CPU)
     lines, _ = read_pair(*resolve_files(loaded.cfg)["test"])
     translator = from_loaded([loaded], CPU)
     translator = translator.with_decode(decode_with(translator.decode, {"beam": 2, "batch_tokens": 64}))
-    batches = len(batches_by_tokens([len(ids) for ids in translator.searcher.encode(lines)], 64))
+    batches = len(batches_by_tokens([len(ids) for ids in translator.encode(lines)], 64))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         with pytest.raises(KeyboardInterrupt):
-            translator.searcher.search(lines)
+            translator.hypotheses(lines)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
@@ -273,7 +326,7 @@ def test_decoding_never_passes_the_positions_a_transformer_has(tmp_path):
             translator = load_translator([run], CPU, changes={**changes, "beam": beam})
             assert translator.decode.max_source_tokens == 23  # with its EOS, a source fills the 24 positions
             warned: list[int] = []
-            (hyp,), = translator.searcher.search([long_line], warn=lambda i, n, seen=warned: seen.append(n))
+            (hyp,), = translator.hypotheses([long_line], warn=lambda i, n, seen=warned: seen.append(n))
             assert warned and len(hyp.tokens) <= 23
 
 

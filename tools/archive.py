@@ -47,7 +47,7 @@ from nmt.data import evaluation_splits
 from nmt.errors import FileError
 from nmt.evaluation import write_report
 from nmt.fileio import write_json
-from nmt.rundir import RunDir, read_metrics
+from nmt.run.folder import RunDir, read_metrics
 
 MODULE = "tools.archive"
 RESULTS = ROOT / "results" / "multi30k"

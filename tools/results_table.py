@@ -40,7 +40,7 @@ from nmt.cli import command
 from nmt.config import Config, load_config
 from nmt.errors import FileError
 from nmt.fileio import describe_os_error
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from tools.archive import SPLITS, group_of
 
 MODULE = "tools.results_table"

@@ -1,9 +1,5 @@
-"""The engines a `Translator` searches with, behind one protocol that says what each can do.
-
-`pytorch.TorchEngine` runs `nmt.search` on a PyTorch model (one checkpoint, or an ensemble of several);
-`ctranslate2.CTranslate2Engine` runs a CTranslate2 export. Callers ask an engine's `abilities`, never its type
-or name (the name only labels reports and messages).
-"""
+"""The engines a `Translator` searches with, behind one protocol that says what each can do: `pytorch.TorchEngine` (a
+checkpoint or an ensemble) and `ctranslate2.CTranslate2Engine` (an export). Callers ask `abilities`, never the type."""
 
 from __future__ import annotations
 
@@ -31,7 +27,8 @@ class Abilities:
 
 
 class Engine(Protocol):
-    """Searches over source ids (no EOS), returning each sentence's n-best list in input order."""
+    """Searches over source ids (no EOS), returning each sentence's n-best list in input order (an empty one for a
+    source without ids)."""
 
     name: str
     abilities: Abilities

@@ -1,23 +1,12 @@
-"""The CTranslate2 engine, and the export folder it reads: its manifest, checked file by file.
+"""The CTranslate2 engine, and the export folder it reads (CTranslate2's files, the sentencepiece models and
+`nmt_export.json`: the source checkpoint, the run's config and every file's sha256, checked at each load).
 
-An export folder (written by `nmt.export`) holds CTranslate2's files, the sentencepiece model(s) and `nmt_export.json`:
-the source checkpoint and its sha256, the run's config and the sha256 of every file, checked each time the folder is
-loaded.
-
-`CTranslate2Engine` decodes with CTranslate2's batched search under the settings of `nmt.search`: beam
-size, n-best, batches of `batch_tokens / beam` source tokens (cut by CTranslate2, one batch per CPU thread at
-a time), the per-sentence length cap floor(a * source length + b) (sentences are searched in groups of equal cap,
-each group one step past it; outputs longer than the cap are cut to it and rescored with EOS there) and the
-length penalty alpha. Its search is the one of `decode.stop: finished` (a sentence ends once `beam` hypotheses
-have ended; at alpha 0 CTranslate2 also waits for the best beam to end), so `stop: bound` is refused. It returns
-`beam` finished hypotheses, and they are ranked again with the GNMT penalty ((5 + length) / 6) ** alpha of
-`nmt.search`. When more than `beam` hypotheses have ended by the last step (several end at once), CTranslate2
-keeps the `beam` best by its own penalty, length ** beta, and cannot be asked for more; beta is chosen per group
-so that this ranks as the GNMT penalty does around the group's source length (`ranking_penalty`). The two can
-still differ there, and at the cap, where `nmt.search` ends every beam with EOS while CTranslate2 takes one more
-step and keeps its `beam` best expansions (whose parents, cut and ended there, may be fewer). Beam 1 is
-unaffected. ctranslate2 is an optional
-dependency (`pip install 'nmt[deploy]'`), imported only here and in `nmt.export`, and only when used.
+`CTranslate2Engine` searches with `nmt.search`'s settings: beam, n-best, token-budget batches, the per-sentence length
+cap (sentences grouped by cap, outputs past it cut and rescored with EOS) and the GNMT penalty, by which it ranks the
+`beam` finished hypotheses again. Its search is `stop: finished`, so `stop: bound` is refused. Where more than `beam`
+hypotheses end at once, CTranslate2 keeps the best by its own penalty length ** beta, with beta chosen per group to rank
+as the GNMT penalty does (`ranking_penalty`); there, and at the cap, the two searches can differ. ctranslate2 is
+optional (`pip install 'nmt[deploy]'`) and imported only when used.
 """
 
 from __future__ import annotations
@@ -135,12 +124,9 @@ def store_decode(folder: str | Path, changes: dict[str, Any]) -> Path:
 
 
 def ranking_penalty(alpha: float, length: float) -> float:
-    """The exponent beta of CTranslate2's penalty length ** beta that ranks hypotheses of about `length` tokens as
-    the GNMT penalty ((5 + length) / 6) ** alpha does: equal elasticity, beta = alpha * length / (5 + length).
-
-    CTranslate2 uses its penalty only to choose the `beam` hypotheses it returns when more have ended; beta is 0
-    exactly when alpha is, which keeps its stopping rule (at 0 it also waits for the best beam).
-    """
+    """The beta of CTranslate2's penalty length ** beta that ranks hypotheses of about `length` tokens as the GNMT
+    penalty does (equal elasticity): alpha * length / (5 + length); 0 exactly when alpha is, which keeps
+    CTranslate2's stopping rule."""
     return alpha * length / (5.0 + length)
 
 
@@ -156,8 +142,7 @@ class CTranslate2Engine:
         check_quantization(quantization, (device.type,))
         threads = torch.get_num_threads() if device.type == "cpu" else 1
         self.precision, self.device, self.max_positions = quantization, device, max_positions
-        # One batch per thread, batches decoded side by side: faster than threads sharing each batch's matmuls
-        # for models of this size (int8 beam 5 on 2 cores: 144 against 115 sentences/s).
+        # one batch per thread, side by side: models this small keep one thread per batch busy
         self.translator = ct2.Translator(str(folder), device=device.type, compute_type=quantization,
                                          inter_threads=threads, intra_threads=1)
         if device.type == "cpu":  # CTranslate2 sets the OpenMP thread count it shares with torch to intra_threads
@@ -176,6 +161,10 @@ class CTranslate2Engine:
             raise ExportError(NO_ATTENTION)
         if constraints is not None:
             raise ExportError(NO_GLOSSARY)
+        if not all(len(ids) for ids in sources):  # a source without ids has no hypotheses
+            searched = [i for i, ids in enumerate(sources) if len(ids)]
+            found = iter(self.search([sources[i] for i in searched], cfg))
+            return [next(found) if len(ids) else [] for ids in sources]
         results: list[list[Hypothesis]] = [[] for _ in sources]
         if not sources:
             return results
@@ -184,13 +173,9 @@ class CTranslate2Engine:
             mask[row, len(ids) + 1:] = False
         limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
         tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
-        # Sentences are grouped by their length cap, each group searched to its own cap + 1 (the last step's tokens
-        # are cut and replaced by EOS below), all groups queued at once so CTranslate2's threads share them. Within
-        # a group CTranslate2 sorts by length and cuts the batches itself, each thread decoding its own:
-        # batch_tokens / beam source tokens per batch, so that a batch's beam rows hold about batch_tokens tokens
-        # (int8 beam 5 on 2 cores: 138 sentences/s with batches of 400 source tokens, 120 with 2,000).
-        # min_decoding_length 0: EOS may come first (an empty output), as in nmt.search; CTranslate2's default of
-        # 1 searches other hypotheses.
+        # Each group of equal length cap is searched to its cap + 1 (outputs past the cap are cut and ended with EOS
+        # below), all groups queued at once for CTranslate2's threads; batch_tokens / beam source tokens per batch
+        # keep a batch's beam rows near batch_tokens. min_decoding_length 0: EOS may come first, as in nmt.search.
         by_limit: dict[int, list[int]] = {}
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)

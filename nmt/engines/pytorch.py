@@ -18,7 +18,15 @@ from nmt.kernels import keep_freed_memory
 from nmt.models import count_parameters
 from nmt.models.base import Seq2Seq
 from nmt.models.transformer import Transformer
-from nmt.search import Ensemble, Hypothesis, decode_batch, forced_log_probs
+from nmt.search import (
+    Ensemble,
+    Hypothesis,
+    Suppressing,
+    beam_search,
+    constrained_beam_search,
+    forced_log_probs,
+    greedy_search,
+)
 from nmt.utils import autocast
 
 
@@ -107,31 +115,41 @@ class TorchEngine:
 
         stop = threading.Event()  # set by a failing batch or the caller's error: batches not yet begun are skipped
 
-        def search_batch(indices: list[int]) -> None:
+        def search_one_batch(indices: list[int]) -> None:
             if stop.is_set():
                 return
             try:
                 with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
+                    src, mask = batch.src, batch.src_mask
                     terms = None if constraints is None else [[t.tolist() for t in constraints[i]] for i in indices]
-                    nbest = decode_batch(self.model, batch.src, batch.src_mask, cfg, return_attention=return_attention,
-                                         constraints=terms, continuations=continuations, never_emit=never_emit)
+                    model = Suppressing(self.model, never_emit) if never_emit else self.model
+                    if terms is not None and any(len(term) for line in terms for term in line):
+                        nbest = constrained_beam_search(model, src, mask, cfg, terms,
+                                                        return_attention=return_attention, continuations=continuations)
+                    elif cfg.beam == 1:
+                        nbest = [[hyp] for hyp in greedy_search(model, src, mask, cfg,
+                                                                return_attention=return_attention)]
+                    else:
+                        nbest = beam_search(model, src, mask, cfg, return_attention=return_attention)
             except BaseException:
                 stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
                 raise
             for i, hyps in zip(indices, nbest, strict=True):
                 results[i] = hyps
 
-        batches = batches_by_tokens([len(s) for s in sources], cfg.batch_tokens)
+        searched = [i for i, ids in enumerate(sources) if len(ids)]  # a source without ids has no hypotheses
+        batches = [[searched[j] for j in batch]
+                   for batch in batches_by_tokens([len(sources[i]) for i in searched], cfg.batch_tokens)]
         workers = side_by_side(self.device, len(batches))
         if workers == 1:
             for indices in batches:
-                search_batch(indices)
+                search_one_batch(indices)
             return results
         with torch_threads(torch.get_num_threads() // workers):
             pool = ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode")
             try:  # longest first, so that no long batch is left to run alone
-                for future in [pool.submit(search_batch, indices) for indices in reversed(batches)]:
+                for future in [pool.submit(search_one_batch, indices) for indices in reversed(batches)]:
                     future.result()
             finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
                 stop.set()

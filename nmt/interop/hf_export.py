@@ -18,7 +18,7 @@ from nmt.errors import ExportError
 from nmt.export import publish_export
 from nmt.fileio import sha256_file
 from nmt.interop.hf_weights import CLASSES, hf_kind, import_transformers, quiet, to_hf_weights
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_pieces
 
 MANIFEST = "nmt_huggingface.json"
@@ -98,7 +98,7 @@ def _test_report(loaded: LoadedModel) -> dict[str, Any] | None:
 
 def corpus_files(cfg: Config) -> list[str]:
     """The names (not the folders: a card is published) of a `files` dataset's corpus files, in config order."""
-    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.train_corpora for p in entry]
+    paths = [getattr(cfg.data, key) for key in FILES_KEYS] + [p for entry in cfg.data.corpora for p in entry.files]
     return [Path(path).name for path in paths if path]
 
 

@@ -28,13 +28,12 @@ from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import MESSAGE, ConfigError, DataError, excerpt, short_repr
 from nmt.glossary import Glossary
-from nmt.search import Hypothesis
-from nmt.sentences import MODES, split, split_mode
+from nmt.sentences import MODES, split_mode
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
 from nmt.serve.limits import HeaderLimits, Limits
 from nmt.serve.metrics import count_sentences
-from nmt.translator import Translation, Translator, sentence_terms, sentences_of
+from nmt.translator import Translation, Translator
 
 T = TypeVar("T")
 SETTINGS = ("beam", "n_best", "length_penalty")  # search settings a request may change, checked like the CLI flags
@@ -146,32 +145,23 @@ def queued_batcher(request: Request, limits: Limits) -> Batcher:
     return batcher
 
 
-async def decode_lines(request: Request, limits: Limits, lines: list[Any], decode: DecodeConfig,
-                       terms: list[list[str]] | None = None) -> list[list[Hypothesis]]:
-    """The n-best lists of `lines` (checked against the limits), decoded in a batch with other requests; `terms`
-    as `Searcher.search` takes them."""
-    check_text(lines, limits)
-    count_sentences(request, lines)
-    if not lines:
-        return []
-    return await unless_gone(request, queued_batcher(request, limits).translate(lines, decode, terms))
-
-
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
                           decode: DecodeConfig, split_sentences: str, glossary: Glossary | None = None,
                           constraints: list[Any] | None = None) -> list[list[Translation]]:
-    """Each text's n-best list (`Searcher.combine`): the texts checked against the limits, split into sentences
-    (`nmt.sentences.split`), and the sentences decoded in a batch with other requests (the sentence limit counts
-    them); `glossary` and `constraints` (one list of target terms per text) as `translator.sentence_terms` assigns
-    them, a malformed one a 400."""
+    """Each text's n-best list (`Translator.translations`): the texts checked against the limits and prepared
+    (`Translator.prepare`: split into sentences, which the sentence limit counts; `glossary` and `constraints`, one
+    list of target terms per text, a malformed one a 400), then searched in a batch with other requests."""
     check_text(texts, limits)
-    pieces = [split(text, split_sentences, language=translator.searcher.language) for text in texts]
     try:
-        terms = sentence_terms(pieces, glossary, constraints)
+        prepared = translator.prepare(texts, split_sentences, glossary=glossary, constraints=constraints)
     except DataError as err:
         raise ApiError(400, str(err)) from None
-    nbest = await decode_lines(request, limits, sentences_of(pieces), decode, terms)
-    return translator.with_decode(decode).searcher.assemble(pieces, nbest)
+    sentences = prepared.sentences
+    check_text(sentences, limits)
+    count_sentences(request, sentences)
+    if not sentences:
+        return [[] for _ in texts]
+    return await unless_gone(request, queued_batcher(request, limits).translate(prepared, decode))
 
 
 def request_glossary(translator: Translator, glossary: Any, constraints: Any) -> Glossary | None:

@@ -1,9 +1,9 @@
 """Dynamic batching: requests queued while the worker was busy, and those arriving within a few milliseconds
-after, are decoded together by one worker thread.
+after, are translated together by one worker thread.
 
 The event loop only queues work and awaits futures; tokenization, search and attention all run on the worker,
 which is also the only thread that touches the model. A request whose client went away before its batch
-started is dropped without being decoded.
+started is dropped without being translated.
 """
 
 from __future__ import annotations
@@ -13,26 +13,24 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nmt.config import DecodeConfig
-from nmt.search import Hypothesis
 from nmt.serve.limits import WAIT_MS
-from nmt.translator import Translator
+from nmt.translator import Texts, Translation, Translator
 
 
 @dataclass
 class Job:
-    """Lines to translate with `decode`, or (with `call`) one function to run alone on the worker."""
+    """Texts to translate with `decode`, or (with `call`) one function to run alone on the worker."""
 
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    lines: Sequence[str] = ()
+    texts: Texts = Texts(())
     decode: DecodeConfig | None = None
     call: Callable[[], Any] | None = None
-    terms: Sequence[Sequence[str]] | None = None  # per line, target terms its translations must contain
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
@@ -45,7 +43,7 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
 
 
 class Batcher:
-    """A queue and one decoding thread. `batches` counts the searches run (one per group of equal settings);
+    """A queue and one translating thread. `batches` counts the searches run (one per group of equal settings);
     `on_batch` hears the number of sentences of each, on the worker thread."""
 
     def __init__(self, translator: Translator, wait_ms: float = 5.0, budget: int | None = None,
@@ -60,12 +58,11 @@ class Batcher:
         self.thread = threading.Thread(target=self._run, name="nmt-serve-decoder", daemon=True)
         self.thread.start()
 
-    async def translate(self, lines: Sequence[str], decode: DecodeConfig,
-                        terms: Sequence[Sequence[str]] | None = None) -> list[list[Hypothesis]]:
-        """The n-best lists of `lines`, decoded in a batch with whatever other requests arrive meanwhile; `terms`
-        as `Searcher.search` takes them."""
+    async def translate(self, texts: Texts, decode: DecodeConfig) -> list[list[Translation]]:
+        """Each text's n-best list (`Translator.translations`), searched in a batch with whatever other requests
+        arrive meanwhile."""
         loop = asyncio.get_running_loop()
-        job = Job(loop.create_future(), loop, lines, decode, terms=terms)
+        job = Job(loop.create_future(), loop, texts, decode)
         self.queue.put(job)
         return await job.future
 
@@ -93,13 +90,13 @@ class Batcher:
             jobs = [job]
             try:
                 self._collect(jobs, pending)
-                self._decode(jobs)
+                self._translate(jobs)
             except Exception as err:  # noqa: BLE001 - fail these requests, keep serving
                 for failed in jobs:
                     failed.loop.call_soon_threadsafe(_settle, failed.future, None, err)
 
     def _tokens(self, job: Job) -> int:
-        return sum(len(ids) + 1 for ids in self.translator.searcher.encode(job.lines))  # + EOS
+        return sum(len(ids) + 1 for ids in self.translator.encode(job.texts.sentences))  # + EOS
 
     def _collect(self, jobs: list[Job], pending: list[Job | None]) -> None:
         """Add to `jobs`, up to the token budget, every translation job already queued and those arriving within
@@ -125,23 +122,21 @@ class Batcher:
             result, error = None, err
         job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
-    def _decode(self, jobs: list[Job]) -> None:
+    def _translate(self, jobs: list[Job]) -> None:
         """One search per group of jobs with equal settings, with or without terms; each job gets its own slice of
         the results."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if not job.future.cancelled():
-                groups.setdefault((dataclasses.astuple(job.decode), job.terms is None), []).append(job)
-        for (_, plain), group in groups.items():
-            decode = group[0].decode
-            lines = [line for job in group for line in job.lines]
-            terms = None if plain else [line_terms for job in group for line_terms in job.terms]
-            results = self.translator.with_decode(decode).searcher.search(lines, terms=terms)
+                groups.setdefault((dataclasses.astuple(job.decode), job.texts.terms is None), []).append(job)
+        for group in groups.values():
+            texts = Texts.joined([job.texts for job in group])
+            results = self.translator.with_decode(group[0].decode).translations(texts)
             self.batches += 1
             if self.on_batch is not None:
-                self.on_batch(len(lines))
+                self.on_batch(len(texts.sentences))
             start = 0
             for job in group:
-                part = results[start:start + len(job.lines)]
-                start += len(job.lines)
+                part = results[start:start + len(job.texts.pieces)]
+                start += len(job.texts.pieces)
                 job.loop.call_soon_threadsafe(_settle, job.future, part, None)

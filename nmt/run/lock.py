@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nmt.errors import FileError, RunLockError
 from nmt.fileio import cause
-from nmt.rundir import RunDir
+from nmt.run.folder import RunDir
 
 
 def _owner() -> str:

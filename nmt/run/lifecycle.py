@@ -25,9 +25,9 @@ from nmt.distributed import all_true, barrier, current, init_distributed, joined
 from nmt.errors import CheckpointError, ConfigError, FileError, NmtError, RunLockError, TrainingInterrupted
 from nmt.fileio import check_input, check_output
 from nmt.finetune import Parent, load_parent
-from nmt.rundir import RunDir
-from nmt.runlock import run_lock
-from nmt.runlog import check_tensorboard
+from nmt.run.folder import RunDir
+from nmt.run.lock import run_lock
+from nmt.run.log import check_tensorboard
 from nmt.signals import graceful_stop, signal_name, stop_signal
 from nmt.tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
 from nmt.trainer import Trainer, pairs_within
@@ -57,7 +57,7 @@ class Run:
 
     def translator(self, device: str | torch.device = "auto", **decoding: Any) -> Translator:
         """A translator for the final model (or the run folder's best checkpoint), as `nmt.load` gives it."""
-        from nmt.translator import load_translator
+        from nmt.loader import load_translator
 
         return load_translator([self.checkpoint or self.path], device, changes=decoding)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from nmt.errors import ConfigError
 from nmt.fileio import atomic_output
-from nmt.rundir import RunDir, read_metrics
+from nmt.run.folder import RunDir, read_metrics
 
 INSTALL_TENSORBOARD = "pip install tensorboard (or make install, which installs the serve extra)"
 
