@@ -226,14 +226,15 @@ class Searcher:
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
-    def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
+    def aligned(self, sentences: Sequence[str], layer: int | None = None, warn: Warn | None = None) -> list[Aligned]:
         """Each sentence's best translation with its word alignment: the cross-attention of decoder layer `layer`
         (default ALIGNMENT_LAYER; see `alignment_attention`), averaged over its heads (and an ensemble's members),
         summed from subwords into the whitespace-separated words of both sides; the search's own attention for a
-        model without layers of heads (a GRU); none where the engine gives no attention."""
+        model without layers of heads (a GRU); none where the engine gives no attention. `warn` hears of truncated
+        sentences."""
         attention = self.engine.abilities.attention
         out = []
-        for sentence, hyps in zip(sentences, self.search(sentences, return_attention=attention)):
+        for sentence, hyps in zip(sentences, self.search(sentences, warn, return_attention=attention)):
             if not hyps:
                 out.append(Aligned(""))
                 continue
@@ -378,14 +379,16 @@ class Translator:
                                             split_sentences=split_sentences, **decoding).text
 
     def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
-                                split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
+                                split_sentences: str | bool = "nonewlines", warn: Warn | None = None,
+                                **decoding: Any) -> Translation:
         """`translate_markup`'s document as a `Translation`: its score, log-probability and tokens are the sums
         over every sentence it translated, so its confidence is the token-weighted mean over them (text left alone
-        is not scored; a document with no text to translate has 0 tokens and a NaN confidence)."""
+        is not scored; a document with no text to translate has 0 tokens and a NaN confidence). `warn` hears of
+        truncated sentences by their number in the document."""
         aligner, done = self.with_decode(**decoding).searcher.aligned, []
 
         def translate(sentences: list[str]) -> list[Aligned]:
-            results = aligner(sentences)
+            results = aligner(sentences, warn=warn)
             done.extend(results)
             return results
 
