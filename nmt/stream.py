@@ -15,7 +15,7 @@ from typing import IO, BinaryIO
 from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.errors import DataError, FileError, MarkupError
 from nmt.fileio import atomic_output, check_input, check_output
-from nmt.glossary import Glossary, constraint_terms
+from nmt.glossary import Glossary, check_targets, constraint_terms
 from nmt.markup import BOM, MAX_DOCUMENT_CHARS
 from nmt.sentences import one_line, split, split_mode
 from nmt.translator import Translation, Translator, model_inputs
@@ -41,6 +41,8 @@ class Stream:
                  glossary: Glossary | None = None) -> None:
         self.translator, self.chunk_lines, self.scores = translator, chunk_lines, scores
         self.glossary = glossary  # its target terms must appear in the translations of sentences that call for them
+        if glossary is not None:
+            check_targets(glossary, translator.searcher.encode_terms)
         self.plot_dir = Path(plot_dir) if plot_dir else None
         self.plot_count, self.stats_path = plot_count, stats_path
         self.thresholds = thresholds or Thresholds()
@@ -171,10 +173,20 @@ def translate_file(stream: Stream, source: str | None, output: str | None, const
     with ExitStack() as stack:
         terms = None
         if constraints:
-            terms = (constraint_terms(line, f"{constraints} line {number}") for number, line in
-                     enumerate(read_lines(_open(stack, constraints, "constraints"), constraints), 1))
+            lines = read_lines(_open(stack, constraints, "constraints"), constraints)
+            terms = (_spelled(stream, constraint_terms(line, f"{constraints} line {number}"),
+                              f"{constraints} line {number}") for number, line in enumerate(lines, 1))
         handle = _open(stack, source, "input") if source else sys.stdin.buffer
         return stream.run(read_lines(handle, name), name, output, terms)
+
+
+def _spelled(stream: Stream, terms: list[str], where: str) -> list[str]:
+    """`terms` once the model's vocabulary can write each (else DataError naming `where`)."""
+    try:
+        stream.translator.searcher.encode_terms(terms)
+    except DataError as err:
+        raise DataError(f"{where}: {err}") from None
+    return terms
 
 
 def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:

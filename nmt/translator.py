@@ -32,14 +32,14 @@ from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
 from nmt.engines.ctranslate2 import MANIFEST, NO_GLOSSARY, CTranslate2Engine, export_files, is_export, read_manifest
 from nmt.engines.pytorch import TorchEngine
-from nmt.errors import CheckpointError, ConfigError, DataError, ExportError
+from nmt.errors import CheckpointError, ConfigError, DataError, ExportError, short_repr
 from nmt.fileio import sha256_file
 from nmt.glossary import GlossaryLike, line_terms
 from nmt.markup import Aligned, splitter, translate_document, word_weights
 from nmt.rundir import RunDir
 from nmt.search import Ensemble, Hypothesis
 from nmt.sentences import Pieces, split, split_mode
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import UNK_ID, Tokenizer
 from nmt.utils import resolve_device
 
 ALIGNMENT_LAYER = -2  # the decoder layer whose cross-attention places inline tags (docs/translating.md says why)
@@ -213,8 +213,13 @@ class Searcher:
         return out
 
     def encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
-        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word."""
+        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word. A term the
+        target vocabulary cannot write (its subwords hold the unknown piece) is a DataError naming it."""
         ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
+        for term, pieces in zip(terms, ids):
+            if UNK_ID in pieces:
+                raise DataError(f"the target term {short_repr(term)} holds characters the model's target vocabulary "
+                                "cannot write")
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
     def detokenize(self, hyp: Hypothesis) -> str:

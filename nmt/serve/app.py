@@ -27,7 +27,7 @@ from nmt.config import DecodeConfig, decode_with
 from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import MESSAGE, ConfigError, DataError, excerpt, short_repr
-from nmt.glossary import Glossary
+from nmt.glossary import Glossary, check_targets
 from nmt.search import Hypothesis
 from nmt.sentences import MODES, split, split_mode
 from nmt.serve.batcher import Batcher
@@ -168,6 +168,8 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     pieces = [split(text, split_sentences) for text in texts]
     try:
         terms = sentence_terms(pieces, glossary, constraints)
+        for wanted in terms or ():  # a term the vocabulary cannot write is refused, never searched for
+            translator.searcher.encode_terms(wanted)
     except DataError as err:
         raise ApiError(400, str(err)) from None
     nbest = await decode_lines(request, limits, sentences_of(pieces), decode, terms)
@@ -187,7 +189,11 @@ def request_glossary(translator: Translator, glossary: Any, constraints: Any) ->
     if constraints is not None and not isinstance(constraints, list):
         raise ApiError(400, "constraints must be a list holding a list of target terms per line of src")
     try:
-        return None if glossary is None else Glossary.of(glossary)
+        if glossary is None:
+            return None
+        checked = Glossary.of(glossary)
+        check_targets(checked, translator.searcher.encode_terms)
+        return checked
     except DataError as err:
         raise ApiError(400, str(err)) from None
 
