@@ -300,7 +300,9 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
         if not isinstance(err, xml.parsers.expat.ExpatError):
             raise MarkupError(f"XML that cannot be read: {type(err).__name__}: {excerpt(str(err), 80)}") from None
         if fragment and parser.ErrorByteIndex >= len(head) + len(data):
-            raise MarkupError(f"not well-formed XML: {_unclosed(events, data)} is not closed") from None
+            unclosed = _unclosed(events, data)
+            raise MarkupError("not well-formed XML: " + (f"{unclosed} is not closed" if unclosed else
+                              "it ends inside a tag, comment, CDATA section or processing instruction")) from None
         column = err.offset - (len(head) if err.lineno == 1 else 0)
         raise MarkupError(f"not well-formed XML at line {err.lineno}, column {column + 1}: "
                           f"{xml.parsers.expat.ErrorString(err.code)}") from None
@@ -321,14 +323,16 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
     return doc
 
 
-def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str:
-    """The innermost element left open at the end of a fragment's events, and where it starts."""
+def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str | None:
+    """The innermost element left open at the end of a fragment's events, and where it starts (None: none is)."""
     stack = []
     for kind, offset, _value, name, _attrs in events[1:]:
         if kind == "start":
             stack.append((name, offset))
         elif kind == "end" and stack:
             stack.pop()
+    if not stack:
+        return None
     name, offset = stack[-1]
     before = data[:offset].decode("utf-8")
     line = before.count("\n") + 1
