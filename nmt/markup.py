@@ -1,9 +1,12 @@
 """Translating a marked-up document (HTML or XML) and giving back its markup as it was.
 
 The document is read with a real parser, the standard library's: `html.parser` for HTML (lenient, as browsers
-are) and expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused,
-so no entity can expand). Each event keeps its text exactly as written, so that everything not translated comes
-back byte for byte: tags with their attributes, comments, declarations, entities, whitespace between blocks.
+are; a tail that never closes, such as an unterminated comment, is kept as written and never translated) and
+expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused, so no
+entity can expand; the text is read as the Unicode it is, whatever its declaration says). Any other exception a
+parser raises is a `MarkupError` too. Each event keeps its text exactly as written, so that everything not
+translated comes back byte for byte: tags with their attributes, comments, declarations, entities, whitespace
+between blocks, a byte-order mark.
 
 A block's text (a paragraph, a heading, a list item; in XML an element holding text of its own) is the unit
 translated, with the inline elements inside it (`Ein <b>großer</b> Hund`): its plain text is split into sentences,
@@ -43,8 +46,8 @@ HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input
 HTML_ESCAPES = {"&": "&amp;", "<": "&lt;"}
 XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 WRAPPER = "nmt-fragment"  # the element an XML fragment is parsed inside (never written out)
-# A reader holds a few hundred bytes per character of markup at worst (an element or entity per few characters):
-# longer documents are refused before they are read.
+# A reader holds many times a document's size (objects for every tag, entity and word): longer documents are
+# refused before they are read.
 MAX_DOCUMENT_CHARS = 2_000_000
 BOM = "\ufeff"
 
