@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,13 +30,19 @@ MAX_TERM_BYTES = 1024  # per term, in UTF-8 (DeepL's limit)
 MAX_TERMS_PER_LINE = 32  # target terms a constraints-file line may give
 ENDINGS = ("e", "n", "s", "en", "er", "es", "em", "ern", "ens", "ns")  # German inflection endings of a last word
 FORMATS = ("tsv", "csv")
+PAIR = ("de", "en")  # the language pair of every model nmt trains: what a CSV row's language codes must say
 _WORD = re.compile(r"\w+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+def written(text: str) -> list[str]:
+    """The words of a text as written (NFC): runs of letters and digits."""
+    return _WORD.findall(unicodedata.normalize("NFC", text))
+
+
 def words(text: str) -> list[str]:
-    """The normalized words of a text: NFC, casefolded, runs of letters and digits."""
-    return _WORD.findall(unicodedata.normalize("NFC", text).casefold())
+    """The normalized words of a text: NFC, runs of letters and digits, each casefolded."""
+    return [word.casefold() for word in written(text)]
 
 
 def check_term(term: object, where: str) -> str:
@@ -59,13 +65,12 @@ class Glossary:
     """Checked (source term, target term) entries (build it with `of`, `parse` or `load_glossary`)."""
 
     entries: tuple[tuple[str, str], ...]
-    _index: dict[str, list[tuple[tuple[str, ...], str]]] = field(init=False, repr=False, compare=False)
+    _index: dict[str, list[int]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        index: dict[str, list[tuple[tuple[str, ...], str]]] = {}  # first word -> (words, target) of the terms
-        for source, target in self.entries:
-            key = tuple(words(source))
-            index.setdefault(key[0], []).append((key, target))
+        index: dict[str, list[int]] = {}  # first normalized word -> the entries whose source term starts with it
+        for number, (source, _) in enumerate(self.entries):
+            index.setdefault(words(source)[0], []).append(number)
         object.__setattr__(self, "_index", index)
 
     @classmethod
@@ -91,9 +96,9 @@ class Glossary:
         return cls(tuple(checked))
 
     @classmethod
-    def parse(cls, text: str, fmt: str = "tsv", name: str = "glossary") -> Glossary:
+    def parse(cls, text: str, fmt: str = "tsv", name: str = "glossary", pair: tuple[str, str] = PAIR) -> Glossary:
         """A glossary from the text of a TSV or DeepL CSV file (`fmt`); blank lines are skipped, and DataError
-        names the faulty line."""
+        names the faulty line. A CSV row's language codes, where given, must be `pair`'s (source, target)."""
         if fmt not in FORMATS:
             raise DataError(f"{name}: entries format {fmt!r} is not one of {', '.join(FORMATS)}")
         lines = text.splitlines()
@@ -109,6 +114,9 @@ class Glossary:
                     expected = "source,target (or source,target,source_lang,target_lang)" if fmt == "csv" else \
                         "a source term, a tab and a target term"
                     raise DataError(f"{name} line {number}: {len(row)} columns; expected {expected}")
+                if len(row) == 4 and [_language(code) for code in row[2:]] != list(pair):
+                    raise DataError(f"{name} line {number}: the languages {row[2]!r} to {row[3]!r}; this glossary "
+                                    f"is for {pair[0]} to {pair[1]}")
                 pairs.append((number, row[0], row[1]))
         except csv.Error as err:
             raise DataError(f"{name}: not valid CSV ({err})") from None
@@ -133,20 +141,24 @@ class Glossary:
 
     def terms_for(self, sentence: str) -> list[str]:
         """The target terms `sentence` calls for, in the order their source terms occur (see the module's rules)."""
-        found = words(sentence)
-        matches: list[tuple[int, int, bool, str]] = []  # (start, end, matched through an ending, target)
-        for start, word in enumerate(found):
+        as_written = written(sentence)
+        found = [word.casefold() for word in as_written]
+        matches: list[tuple[int, int, bool, bool, int]] = []  # (start, end, through an ending, in another case,
+        for start, word in enumerate(found):                    # entry)
             stems = (word[:-len(e)] for e in ENDINGS if word.endswith(e) and len(word) > len(e))
-            for key in dict.fromkeys((word, *stems)):  # in this order, so that ties break the same every run
-                for term, target in self._index.get(key, ()):
+            for key in dict.fromkeys((word, *stems)):
+                for number in self._index.get(key, ()):
+                    source = self.entries[number][0]
+                    term = words(source)
                     end = start + len(term)
                     if end <= len(found) and _same(term, found[start:end]):
-                        matches.append((start, end, found[end - 1] != term[-1], target))
-        chosen: list[tuple[int, int, bool, str]] = []
-        for match in sorted(matches, key=lambda m: (m[0] - m[1], m[2], m[0])):  # longest, then exact, first
-            if all(match[1] <= s or match[0] >= e for s, e, _, _ in chosen):
+                        matches.append((start, end, found[end - 1] != term[-1],
+                                        not _same_case(written(source), as_written[start:end]), number))
+        chosen: list[tuple[int, int, bool, bool, int]] = []
+        for match in sorted(matches, key=lambda m: (m[0] - m[1], m[2], m[3], m[4], m[0])):
+            if all(match[1] <= s or match[0] >= e for s, e, *_ in chosen):  # longest, exact, same case, listed first
                 chosen.append(match)
-        return list(dict.fromkeys(target for _, _, _, target in sorted(chosen)))
+        return list(dict.fromkeys(self.entries[match[4]][1] for match in sorted(chosen)))
 
 
 def _same(term: tuple[str, ...], found: Sequence[str]) -> bool:
@@ -155,6 +167,26 @@ def _same(term: tuple[str, ...], found: Sequence[str]) -> bool:
     *found_head, found_last = found
     return list(head) == list(found_head) and (
         found_last == last or any(found_last == last + ending for ending in ENDINGS))
+
+
+def check_targets(glossary: Glossary, encode: Callable[[Sequence[str]], object], name: str = "glossary") -> None:
+    """DataError naming the first entry whose target term `encode` (`Translator.encode_terms`, which refuses a term
+    its vocabulary cannot write) refuses."""
+    try:
+        encode([target for _, target in glossary.entries])
+    except DataError:
+        for number, (_, target) in enumerate(glossary.entries, 1):
+            try:
+                encode([target])
+            except DataError as err:
+                raise DataError(f"{name} entry {number}: {err}") from None
+        raise
+
+
+def _same_case(term: Sequence[str], found: Sequence[str]) -> bool:
+    """Whether the sentence's words `found` are written as the term writes its words (the last one perhaps with an
+    ending)."""
+    return list(term[:-1]) == list(found[:-1]) and found[-1].startswith(term[-1])
 
 
 def load_glossary(path: str | Path) -> Glossary:
@@ -171,6 +203,11 @@ def load_glossary(path: str | Path) -> Glossary:
     except UnicodeDecodeError:
         raise DataError(f"{path}: the glossary is not valid UTF-8") from None
     return Glossary.parse(text.removeprefix("\ufeff"), "csv" if path.suffix.lower() == ".csv" else "tsv", str(path))
+
+
+def _language(code: str) -> str:
+    """A language code as a glossary compares it: its primary subtag in lower case (`EN-GB`: en)."""
+    return code.strip().partition("-")[0].lower()
 
 
 def constraint_terms(line: str, where: str) -> list[str]:

@@ -1,9 +1,12 @@
 """Translating a marked-up document (HTML or XML) and giving back its markup as it was.
 
 The document is read with a real parser, the standard library's: `html.parser` for HTML (lenient, as browsers
-are) and expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused,
-so no entity can expand). Each event keeps its text exactly as written, so that everything not translated comes
-back byte for byte: tags with their attributes, comments, declarations, entities, whitespace between blocks.
+are; a tail that never closes, such as an unterminated comment, is kept as written and never translated) and
+expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused, so no
+entity can expand; the text is read as the Unicode it is, whatever its declaration says). Any other exception a
+parser raises is a `MarkupError` too. Each event keeps its text exactly as written, so that everything not
+translated comes back byte for byte: tags with their attributes, comments, declarations, entities, whitespace
+between blocks, a byte-order mark.
 
 A block's text (a paragraph, a heading, a list item; in XML an element holding text of its own) is the unit
 translated, with the inline elements inside it (`Ein <b>großer</b> Hund`): its plain text is split into sentences,
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import html
+import re
 import xml.parsers.expat
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +29,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 
-from nmt.errors import MarkupError
+from nmt.errors import MarkupError, excerpt
 from nmt.sentences import split
 
 FORMATS = ("html", "xml")
@@ -42,6 +46,10 @@ HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input
 HTML_ESCAPES = {"&": "&amp;", "<": "&lt;"}
 XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 WRAPPER = "nmt-fragment"  # the element an XML fragment is parsed inside (never written out)
+# A reader holds many times a document's size (objects for every tag, entity and word): longer documents are
+# refused before they are read.
+MAX_DOCUMENT_CHARS = 2_000_000
+BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ SentenceTranslator = Callable[[list[str]], list[Aligned]]
 Splitter = Callable[[str], list[tuple[int, int]]]  # a text's sentences as (start, end) character spans
 
 
-@dataclass
+@dataclass(slots=True)
 class _Token:
     """One parser event with its text as written."""
 
@@ -72,7 +80,7 @@ class _Token:
     element: int = -1  # start, end, empty: the element it opens or closes
 
 
-@dataclass
+@dataclass(slots=True)
 class _Element:
     name: str
     parent: int  # -1: the document
@@ -94,11 +102,16 @@ def translate_document(document: str, format: str, translate: SentenceTranslator
                        ignore_tags: Collection[str] = (), split: Splitter | None = None) -> str:
     """`document` with the text of its blocks translated by `translate` (all sentences in one call) and its markup
     as it was; `split` cuts a block's text into sentences (default: one sentence per block). `format` is "html"
-    or "xml"; a document that cannot be read is a `MarkupError`."""
+    or "xml"; a document that cannot be read, or longer than MAX_DOCUMENT_CHARS, is a `MarkupError`."""
     if format not in FORMATS:
         raise MarkupError(f"format {format!r}: choose one of {', '.join(FORMATS)}")
     if not isinstance(document, str):
         raise MarkupError(f"expected the document as a str, got {type(document).__name__}")
+    if len(document) > MAX_DOCUMENT_CHARS:
+        raise MarkupError(f"a document of {len(document):,} characters; at most {MAX_DOCUMENT_CHARS:,} are read "
+                          "(split it into smaller documents)")
+    bom = BOM if document.startswith(BOM) else ""  # read after it and written back as it came
+    document = document[len(bom):]
     names = [ignore_tags] if isinstance(ignore_tags, str) else list(ignore_tags)
     if not all(isinstance(name, str) for name in names):
         raise MarkupError("ignore_tags: give element names (str)")
@@ -114,7 +127,7 @@ def translate_document(document: str, format: str, translate: SentenceTranslator
     results = translate(sentences) if sentences else []
     if len(results) != len(sentences):
         raise MarkupError(f"the translator gave {len(results)} translations for {len(sentences)} sentences")
-    out, done, at = [], 0, 0
+    out, done, at = [bom], 0, 0
     for (start, end), block in zip(runs, blocks):
         out += [token.raw for token in doc.tokens[at:start]]
         count = len(block.spans)
@@ -165,66 +178,91 @@ def _whole(text: str) -> list[tuple[int, int]]:
 
 
 class _HtmlEvents(HTMLParser):
-    """html.parser's events with the offset in the document where each begins."""
+    """html.parser's events with the offset in the document where each begins. Character references are left in
+    the text (`_text_tokens` reads them from the document as written)."""
 
     def __init__(self, document: str) -> None:
-        super().__init__(convert_charrefs=False)
-        self.events: list[tuple[str, int, str, str, dict]] = []  # kind, offset, text, name, attributes
+        super().__init__(convert_charrefs=True)
+        self.events: list[tuple[str, int, str, dict]] = []  # kind, offset, name, attributes
         self.line_starts = [0] + [i + 1 for i, c in enumerate(document) if c == "\n"]
 
-    def _add(self, kind: str, value: str = "", name: str = "", attrs: list | None = None) -> None:
+    def position(self) -> int:
         line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+    def _add(self, kind: str, name: str = "", attrs: list | None = None) -> None:
         attributes = {key: value or "" for key, value in attrs or ()}
-        self.events.append((kind, self.line_starts[line - 1] + column, value, name, attributes))
+        self.events.append((kind, self.position(), name, attributes))
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        self._add("empty" if tag in HTML_VOID else "start", name=tag, attrs=attrs)
+        self._add("empty" if tag in HTML_VOID else "start", tag, attrs)
 
     def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self._add("empty", name=tag, attrs=attrs)
+        self._add("empty", tag, attrs)
 
     def handle_endtag(self, tag: str) -> None:
-        self._add("end", name=tag)
+        self._add("end", tag)
 
     def handle_data(self, data: str) -> None:
-        self._add("text", data)
-
-    def _entity(self, name: str) -> None:
-        """A character or entity reference (&amp;, &#38;): kept as written, never translated."""
-        self._add("entity")
+        self._add("text")
 
     def _other(self, data: str) -> None:
         """A comment, declaration or processing instruction: kept as written."""
         self._add("other")
 
-    handle_entityref = handle_charref = _entity
     handle_comment = handle_decl = unknown_decl = handle_pi = _other
 
 
 def _read_html(document: str, ignored: frozenset[str]) -> _Document:
+    """html.parser's events, each with its text as written. The document is fed without `close`, so that the
+    parser reads it in one pass and stops at a construct that never ends (a comment, declaration, processing
+    instruction, CDATA section or tag cut off, the text of an unclosed script): that tail is kept as written and
+    never translated, as a browser never shows it."""
     parser = _HtmlEvents(document)
-    parser.feed(document)
-    parser.close()
-    events = parser.events
+    try:
+        parser.feed(document)
+    except Exception as err:  # noqa: BLE001 - html.parser raises AssertionError (and more) on bogus declarations
+        before = document[:parser.position()]
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        raise MarkupError(f"HTML that cannot be read at line {before.count(chr(10)) + 1}, column {column}: "
+                          f"{type(err).__name__}: {excerpt(str(err), 80)}") from None
+    tail = len(document) - len(parser.rawdata)  # where the parser stopped
+    events = [*parser.events, ("tail", tail, "", {})]
+    unclosed = parser.cdata_elem is not None or parser.rawdata.startswith("<")
     doc, builder = _Document(), _Builder(ignored)
-    if events and events[0][1] > 0:
+    if events[0][1] > 0:
         doc.tokens.append(_Token("other", document[:events[0][1]]))
-    for number, (kind, offset, value, name, attrs) in enumerate(events):
-        raw = document[offset:events[number + 1][1] if number + 1 < len(events) else len(document)]
+    for number, (kind, offset, name, attrs) in enumerate(events[:-1]):
+        raw = document[offset:events[number + 1][1]]
         if kind == "text":
-            if not raw.startswith(value):
-                value = raw
-            doc.tokens.append(_Token("text", value, value))
-            if len(raw) > len(value):  # what html.parser passed over without an event (a stray "</>")
-                doc.tokens.append(_Token("other", raw[len(value):]))
-        elif kind == "entity" and html.unescape(raw) != raw:
-            doc.tokens.append(_Token("text", raw, html.unescape(raw), entity=True))
-        elif kind == "entity":  # a name HTML does not know: markup to keep as written, not text
-            doc.tokens.append(_Token("other", raw))
+            doc.tokens += _text_tokens(raw)
         else:
             builder.add(doc, kind, raw, name, attrs)
+    if tail < len(document):
+        doc.tokens += [_Token("other", document[tail:])] if unclosed else _text_tokens(document[tail:])
     builder.finish(doc)
     return doc
+
+
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")  # as html.unescape finds them
+
+
+def _text_tokens(raw: str) -> list[_Token]:
+    """A text event as written: its text and its character references (a name HTML does not know is markup kept
+    as written); whatever html.parser passed over without an event after the text (a stray "</>") is markup too."""
+    end = raw.find("<", 1) if raw.startswith("<") else raw.find("<")
+    text, rest = (raw, "") if end < 0 else (raw[:end], raw[end:])
+    tokens, at = [], 0
+    for found in _CHARREF.finditer(text):
+        if found.start() > at:
+            tokens.append(_Token("text", text[at:found.start()], text[at:found.start()]))
+        value = html.unescape(found.group())
+        tokens.append(_Token("text", found.group(), value, entity=True) if value != found.group() else
+                      _Token("other", found.group()))
+        at = found.end()
+    if at < len(text):
+        tokens.append(_Token("text", text[at:], text[at:]))
+    return tokens + ([_Token("other", rest)] if rest else [])
 
 
 def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
@@ -233,7 +271,7 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
     data = document.encode("utf-8")
     fragment = not document.lstrip().startswith(("<?xml", "<!DOCTYPE"))
     head = f"<{WRAPPER}>".encode() if fragment else b""
-    parser = xml.parsers.expat.ParserCreate()
+    parser = xml.parsers.expat.ParserCreate("utf-8")  # the text is Unicode already: a declared encoding is moot
     parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
     events: list[tuple[str, int, str, str, dict]] = []  # kind, byte offset in `data`, text, name, attributes
     in_cdata = []
@@ -259,9 +297,15 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
         parser.Parse(head, False)
         parser.Parse(data, False)
         parser.Parse(f"</{WRAPPER}>".encode() if fragment else b"", True)
-    except xml.parsers.expat.ExpatError as err:
+    except MarkupError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever expat or a handler raises is the document's fault
+        if not isinstance(err, xml.parsers.expat.ExpatError):
+            raise MarkupError(f"XML that cannot be read: {type(err).__name__}: {excerpt(str(err), 80)}") from None
         if fragment and parser.ErrorByteIndex >= len(head) + len(data):
-            raise MarkupError(f"not well-formed XML: {_unclosed(events, data)} is not closed") from None
+            unclosed = _unclosed(events, data)
+            raise MarkupError("not well-formed XML: " + (f"{unclosed} is not closed" if unclosed else
+                              "it ends inside a tag, comment, CDATA section or processing instruction")) from None
         column = err.offset - (len(head) if err.lineno == 1 else 0)
         raise MarkupError(f"not well-formed XML at line {err.lineno}, column {column + 1}: "
                           f"{xml.parsers.expat.ErrorString(err.code)}") from None
@@ -282,14 +326,16 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
     return doc
 
 
-def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str:
-    """The innermost element left open at the end of a fragment's events, and where it starts."""
+def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str | None:
+    """The innermost element left open at the end of a fragment's events, and where it starts (None: none is)."""
     stack = []
     for kind, offset, _value, name, _attrs in events[1:]:
         if kind == "start":
             stack.append((name, offset))
         elif kind == "end" and stack:
             stack.pop()
+    if not stack:
+        return None
     name, offset = stack[-1]
     before = data[:offset].decode("utf-8")
     line = before.count("\n") + 1

@@ -19,6 +19,7 @@ MODES = ("on", "off", "nonewlines")
 # What str.splitlines ends a line at; `nonewlines` shows the segmenter spaces in their place (same length).
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _AS_SPACES = str.maketrans(LINE_BREAKS, " " * len(LINE_BREAKS))
+WINDOW = 2000  # characters the segmenter reads at once (see _segments)
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,31 @@ def split(text: str, mode: str | bool = "on", *, language: str) -> Pieces:
 
 
 def _segments(block: str, language: str) -> list[str]:
-    """`block` cut where the segmenter ends its sentences; the pieces are `block`'s own characters, in order."""
-    cuts, end = [], 0
-    for sentence in sentencex.segment(language, one_line(block)):
-        cuts.append(block[end:end + len(sentence)])
-        end += len(sentence)
-    if end < len(block):  # the segmenter dropped characters at the end: they stay with the text
-        cuts.append(block[end:])
+    """`block` cut where the segmenter ends its sentences; the pieces are `block`'s own characters, in order.
+
+    The segmenter reads at most WINDOW characters at once (its time grows faster than its input on runs of
+    unclosed quotes or of sentence ends without spaces): of each window all sentences but the last are kept, and
+    the next window starts where that last one does; a window of one sentence is cut at its last whitespace."""
+    text, cuts, start = one_line(block), [], 0
+    while start < len(text):
+        window = text[start:start + WINDOW]
+        lengths = [len(sentence) for sentence in sentencex.segment(language, window)]
+        last = start + WINDOW >= len(text)
+        if not last:  # more follows: the window's last sentence may go on past it
+            lengths = lengths[:-1] if sum(lengths[:-1]) else [_last_space(window)]
+        for length in lengths:
+            cuts.append(block[start:start + length])
+            start += length
+        if last:
+            if start < len(text):  # the segmenter dropped characters at the end: they stay with the text
+                cuts.append(block[start:])
+            break
     return cuts
+
+
+def _last_space(window: str) -> int:
+    """The length of `window` up to and including its last whitespace (all of it when it has none)."""
+    for end in range(len(window) - 1, 0, -1):
+        if window[end].isspace():
+            return end + 1
+    return len(window)

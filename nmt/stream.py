@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import ExitStack, nullcontext
@@ -14,10 +15,14 @@ from typing import IO, BinaryIO
 from nmt.diagnostics import Thresholds, attention_stats, flags
 from nmt.errors import DataError, FileError, MarkupError
 from nmt.fileio import atomic_output, check_input, check_output
-from nmt.glossary import Glossary, constraint_terms
+from nmt.glossary import Glossary, check_targets, constraint_terms
 from nmt.loader import model_inputs
+from nmt.markup import BOM, MAX_DOCUMENT_CHARS
 from nmt.sentences import one_line, split, split_mode
 from nmt.translator import Translation, Translator
+
+DECLARED_ENCODING = re.compile(r"<\?xml\s[^>]*?\bencoding\s*=\s*([\"'])(?P<name>[^\"']*)\1")
+UTF8_NAMES = ("utf-8", "utf8", "us-ascii", "ascii")
 
 
 class Stream:
@@ -37,6 +42,8 @@ class Stream:
                  glossary: Glossary | None = None) -> None:
         self.translator, self.chunk_lines, self.scores = translator, chunk_lines, scores
         self.glossary = glossary  # its target terms must appear in the translations of sentences that call for them
+        if glossary is not None:
+            check_targets(glossary, translator.encode_terms)
         self.plot_dir = Path(plot_dir) if plot_dir else None
         self.plot_count, self.stats_path = plot_count, stats_path
         self.thresholds = thresholds or Thresholds()
@@ -168,10 +175,20 @@ def translate_file(stream: Stream, source: str | None, output: str | None, const
     with ExitStack() as stack:
         terms = None
         if constraints:
-            terms = (constraint_terms(line, f"{constraints} line {number}") for number, line in
-                     enumerate(read_lines(_open(stack, constraints, "constraints"), constraints), 1))
+            lines = read_lines(_open(stack, constraints, "constraints"), constraints)
+            terms = (_spelled(stream, constraint_terms(line, f"{constraints} line {number}"),
+                              f"{constraints} line {number}") for number, line in enumerate(lines, 1))
         handle = _open(stack, source, "input") if source else sys.stdin.buffer
         return stream.run(read_lines(handle, name), name, output, terms)
+
+
+def _spelled(stream: Stream, terms: list[str], where: str) -> list[str]:
+    """`terms` once the model's vocabulary can write each (else DataError naming `where`)."""
+    try:
+        stream.translator.encode_terms(terms)
+    except DataError as err:
+        raise DataError(f"{where}: {err}") from None
+    return terms
 
 
 def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:
@@ -186,19 +203,32 @@ def translate_document_file(translator: Translator, format: str, source: str | N
                             split_sentences: str = "nonewlines", ignore_tags: Collection[str] = ()) -> None:
     """Translate the marked-up document in the file `source` (None: stdin; `format` "html" or "xml") to `output`
     (None: stdout) with `Translator.translate_markup`: its markup, entities and line breaks as written, its text
-    translated. A file that is not UTF-8 is a DataError, a document that cannot be read a MarkupError, both
-    naming the file; nothing is written then."""
+    translated. A file that is not UTF-8 (or whose XML declaration names another encoding) is a DataError, a
+    document that cannot be read or is longer than MAX_DOCUMENT_CHARS a MarkupError, both naming the file; nothing
+    is written then. A truncated sentence is a warning on stderr, as for plain text."""
     name = source or "<stdin>"
-    with ExitStack() as stack:
-        data = (_open(stack, source, "input") if source else sys.stdin.buffer).read()
+    with ExitStack() as stack:  # read no more than the longest document (in UTF-8) and one byte
+        data = (_open(stack, source, "input") if source else sys.stdin.buffer).read(4 * MAX_DOCUMENT_CHARS + 1)
     try:
         document = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
+        if len(data) > 4 * MAX_DOCUMENT_CHARS:
+            raise MarkupError(f"{name}: longer than {MAX_DOCUMENT_CHARS:,} characters, the most a document may "
+                              "hold (split it into smaller documents)") from None
         raise DataError(f"{name}: line {line} is not valid UTF-8") from None
+    declared = DECLARED_ENCODING.match(document.removeprefix(BOM)) if format == "xml" else None
+    if declared and declared["name"].lower().replace("_", "-") not in UTF8_NAMES:
+        raise DataError(f"{name}: the XML declaration names the encoding {declared['name']!r}; nmt-translate reads "
+                        "and writes UTF-8: convert the file and its declaration (iconv -t UTF-8)")
+    limit = translator.decode.max_source_tokens
+
+    def warn(index: int, length: int) -> None:
+        print(f"warning: {name} sentence {index + 1}: {length} subwords, truncated to {limit}", file=sys.stderr)
+
     try:
-        translated = translator.translate_markup(document, format, ignore_tags=ignore_tags,
-                                                 split_sentences=split_sentences)
+        translated = translator.translate_markup_scored(document, format, ignore_tags=ignore_tags,
+                                                        split_sentences=split_sentences, warn=warn).text
     except MarkupError as err:
         raise MarkupError(f"{name}: {err}") from None
     encoded = translated.encode("utf-8")

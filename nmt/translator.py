@@ -23,12 +23,12 @@ from nmt.data import normalize
 from nmt.diagnostics import Thresholds, attention_stats, flags, row_classes
 from nmt.engines import Engine
 from nmt.engines.ctranslate2 import NO_GLOSSARY
-from nmt.errors import ConfigError, DataError, ExportError
+from nmt.errors import ConfigError, DataError, ExportError, short_repr
 from nmt.glossary import GlossaryLike, line_terms
 from nmt.markup import Aligned, splitter, translate_document, word_weights
 from nmt.search import Hypothesis
 from nmt.sentences import Pieces, split, split_mode
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import UNK_ID, Tokenizer
 
 ALIGNMENT_LAYER = -2  # the decoder layer whose cross-attention places inline tags
 Warn = Callable[[int, int], None]  # (line index, subwords) of a truncated source
@@ -236,9 +236,14 @@ class Translator:
         return self.engine.search([np.asarray(ids, dtype=np.int64) for ids in sources], self.decode, return_attention,
                                   **constraints)
 
-    def _term_ids(self, terms: Sequence[str]) -> list[np.ndarray]:
-        """Target terms as the search reads them: normalized and encoded alone, so that each opens a word."""
+    def encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
+        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word; a DataError
+        for a term the target vocabulary cannot write (its subwords hold the unknown piece)."""
         ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
+        for term, pieces in zip(terms, ids):
+            if UNK_ID in pieces:
+                raise DataError(f"the target term {short_repr(term)} holds characters the model's target vocabulary "
+                                "cannot write")
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
     def _constraints(self, terms: Sequence[Sequence[Any]] | None, encoded: bool = False) -> dict[str, Any]:
@@ -250,7 +255,7 @@ class Translator:
         if not self.engine.abilities.constraints:
             raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
         ids = ([[np.asarray(term, dtype=np.int64) for term in line] for line in terms] if encoded
-               else [self._term_ids(line) for line in terms])
+               else [self.encode_terms(line) for line in terms])
         return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations, **never_emit}
 
     def _name(self) -> str:
@@ -266,13 +271,13 @@ class Translator:
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
-    def aligned(self, sentences: Sequence[str], layer: int | None = None) -> list[Aligned]:
+    def aligned(self, sentences: Sequence[str], layer: int | None = None, warn: Warn | None = None) -> list[Aligned]:
         """Each sentence's best translation with its word alignment: decoder layer `layer`'s cross-attention (default
         ALIGNMENT_LAYER) averaged over heads and members and summed into words; a GRU's own attention; none where the
-        engine gives no attention."""
+        engine gives no attention. `warn` hears of truncated sentences."""
         attention = self.engine.abilities.attention
         out = []
-        for sentence, hyps in zip(sentences, self.hypotheses(sentences, return_attention=attention)):
+        for sentence, hyps in zip(sentences, self.hypotheses(sentences, warn=warn, return_attention=attention)):
             if not hyps:
                 out.append(Aligned(""))
                 continue
@@ -349,12 +354,14 @@ class Translator:
                                             split_sentences=split_sentences, **decoding).text
 
     def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
-                                split_sentences: str | bool = "nonewlines", **decoding: Any) -> Translation:
-        """`translate_markup`'s document as a `Translation` summed over the sentences it translated."""
+                                split_sentences: str | bool = "nonewlines", warn: Warn | None = None,
+                                **decoding: Any) -> Translation:
+        """`translate_markup`'s document as a `Translation` summed over the sentences it translated; `warn` hears of
+        truncated sentences by their number in the document."""
         aligner, done = self.with_decode(**decoding).aligned, []
 
         def translate(sentences: list[str]) -> list[Aligned]:
-            results = aligner(sentences)
+            results = aligner(sentences, warn=warn)
             done.extend(results)
             return results
 

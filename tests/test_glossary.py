@@ -41,6 +41,41 @@ def test_a_term_written_as_the_sentence_writes_it_wins_over_one_matched_through_
     assert glossary.terms_for("Ein Hund.") == ["dog"]
 
 
+@pytest.mark.parametrize("entries", [[("Hund", "puppy"), ("hund", "kitty")], [("hund", "kitty"), ("Hund", "puppy")]])
+def test_of_two_terms_alike_but_for_case_the_one_written_as_the_sentence_writes_it_wins(entries) -> None:
+    glossary = Glossary.of(entries)
+    assert glossary.terms_for("Ein hund läuft.") == ["kitty"]  # whichever entry comes first
+    assert glossary.terms_for("Ein Hund läuft.") == ["puppy"]
+    assert glossary.terms_for("Zwei hunde.") == ["kitty"] and glossary.terms_for("Zwei Hunden.") == ["puppy"]
+    assert glossary.terms_for("EIN HUND.") == [entries[0][1]]  # written as neither: the entry listed first
+
+
+def test_a_csv_row_naming_another_language_pair_is_refused_naming_its_line(trained_run, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("Ein Hund.\n", encoding="utf-8")
+    argv = ["-c", str(trained_run), "-i", str(tmp_path / "in.txt"), "--glossary", str(tmp_path / "g.csv"),
+            "-o", str(tmp_path / "out.txt")]
+    for rows, line in (("puppy,Hund,en,de\n", 1), ("Katze,cat,de,en\nHund,puppy,fr,es\n", 2)):
+        (tmp_path / "g.csv").write_text(rows, encoding="utf-8")
+        fails_cleanly(translate_main, argv, capsys, tmp_path, f"g.csv line {line}: the languages")
+    assert Glossary.parse("Hund,puppy,DE,en-GB", "csv").entries == (("Hund", "puppy"),)  # codes as DeepL writes them
+
+
+def test_a_target_term_the_vocabulary_cannot_write_is_refused_naming_its_entry(trained_run, tmp_path,
+                                                                                capsys) -> None:
+    (tmp_path / "in.txt").write_text("Ein Hund.\nEin Mann.\n", encoding="utf-8")
+    (tmp_path / "g.tsv").write_text("Mann\tgentleman\nHund\t狗狗\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_text("puppy\n狗狗\n", encoding="utf-8")
+    argv = ["-c", str(trained_run), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
+    fails_cleanly(translate_main, [*argv, "--glossary", str(tmp_path / "g.tsv")], capsys, tmp_path,
+                  "glossary entry 2: the target term '狗狗' holds characters the model's target vocabulary cannot")
+    fails_cleanly(translate_main, [*argv, "--constraints", str(tmp_path / "c.txt")], capsys, tmp_path,
+                  "c.txt line 2: the target term '狗狗'")
+    translator = load_translator([trained_run], CPU)
+    for call in ({"glossary": {"Hund": "狗狗"}}, {"constraints": ["狗狗"]}):
+        with pytest.raises(DataError, match="cannot write"):
+            translator.translate("Ein Hund.", **call)
+
+
 def test_tsv_and_deepl_csv_give_the_same_glossary(tmp_path) -> None:
     (tmp_path / "g.tsv").write_text("Hund\thound\n\nroter Hut\tred hat\n", encoding="utf-8")
     (tmp_path / "g.csv").write_text('Hund,hound,de,en\n"roter Hut","red hat"\n', encoding="utf-8")
@@ -184,6 +219,8 @@ BAD_REQUESTS = [
     ({"constraints": [["dog"], []]}, "give one list of target terms per line (1)"),
     ({"constraints": [[1]]}, "a term must be text"),
     ({"constraints": {"a": 1}}, "constraints must be a list"),
+    ({"glossary": {"Mann": "gentleman", "Hund": "狗狗"}}, "glossary entry 2: the target term '狗狗' holds characters"),
+    ({"constraints": [["狗狗"]]}, "the target term '狗狗' holds characters the model's target vocabulary cannot"),
 ]
 
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import math
 import random
+import re
+import time
 import xml.etree.ElementTree as ElementTree
 from html.parser import HTMLParser
 
+import httpx
 import numpy as np
 import pytest
 
 from nmt.errors import MarkupError
-from nmt.markup import Aligned, translate_document, word_weights
+from nmt.markup import FORMATS, MAX_DOCUMENT_CHARS, Aligned, translate_document, word_weights
 
 
 def same(sentences: list[str]) -> list[Aligned]:
@@ -325,3 +328,146 @@ def test_hostile_documents_get_a_translation_or_the_apis_own_error_and_the_serve
                                                              "format": "html"})
     assert answer.status_code == 200 and Tags(answer.json()["translatedText"]).tags == Tags(document).tags
     assert service.get("/health").status_code == 200
+
+
+def recording():
+    """A word-for-word translator that keeps every sentence it is given."""
+    seen: list[str] = []
+
+    def translate(sentences: list[str]) -> list[Aligned]:
+        seen.extend(sentences)
+        return upper(sentences)
+    return translate, seen
+
+
+UNTERMINATED = {"comment": "<!-- Notiz: der Hund ist krank", "tag": '<a href="/katze" title="Die Katze schläft',
+                "cdata": "<![CDATA[ Die Katze schläft", "pi": "<?php echo 'Die Katze schläft';",
+                "end tag": "</p Die Katze schläft", "declaration": "<!DOCTYPE Die Katze schläft",
+                "script": "<script>var katze = 'Die Katze schläft';"}
+
+
+@pytest.mark.parametrize("name", UNTERMINATED)
+def test_an_unterminated_construct_is_kept_as_written_in_html_refused_in_xml_and_never_translated(name):
+    tail = UNTERMINATED[name]
+    translate, seen = recording()
+    out = translate_document("<p>Ein Hund läuft.</p>" + tail, "html", translate)
+    assert out == "<p>EIN HUND LÄUFT.</p>" + tail and seen == ["Ein Hund läuft."]
+    translate, seen = recording()
+    with pytest.raises(MarkupError, match="not well-formed XML"):
+        translate_document("<p>Ein Hund läuft.</p>" + tail, "xml", translate)
+    assert seen == []
+
+
+@pytest.mark.parametrize("document", ["<p>Ein Hund <![ läuft.</p>", "<![123[x]]>", "<p>x</p><![ ]>"])
+def test_every_html_parser_failure_is_a_markup_error_naming_the_place(document):
+    with pytest.raises(MarkupError, match=r"HTML that cannot be read at line 1, column \d+"):
+        translate_document(document, "html", upper)
+
+
+def test_text_after_a_reference_html_parser_would_stop_at_is_read_on():
+    translate, seen = recording()
+    document = "<p>Straße &amp; Weg &#223;</p><p>Ein &#xZZ; Hund läuft.</p><p>Die Katze &am"
+    assert translate_document(document, "html", translate) == ("<p>STRASSE &amp; WEG SS</p><p>EIN &amp;#XZZ; HUND "
+                                                                "LÄUFT.</p><p>DIE KATZE &am")
+    assert seen == ["Straße & Weg ß", "Ein &#xZZ; Hund läuft.", "Die Katze"]
+
+
+@pytest.mark.parametrize("encoding", ["ISO-8859-1", "UTF-16", "nonsense"])
+def test_xml_text_given_as_unicode_is_read_as_such_whatever_its_declaration_says(encoding):
+    translate, seen = recording()
+    document = f'<?xml version="1.0" encoding="{encoding}"?><p>Die Straße ist groß.</p>'
+    out = translate_document(document, "xml", translate)
+    assert seen == ["Die Straße ist groß."] and out == document.replace(seen[0], seen[0].upper())
+
+
+@pytest.mark.parametrize("format,document", [("xml", '<?xml version="1.0"?><p>Ein Hund.</p>'),
+                                             ("html", "<p>Ein Hund.</p>"), ("html", "Ein Hund.")])
+def test_a_byte_order_mark_is_read_past_and_written_back(format, document):
+    translate, seen = recording()
+    assert translate_document("\ufeff" + document, format, translate) == "\ufeff" + document.replace("Ein Hund.",
+                                                                                                      "EIN HUND.")
+    assert seen == ["Ein Hund."]
+
+
+@pytest.mark.parametrize("tail", ["<!--", "<![CDATA[", "<a b='", "<!x"])
+def test_a_megabyte_of_unterminated_markup_is_read_in_one_pass(tail):
+    document = "<p>Ein Hund.</p>" + tail * (1_000_000 // len(tail))
+    start = time.monotonic()
+    translate, seen = recording()
+    assert translate_document(document, "html", translate) == "<p>EIN HUND.</p>" + document[16:]
+    assert seen == ["Ein Hund."] and time.monotonic() - start < 30  # quadratic reading took many minutes
+
+
+def test_a_document_longer_than_the_limit_is_refused_before_it_is_read():
+    translate, seen = recording()
+    for format in FORMATS:
+        with pytest.raises(MarkupError, match=f"at most {MAX_DOCUMENT_CHARS:,} are read"):
+            translate_document("<a/>" * (MAX_DOCUMENT_CHARS // 4 + 1), format, translate)
+    assert seen == []
+    translate_document("<a/>" * (MAX_DOCUMENT_CHARS // 8), "xml", translate)  # within the limit: read
+
+
+def test_documents_in_the_servers_obey_the_sentence_limit_of_plain_text(service):
+    paragraphs = "<p>Ein Hund läuft.</p>" * 600  # 600 sentences: far more than the 64 a request may hold
+    for fields in ({"tag_handling": "xml"}, {"tag_handling": "html"}, {}):
+        text = paragraphs if fields else " ".join(["Ein Hund läuft."] * 600)
+        answer = service.post("/v2/translate", json={"text": [text], "target_lang": "EN-US", **fields})
+        assert answer.status_code == 413 and "at most 64 per request" in answer.json()["message"], answer.text
+    split = service.post("/v2/translate", json={"text": ["<p>Ein Hund läuft.</p>" * 40] * 2, "target_lang": "EN-US",
+                                                "tag_handling": "html"})  # 80 sentences in two documents
+    assert split.status_code == 413
+    answer = service.post("/libretranslate/translate", json={"q": paragraphs, "source": "de", "target": "en",
+                                                             "format": "html"})
+    assert answer.status_code == 400 and "at most 64 per request" in answer.json()["error"]
+    normal = service.post("/v2/translate", json={"text": ["<p>Ein Hund läuft.</p>"], "target_lang": "EN-US",
+                                                 "tag_handling": "html"})
+    assert normal.status_code == 200 and normal.json()["translations"][0]["text"].startswith("<p>")
+
+
+def test_markup_faults_get_the_same_answer_from_every_api_and_the_server_stays_healthy(service, translator):
+    def deepl(document: str, handling: str = "html") -> httpx.Response:
+        return service.post("/v2/translate", json={"text": [document], "target_lang": "EN-US",
+                                                   "tag_handling": handling})
+
+    def libre(document: str) -> httpx.Response:
+        return service.post("/libretranslate/translate", json={"q": document, "source": "de", "target": "en",
+                                                               "format": "html"})
+
+    plain = translator.translate("Ein Hund läuft.")
+    for tail in UNTERMINATED.values():  # kept as written, the text before it translated
+        assert deepl("<p>Ein Hund läuft.</p>" + tail).json()["translations"][0]["text"] == f"<p>{plain}</p>{tail}"
+        assert libre("<p>Ein Hund läuft.</p>" + tail).json()["translatedText"] == f"<p>{plain}</p>{tail}"
+        assert deepl("<p>Ein Hund läuft.</p>" + tail, "xml").status_code == 400
+    bogus = "<p>Ein Hund <![ läuft.</p>"
+    for answer in (deepl(bogus), libre(bogus)):
+        assert answer.status_code == 400 and "HTML that cannot be read at line 1" in answer.text, answer.text
+    declared = '<?xml version="1.0" encoding="{}"?><p>Die Straße ist groß.</p>'
+    expected = declared.format("{}").replace("Die Straße ist groß.", translator.translate("Die Straße ist groß."))
+    for encoding in ("ISO-8859-1", "UTF-16"):
+        answer = deepl(declared.format(encoding), "xml")
+        assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == expected.format(encoding)
+    assert service.get("/health").status_code == 200 and deepl("<p>Ein Hund läuft.</p>").status_code == 200
+
+
+def test_nmt_translate_reads_documents_as_the_servers_do_and_fails_in_one_line(trained_run, tmp_path, capsys):
+    from nmt.cli import translate_main
+    from tests.conftest import fails_cleanly
+
+    def run(name: str, content: bytes, format: str = "html") -> list[str]:
+        (tmp_path / name).write_bytes(content)
+        return ["-c", str(trained_run), "-i", str(tmp_path / name), "--format", format, "-o", str(tmp_path / "out")]
+
+    words = " ".join(["Hund"] * 600)  # one sentence far longer than the model reads
+    assert translate_main(run("long.html", f"<p>{words}</p>".encode())) == 0
+    assert re.search(r"warning: \S+long.html sentence 1: \d+ subwords, truncated to \d+", capsys.readouterr().err)
+    bom = '\ufeff<?xml version="1.0" encoding="UTF-8"?><p>Ein Hund läuft.</p>'.encode()
+    assert translate_main(run("bom.xml", bom, "xml")) == 0
+    assert (tmp_path / "out").read_bytes().startswith('\ufeff<?xml version="1.0" encoding="UTF-8"?><p>'.encode())
+    (tmp_path / "out").unlink()
+    latin = '<?xml version="1.0" encoding="ISO-8859-1"?><p>Die Straße.</p>'
+    fails_cleanly(translate_main, run("latin.xml", latin.encode(), "xml"), capsys, tmp_path,
+                  "the XML declaration names the encoding 'ISO-8859-1'")
+    fails_cleanly(translate_main, run("bogus.html", "<p>Ein Hund <![ läuft.</p>".encode()), capsys, tmp_path,
+                  "bogus.html: HTML that cannot be read at line 1, column 16")
+    fails_cleanly(translate_main, run("huge.xml", b"<a/>" * (MAX_DOCUMENT_CHARS // 4 + 1), "xml"), capsys, tmp_path,
+                  f"at most {MAX_DOCUMENT_CHARS:,}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 
 import pytest
 
@@ -90,3 +91,21 @@ def test_unknown_modes_are_refused_with_the_choices():
         split("Ein Hund.", "yes")
     with pytest.raises(ValueError, match="1 translations for 2 sentences"):
         split("Ein Hund. Eine Katze.").join(["A dog."])
+
+
+@pytest.mark.parametrize("unit", ["„Hund ", "Hund。", "Hund？", "»Ein Hund« „läuft. "])
+def test_a_megabyte_line_of_unclosed_quotes_or_unspaced_sentence_ends_is_split_in_seconds(unit):
+    text = unit * (1_000_000 // len(unit))
+    start = time.monotonic()
+    pieces = split(text, "nonewlines")
+    assert time.monotonic() - start < 30  # the segmenter alone took minutes on such a line
+    assert pieces.join(pieces.sentences) == text and max(map(len, pieces.sentences)) <= sentences.WINDOW
+
+
+def test_a_long_text_splits_as_it_would_in_one_piece(monkeypatch):
+    rng = random.Random(5)
+    words = "Der Hund läuft z. B. am 3. Mai „schnell“ nach Hause. Dr. Müller sagt: „Ja!“ Warum? Weil.".split()
+    text = " ".join(rng.choice(words) for _ in range(3000))  # several windows of the segmenter
+    windowed = split(text, "nonewlines")
+    monkeypatch.setattr(sentences, "WINDOW", len(text) + 1)
+    assert split(text, "nonewlines") == windowed and len(windowed.sentences) > 100

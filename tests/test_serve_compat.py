@@ -547,3 +547,63 @@ def test_the_serve_benchmark_sends_each_level_through_each_api(trained_run, tmp_
     assert set(record["speedup"]) == {"native", "libretranslate"} and set(record["vs_native"]) == {"libretranslate"}
     table = [line for line in _serve_section({"serve.json": record}) if line.startswith(f"| {record['run']} |")]
     assert len(table) == 4 and "| libretranslate | 2 | 3 |" in table[3]
+
+
+KEYED = [("POST", "/translate", {"json": {"src": ["Ein Hund."]}}), ("POST", "/attention", {"json": {"src": "Hund."}}),
+         ("GET", "/metrics", {}), ("POST", "/v2/translate", {"json": {"text": ["Ein Hund."], "target_lang": "EN-US"}}),
+         ("GET", "/v2/languages", {}), ("GET", "/v2/usage", {}), ("GET", "/v2/glossary-language-pairs", {}),
+         ("GET", "/v2/glossaries", {}), ("GET", "/v2/glossaries/x", {}), ("GET", "/v2/glossaries/x/entries", {}),
+         ("DELETE", "/v2/glossaries/x", {}),
+         ("POST", "/v2/glossaries", {"json": {"name": "g", "source_lang": "de", "target_lang": "en",
+                                              "entries": "Hund\tpuppy"}}),
+         ("POST", "/libretranslate/translate", {"data": {"q": "Ein Hund.", "source": "de", "target": "en"}}),
+         ("POST", "/libretranslate/detect", {"data": {"q": "Ein Hund."}}), ("GET", "/libretranslate/languages", {}),
+         ("GET", "/libretranslate/frontend/settings", {})]
+
+
+@pytest.mark.parametrize("method,path,body", KEYED)
+def test_a_request_has_one_identity_on_every_keyed_endpoint(local, method, path, body):
+    client, clock = local
+    deepl = [("Authorization", f"DeepL-Auth-Key {key}") for key in (WRONG_KEY, OTHER_KEY)]
+    for headers in (deepl, deepl[::-1], [deepl[1]] * 2, [("Authorization", f"Bearer {KEY}"), deepl[1]]):
+        clock[0] += 60.0
+        answer = client.request(method, path, headers=headers, **body)
+        assert answer.status_code == 400 and "2 Authorization headers" in answer.text, (headers, answer.text)
+    clock[0] += 60.0
+    answer = client.request(method, path, headers=[deepl[1]], **body)
+    assert answer.status_code in (200, 201, 404), answer.text  # one key: answered (404: no glossary x)
+    if path == "/v2/glossaries" and method == "POST":
+        assert client.delete(f"/v2/glossaries/{answer.json()['glossary_id']}", headers=[deepl[1]]).status_code == 204
+
+
+def test_two_credentials_never_file_a_glossary_where_another_key_sees_it(local):
+    client, clock = local
+    clock[0] += 60.0
+    body = {"name": "g", "source_lang": "de", "target_lang": "en", "entries": "Hund\tpuppy"}
+    for key in (KEY, OTHER_KEY):  # B files with [wrong, B]; C lists with [wrong, C]
+        two = [("Authorization", f"DeepL-Auth-Key {WRONG_KEY}"), ("Authorization", f"DeepL-Auth-Key {key}")]
+        assert client.post("/v2/glossaries", json=body, headers=two).status_code == 400
+        assert client.get("/v2/glossaries", headers=two).status_code == 400
+    for key in (KEY, OTHER_KEY):
+        clock[0] += 60.0
+        own = client.get("/v2/glossaries", headers={"Authorization": f"DeepL-Auth-Key {key}"})
+        assert own.status_code == 200 and own.json() == {"glossaries": []}
+
+
+def test_libretranslates_api_key_field_and_header_must_name_one_key(local):
+    client, clock = local
+    form = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    refused = [({"api_key": KEY}, {"Authorization": f"Bearer {OTHER_KEY}"}, "different keys"),
+               ({"api_key": WRONG_KEY}, {"Authorization": f"Bearer {KEY}"}, "different keys"),
+               ({"api_key": [KEY, OTHER_KEY]}, {}, "two api_key values"), ({"api_key": 7}, {}, "must be a string")]
+    for fields, headers, message in refused:
+        clock[0] += 60.0
+        answer = client.post("/libretranslate/translate", json={**form, **fields}, headers=headers)
+        assert answer.status_code == 400 and message in answer.json()["error"], answer.text
+    clock[0] += 60.0
+    answer = client.post("/libretranslate/translate", data={**form, "api_key": [KEY, OTHER_KEY]})
+    assert answer.status_code == 400 and "two api_key values" in answer.json()["error"]
+    for fields, headers in (({"api_key": KEY}, {"Authorization": f"Bearer {KEY}"}), ({"api_key": ""}, {})):
+        clock[0] += 60.0
+        headers = headers or {"Authorization": f"Bearer {KEY}"}
+        assert client.post("/libretranslate/translate", json={**form, **fields}, headers=headers).status_code == 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 import warnings
 
 import pytest
@@ -98,6 +99,8 @@ MALFORMED = [
     ({"target_lang": "fr"}, 400, "Unsupported glossary source and target language pair"),
     ({"name": None}, 400, "Parameter 'name' not specified"),
     ({"entries": ""}, 400, "Parameter 'entries' not specified"),
+    ({"entries": "Hund,puppy,fr,es", "entries_format": "csv"}, 400, "entries line 1: the languages 'fr' to 'es'"),
+    ({"entries": "Hund\tpuppy\nMann\t狗狗"}, 400, "entries entry 2: the target term '狗狗' holds characters"),
 ]
 
 
@@ -134,3 +137,29 @@ def test_a_glossary_folder_that_cannot_serve_is_one_line(tmp_path) -> None:
     (next(tmp_path.glob("*/*.json"))).write_text("{", encoding="utf-8")
     with pytest.raises(FileError, match="is not a glossary this server wrote"):
         GlossaryStore(tmp_path)
+
+
+def test_a_glossary_is_held_as_about_its_text_and_used_as_it_was_given() -> None:
+    entries = {f"Wort{i}": f"w{i}" for i in range(9_000)} | ENTRIES  # short terms: the most overhead per byte
+    glossary = Glossary.of(entries)
+    tsv = glossary.to_tsv()
+    store = GlossaryStore()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    infos = [store.create(b"owner", "g", "de", "en", Glossary.parse(tsv)) for _ in range(3)]  # as a request does
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert held < 3 * 2 * len(tsv.encode("utf-8")), (held, len(tsv))  # about its text each, not tens of times it
+    built = store.glossary(store.get(b"owner", infos[0].glossary_id))
+    assert built == glossary and built.terms_for("Ein Mann und ein Wort7.") == ["gentleman", "w7"]
+    for info in infos[1:]:
+        assert store.delete(b"owner", info.glossary_id)
+
+
+def test_glossary_id_with_tag_handling_is_the_documented_400(local) -> None:
+    made = create(local).json()["glossary_id"]
+    answer = local.post("/v2/translate", json={"text": ["<p>Ein Hund.</p>"], "target_lang": "EN-US",
+                                               "source_lang": "DE", "glossary_id": made, "tag_handling": "html"})
+    assert answer.status_code == 400 and "cannot be combined with 'tag_handling'" in answer.json()["message"]
+    assert (REPO / "docs" / "serve.md").read_text(encoding="utf-8").count("cannot be combined with `tag_handling`")
+    assert local.delete(f"/v2/glossaries/{made}").status_code == 204

@@ -27,7 +27,7 @@ from nmt.config import DecodeConfig, decode_with
 from nmt.diagnostics import Thresholds
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import MESSAGE, ConfigError, DataError, excerpt, short_repr
-from nmt.glossary import Glossary
+from nmt.glossary import Glossary, check_targets
 from nmt.sentences import MODES, split_mode
 from nmt.serve.batcher import Batcher
 from nmt.serve.guard import HeaderLimit, OriginCheck, require_json
@@ -154,6 +154,8 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     check_text(texts, limits)
     try:
         prepared = translator.prepare(texts, split_sentences, glossary=glossary, constraints=constraints)
+        for wanted in prepared.terms or ():  # a term the vocabulary cannot write is refused, never searched for
+            translator.encode_terms(wanted)
     except DataError as err:
         raise ApiError(400, str(err)) from None
     sentences = prepared.sentences
@@ -177,7 +179,11 @@ def request_glossary(translator: Translator, glossary: Any, constraints: Any) ->
     if constraints is not None and not isinstance(constraints, list):
         raise ApiError(400, "constraints must be a list holding a list of target terms per line of src")
     try:
-        return None if glossary is None else Glossary.of(glossary)
+        if glossary is None:
+            return None
+        checked = Glossary.of(glossary)
+        check_targets(checked, translator.encode_terms)
+        return checked
     except DataError as err:
         raise ApiError(400, str(err)) from None
 

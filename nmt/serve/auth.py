@@ -18,7 +18,7 @@ import json
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,12 @@ MAX_BUCKETS = 4096  # rate buckets kept; a new caller beyond them pushes out the
 WRONG_KEYS_PER_MINUTE = 10  # wrong keys an address may send in a burst, refilled evenly over the minute
 
 
+IDENTITY = "nmt.identity"  # the ASGI scope's key for the digest of the request's key, decided once by Guard
+
+
 class Denied(Exception):
-    """A request refused for its key (403) or its rate (429, with the seconds to wait)."""
+    """A request refused for its credentials (400 for two, 403 for a wrong or missing key) or its rate (429, with
+    the seconds to wait)."""
 
     def __init__(self, status: int, message: str, retry_after: int = 0) -> None:
         super().__init__(message)
@@ -136,9 +140,11 @@ class Access:
         self.keys, self.rate = keys, rate
         self.wrong_keys = wrong_keys or RateLimit(WRONG_KEYS_PER_MINUTE)
 
-    def check(self, key: str | None, client: str, limited: bool = True) -> None:
-        """Denied unless `key` opens the server (and, when `limited`, the caller is within its rate)."""
+    def check(self, key: str | None, client: str, limited: bool = True) -> bytes | None:
+        """The identity of `key` (its digest; None on a server without keys), or Denied unless `key` opens the
+        server (and, when `limited`, the caller is within its rate)."""
         caller: Hashable = client
+        identity = None
         if self.keys is not None:
             if not key:
                 raise Denied(403, "this server needs an API key: api_key (LibreTranslate), the header "
@@ -158,12 +164,32 @@ class Access:
             if wait > 0:
                 raise Denied(429, f"too many requests: more than {self.rate.capacity:.0f} a minute; try again in "
                                   f"{math.ceil(wait)} s", retry_after=math.ceil(wait))
+        return identity
 
 
 def header_key(authorization: str | None) -> str | None:
     """The key of an `Authorization: Bearer KEY` or `Authorization: DeepL-Auth-Key KEY` header."""
     scheme, _, key = (authorization or "").strip().partition(" ")
     return (key.strip() or None) if scheme.lower() in SCHEMES else None
+
+
+def request_key(headers: Iterable[tuple[bytes, bytes]], field: object = None) -> str | None:
+    """The one key a request sends: in its Authorization header, or in a body field (`field`: LibreTranslate's
+    api_key, "" or None for none, a list for a form field's values). A request has one identity: two Authorization
+    headers, two keys in the field, or a field and a header that disagree are Denied (400), whatever the keys."""
+    sent = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(sent) > 1:
+        raise Denied(400, f"{len(sent)} Authorization headers: a request sends one key")
+    fields = field if isinstance(field, list) else [] if field in (None, "") else [field]
+    if not all(isinstance(value, str) for value in fields):
+        raise Denied(400, "api_key must be a string")
+    keys = {key for key in fields if key}
+    if len(keys) > 1:
+        raise Denied(400, "two api_key values: a request sends one key")
+    header = header_key(sent[0].decode("latin-1")) if sent else None
+    if keys and header is not None and keys != {header}:
+        raise Denied(400, "the api_key field and the Authorization header hold different keys: send one")
+    return next(iter(keys), header)
 
 
 class Guard:
@@ -183,10 +209,9 @@ class Guard:
                 or scope["method"] == "OPTIONS"):  # a CORS preflight never carries a key
             await self.app(scope, receive, send)
             return
-        headers = {name.lower(): value for name, value in scope.get("headers", [])}
-        key = header_key(headers.get(b"authorization", b"").decode("latin-1"))
         try:
-            self.access.check(key, client_address(scope), limited=path not in self.unlimited)
+            key = request_key(scope.get("headers", []))
+            scope[IDENTITY] = self.access.check(key, client_address(scope), limited=path not in self.unlimited)
         except Denied as denied:
             await refuse(send, denied, self.error_body(path, denied.message))
             return

@@ -16,6 +16,7 @@ from typing import Any
 from starlette.requests import Request
 
 from nmt.errors import MarkupError
+from nmt.markup import Aligned, splitter, translate_document
 from nmt.serve.app import ApiError, check_text, json_object, queued_batcher, read_body, unless_gone
 from nmt.serve.limits import Limits
 from nmt.serve.metrics import count_sentences
@@ -89,19 +90,29 @@ async def translate_documents(request: Request, translator: Translator, limits: 
                               mode: str = "nonewlines") -> list[Translation]:
     """Each text translated as a document in `format` (html or xml) with its markup kept, its blocks split into
     sentences in `mode`, on the batcher's worker (`Translator.translate_markup_scored`); a document that cannot be
-    read is an ApiError 400 naming it."""
+    read is an ApiError 400 naming it. The limits of plain text hold: the documents' characters count whole, markup
+    included, and their sentences together against max_sentences (413 before any is translated)."""
     check_text(list(texts), limits)
     count_sentences(request, texts)
+    counted = [0]
+
+    def count(sentences: list[str]) -> list[Aligned]:
+        counted[0] += len(sentences)
+        if counted[0] > limits.max_sentences:
+            raise ApiError(413, f"{counted[0]} sentences or more in the documents; at most {limits.max_sentences} "
+                                "per request")
+        return [Aligned("")] * len(sentences)
 
     def work() -> list[Translation] | ApiError:
-        out = []
-        for number, text in enumerate(texts):
+        for number, text in enumerate(texts):  # every document is read and counted before any is translated
             try:
-                out.append(translator.translate_markup_scored(text, format, ignore_tags=ignore_tags,
-                                                              split_sentences=mode))
+                translate_document(text, format, count, ignore_tags=ignore_tags, split=splitter(mode))
             except MarkupError as err:  # the client's document, not the server, is at fault
                 return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
-        return out
+            except ApiError as err:
+                return err
+        return [translator.translate_markup_scored(text, format, ignore_tags=ignore_tags, split_sentences=mode)
+                for text in texts]
 
     result = await unless_gone(request, queued_batcher(request, limits).run(work))
     if isinstance(result, ApiError):

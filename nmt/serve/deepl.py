@@ -28,9 +28,9 @@ from fastapi.responses import JSONResponse, Response
 
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import DataError, short_repr
-from nmt.glossary import FORMATS, Glossary
+from nmt.glossary import FORMATS, Glossary, check_targets
 from nmt.serve.app import ApiError, QueueFull, translate_texts
-from nmt.serve.auth import Access, header_key
+from nmt.serve.auth import IDENTITY, Access
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
 from nmt.serve.limits import Limits
@@ -141,10 +141,14 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
     access, store = access or Access(), glossaries or GlossaryStore()
 
     def owner(request: Request) -> bytes:
-        """Whose glossaries a request sees: its key's (checked by auth.Guard already), or the shared set."""
+        """Whose glossaries a request sees: its key's, as auth.Guard identified it, or the shared set on a server
+        without keys."""
         if access.keys is None:
             return SHARED
-        return access.keys.identify(header_key(request.headers.get("authorization")) or "") or SHARED
+        identity = request.scope.get(IDENTITY)
+        if identity is None:  # not through the Guard: nobody's glossaries
+            raise DeepLError(403, "this server needs an API key")
+        return identity
 
     def stored(request: Request, glossary_id: str) -> Stored:
         found = store.get(owner(request), glossary_id)
@@ -190,7 +194,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
             can_use_glossaries()
             if not params.get("source_lang"):
                 raise DeepLError(400, "Parameter 'source_lang' is required when a glossary is used.")
-            glossary = stored(request, _text(params, "glossary_id")).glossary
+            glossary = store.glossary(stored(request, _text(params, "glossary_id")))
         try:
             results = await translate_texts(request, translator, limits, texts, translator.decode, mode,
                                             glossary)
@@ -228,9 +232,10 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         if kind not in FORMATS:
             raise DeepLError(400, f"Value for 'entries_format' not supported: {short_repr(kind)}; use tsv or csv.")
         try:
-            glossary = Glossary.parse(entries, kind, "entries")
+            glossary = Glossary.parse(entries, kind, "entries", (SOURCE, TARGET))
             if not len(glossary):
                 raise DataError("entries: no entry")
+            check_targets(glossary, translator.encode_terms, "entries")
             info = store.create(owner(request), name, SOURCE, TARGET, glossary)
         except DataError as err:
             raise DeepLError(400, f"Invalid glossary: {err}") from None
@@ -254,7 +259,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         accept = request.headers.get("accept", "*/*")
         if not any(kind in accept for kind in (TSV, "*/*", "text/*")):
             raise DeepLError(415, f"Glossary entries come as {TSV} only.")
-        return Response(stored(request, glossary_id).glossary.to_tsv(), media_type=TSV)
+        return Response(stored(request, glossary_id).entries, media_type=TSV)
 
     @app.delete("/v2/glossaries/{glossary_id}", dependencies=[Depends(app.state.origin_check)])
     async def delete_glossary(request: Request, glossary_id: str) -> Response:

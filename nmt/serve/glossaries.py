@@ -5,6 +5,10 @@ Each owner (the digest of its key) has at most MAX_GLOSSARIES; each glossary is 
 one (DeepL's entry rules, at most nmt.glossary.MAX_ENTRIES entries). A glossary is immutable, as DeepL's v2
 glossaries are: create, read, delete. The files are one JSON file per glossary, written atomically, in a folder
 per owner named by a hash of the key's digest (never the key).
+
+A glossary is held as its entries' text (TSV in UTF-8: as many bytes as the entries hold), and its matching index
+(`Glossary`, many times larger) is built when a translation uses it; the BUILT glossaries used last are kept
+built, for all owners together. So an owner's glossaries take about their text in memory.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hashlib
 import json
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +27,7 @@ from nmt.fileio import atomic_output
 from nmt.glossary import MAX_TERM_BYTES, Glossary
 
 MAX_GLOSSARIES = 100  # per API key
+BUILT = 8  # glossaries kept built for matching (an LRU), all owners together
 SHARED = b""  # the owner of every glossary when the server has no keys
 
 
@@ -40,8 +46,13 @@ class Info:
 
 @dataclass(frozen=True)
 class Stored:
+    """A glossary as kept: what DeepL says of it and its entries as TSV in UTF-8."""
+
     info: Info
-    glossary: Glossary
+    entries: bytes
+
+    def tsv(self) -> str:
+        return self.entries.decode("utf-8")
 
 
 class TooMany(Exception):
@@ -56,6 +67,7 @@ class GlossaryStore:
         self.limit = limit
         self.lock = threading.Lock()
         self.owners: dict[str, dict[str, Stored]] = {}
+        self.built: OrderedDict[str, Glossary] = OrderedDict()  # by glossary id, the one used last at the end
         if self.folder is not None:
             self._load(self.folder)
 
@@ -74,7 +86,7 @@ class GlossaryStore:
                 (self.folder / folder).mkdir(parents=True, exist_ok=True)
                 with atomic_output(self.folder / folder / f"{info.glossary_id}.json") as handle:
                     json.dump({"info": asdict(info), "entries": glossary.entries}, handle, ensure_ascii=False)
-            held[info.glossary_id] = Stored(info, glossary)
+            held[info.glossary_id] = Stored(info, glossary.to_tsv().encode("utf-8"))
         return info
 
     def list(self, owner: bytes) -> list[Info]:
@@ -87,12 +99,28 @@ class GlossaryStore:
         with self.lock:
             return self.owners.get(_owner_folder(owner), {}).get(glossary_id)
 
+    def glossary(self, stored: Stored) -> Glossary:
+        """The glossary of `stored`, built for matching (its entries were checked when it was made)."""
+        with self.lock:
+            found = self.built.get(stored.info.glossary_id)
+            if found is not None:
+                self.built.move_to_end(stored.info.glossary_id)
+                return found
+        entries = tuple(tuple(line.split("\t", 1)) for line in stored.tsv().splitlines())
+        found = Glossary(entries)  # each line holds one tab: (source, target)
+        with self.lock:
+            self.built[stored.info.glossary_id] = found
+            while len(self.built) > BUILT:
+                self.built.popitem(last=False)
+        return found
+
     def delete(self, owner: bytes, glossary_id: str) -> bool:
         """Remove a glossary (and its file); False if the owner has none of that id."""
         folder = _owner_folder(owner)
         with self.lock:
             if self.owners.get(folder, {}).pop(glossary_id, None) is None:
                 return False
+            self.built.pop(glossary_id, None)
             if self.folder is not None:
                 (self.folder / folder / f"{glossary_id}.json").unlink(missing_ok=True)
             return True
@@ -111,7 +139,7 @@ class GlossaryStore:
                 glossary = Glossary.of([tuple(pair) for pair in record["entries"]], str(path))
             except (OSError, ValueError, KeyError, TypeError) as err:
                 raise FileError(f"--glossary-dir: {path} is not a glossary this server wrote ({err})") from None
-            self.owners.setdefault(path.parent.name, {})[info.glossary_id] = Stored(info, glossary)
+            self.owners.setdefault(path.parent.name, {})[info.glossary_id] = Stored(info, glossary.to_tsv().encode())
 
 
 def _owner_folder(owner: bytes) -> str:

@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Request
 
 from nmt.errors import short_repr
 from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
-from nmt.serve.auth import Access, Denied, client_address, header_key
+from nmt.serve.auth import Access, Denied, client_address, request_key
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.limits import Limits
 from nmt.translator import Translator
@@ -86,10 +86,9 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
             params: Params | None = await read_params(request, limits)
         except ApiError as err:
             params, unreadable = None, err
-        key = params.get("api_key") if params is not None else None  # "" from clients that have none
+        field = params.all("api_key") if params is not None else None  # "" from clients that have none
         try:
-            access.check(key if isinstance(key, str) and key else header_key(request.headers.get("authorization")),
-                         client_address(request.scope))
+            access.check(request_key(request.scope["headers"], field), client_address(request.scope))
         except Denied as denied:
             raise ApiError(denied.status, denied.message, denied.retry_after) from None
         try:
