@@ -249,11 +249,11 @@ class Translator:
     def _constraints(self, terms: Sequence[Sequence[Any]] | None, encoded: bool = False) -> dict[str, Any]:
         """The engine's arguments beside the sources: the ids it never emits and per-line target terms (text, or ids
         where `encoded`)."""
+        if terms is not None and not self.engine.abilities.constraints:
+            raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
         never_emit = {"never_emit": self.tokenizer.never_emit}
         if terms is None:
             return never_emit
-        if not self.engine.abilities.constraints:
-            raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
         ids = ([[np.asarray(term, dtype=np.int64) for term in line] for line in terms] if encoded
                else [self.encode_terms(line) for line in terms])
         return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations, **never_emit}

@@ -728,6 +728,18 @@ def test_trace_calls_prints_the_hops_that_reach_the_target():
     assert trace["hop_count"] == len(trace["hops"]) and trace["files_before"] == len(trace["files"])
 
 
+def test_translate_reaches_the_search_in_at_most_five_frames(trained_run):
+    """The Python API's path, as docs/code.md draws it: Translator.translate to beam_search."""
+    target = "nmt/search.py:beam_search"
+    done = subprocess.run([sys.executable, "-m", "tools.trace_calls", target, "tools.trace_calls:translate_text", "--",
+                           str(trained_run), "Ein Hund läuft."], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    chain = json.loads(done.stdout)["chain"]
+    assert chain[0] == "nmt/translator.py:Translator.translate" and chain[-1] == target
+    assert len(chain) <= 5, chain
+
+
 def test_the_markup_benchmarks_documents_are_balanced_html_with_one_judged_tag_per_line():
     from benchmarks.markup import Read, balanced, documents
 

@@ -102,7 +102,7 @@ def test_the_translator_is_one_public_layer_over_text_and_ids(trained_run):
         "translate_nbest", "with_decode",  # text in
         "prepare", "translations",  # the same pipeline in two halves
         "hypotheses", "aligned", "attention_labels",  # lines searched whole
-        "encode", "search_batch", "score_batch", "detokenize"}  # ids
+        "encode", "encode_terms", "search_batch", "score_batch", "detokenize"}  # ids
     translator = load_translator([trained_run], CPU, changes={"beam": 3, "n_best": 2})
     lines = ["Ein Mann fährt Fahrrad.", "", "Zwei Kinder spielen im Park."]
     ids = translator.encode(lines)

@@ -2,6 +2,7 @@
 
 Usage: python -m tools.trace_calls TARGET ENTRY -- ARGS...
 e.g.   python -m tools.trace_calls nmt/trainer.py:train_step nmt.cli:train_main -- configs/sample_transformer.yaml
+       python -m tools.trace_calls nmt/search.py:beam_search tools.trace_calls:translate_text -- RUN "Ein Hund."
 
 Runs ENTRY (module:function, called with ARGS) under a profiler that sees only calls into nmt's own files, and
 stops the process at the first call of TARGET (file:function, the file relative to the folder holding the
@@ -86,6 +87,13 @@ class Tracer:
         files = sorted({name.split(":")[0] for name in self.functions})
         return {"hops": hops, "hop_count": len(hops), "chain": chain[::-1], "functions_before": len(self.functions),
                 "files_before": len(files), "files": files}
+
+
+def translate_text(argv: list[str]) -> int:
+    """An entry for the Python API's path: `nmt.load(MODEL).translate(TEXT)`, with ARGS MODEL TEXT."""
+    model, text = argv
+    nmt.load(model, device="cpu").translate(text)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,9 +104,10 @@ async def translate_documents(request: Request, translator: Translator, limits: 
         return [Aligned("")] * len(sentences)
 
     def work() -> list[Translation] | ApiError:
+        split = splitter(mode, translator.languages[0])
         for number, text in enumerate(texts):  # every document is read and counted before any is translated
             try:
-                translate_document(text, format, count, ignore_tags=ignore_tags, split=splitter(mode))
+                translate_document(text, format, count, ignore_tags=ignore_tags, split=split)
             except MarkupError as err:  # the client's document, not the server, is at fault
                 return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
             except ApiError as err:
