@@ -1,12 +1,7 @@
-"""The public API for notebooks and scripts: what the console commands do, as functions.
+"""The public API: the console commands as functions, raising `nmt.NmtError`s and never exiting.
 
-    import nmt
     run = nmt.train("configs/sample_transformer.yaml", overrides={"train.max_steps": 100})
-    translator = nmt.load(run.path, device="cpu", beam=5)
-    translator.translate("Ein Hund läuft.")
-
-Each raises the library's own errors (all `nmt.NmtError`), never exits and leaves the root logger and the signal
-handlers as it found them.
+    nmt.load(run.path, device="cpu", beam=5).translate("Ein Hund läuft.")
 """
 
 from __future__ import annotations
@@ -24,18 +19,15 @@ from nmt.model_formats import EXPORT_FORMATS
 from nmt.run.lifecycle import Run, train_run
 from nmt.translator import Translator
 
-Models = str | Path | Sequence[str | Path]  # one model, or a list (or tuple) of them: an ensemble
+Models = str | Path | Sequence[str | Path]  # a list is an ensemble
 
 
 def train(config: ConfigSource, overrides: Overrides | None = None, restart: bool = False,
           evaluate_test: bool = True) -> Run:
-    """Prepare the data (cached), train (or resume), choose the final model and score it on the test split; the
-    Run names the final model always, and holds the test report where the corpus has a test split.
+    """Prepare the data, train (or resume), choose the final model and score it on the test split.
 
-    `config` and `overrides` are as for `nmt.load_config` (`overrides={"train.max_steps": 60}`). `restart` deletes
-    an earlier run of the same name; `evaluate_test` False skips the test report. Ctrl-C saves last.pt and raises
-    `nmt.TrainingInterrupted`, which says how to resume; training the same config again resumes exactly. Under
-    torchrun every rank calls this.
+    `config` and `overrides` are as for `nmt.load_config`; `restart` deletes an earlier run of the same name.
+    Ctrl-C saves last.pt and raises `nmt.TrainingInterrupted`. Under torchrun every rank calls this.
     """
     changes = as_overrides(overrides, "nmt.train")
     cfg = load_config(config, changes)
@@ -44,18 +36,16 @@ def train(config: ConfigSource, overrides: Overrides | None = None, restart: boo
 
 def load(model: Models, *, device: str | torch.device = "auto", precision: str = "fp32",
          **decoding: Any) -> Translator:
-    """A Translator for a run folder (its final model), a checkpoint file or a CTranslate2 export folder; a list
-    of models decodes as an ensemble. `device` is auto, cpu, cuda, cuda:N or a torch.device. `decoding` takes the
-    decode.* settings (beam, length_penalty, max_len_a, ...), which override the ones stored with the model."""
+    """A Translator for a run folder, checkpoint or CTranslate2 export (a list: an ensemble); `decoding` takes
+    decode.* settings (beam, length_penalty, ...) over the model's own."""
     return load_translator(_models(model), device, precision, decoding)
 
 
 def evaluate(model: Models, *, split: str = "test",
              src: str | Path | None = None, ref: str | Path | None = None, device: str | torch.device = "auto",
              precision: str = "fp32", **decoding: Any) -> dict[str, Any]:
-    """The sacreBLEU report nmt-evaluate writes (BLEU, chrF, TER, signatures, settings, speed), for a split of
-    the model's dataset or for `src` and `ref` files; the translations are under "hypotheses". A list of models
-    is an ensemble. Nothing is written to disk."""
+    """nmt-evaluate's sacreBLEU report for a split or `src`/`ref` files, with the translations under
+    "hypotheses"; nothing is written."""
     from nmt.data import read_pair
     from nmt.evaluation import evaluate as score_translations
     from nmt.evaluation import split_pair
@@ -73,10 +63,8 @@ def evaluate(model: Models, *, split: str = "test",
 
 def export_model(model: str | Path, *, format: str = "ctranslate2", output: str | Path,
                  **options: Any) -> dict[str, Any]:
-    """Convert a Transformer (a run folder's final model or a checkpoint file) into a new folder `output`, as
-    nmt-export does: `format` "ctranslate2" (the deploy extra; option `quantization`, default float32) or
-    "huggingface" (the hf extra; a folder transformers loads with its stock classes). Returns the manifest
-    written beside the files."""
+    """Export a Transformer to a new folder `output` as "ctranslate2" (option `quantization`) or "huggingface",
+    as nmt-export does; returns the manifest."""
     from nmt.export import export_ctranslate2
 
     if format not in EXPORT_FORMATS:
@@ -93,20 +81,19 @@ def export_model(model: str | Path, *, format: str = "ctranslate2", output: str 
 
 
 def import_model(folder: str | Path, *, output: str | Path) -> dict[str, Any]:
-    """Convert a Hugging Face folder (an nmt export, or a Marian/OPUS-MT model; the hf extra) into an nmt
-    checkpoint file `output` that `load` reads, as nmt-import does. Returns the manifest it wrote."""
+    """Convert a Hugging Face folder (nmt or Marian) into checkpoint `output`, as nmt-import does; returns the
+    manifest."""
     from nmt.interop.hf_import import import_huggingface
 
     return import_huggingface(folder, output)
 
 
 def _models(model: Models) -> list[str | Path]:
-    """The models of a call: one path, or a list (or tuple) of them."""
     return list(model) if isinstance(model, (list, tuple)) else [model]
 
 
 def _call(function: str, subject: Any, overrides: Overrides) -> str:
-    """How a report records a call from Python (the command line of a console command, for the CLI)."""
+    """How a report records a call from Python."""
     shown = str(subject) if isinstance(subject, (str, Path)) else type(subject).__name__
     return f"{function}({shown!r}{f', overrides={dict(overrides)!r}' if overrides else ''})"
 

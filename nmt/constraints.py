@@ -1,9 +1,5 @@
-"""What a hypothesis of constrained search has met of its sentence's target terms, and which tokens take it further.
-
-A term is met once its tokens occur contiguously in the output; a term in progress is followed with the
-Knuth-Morris-Pratt automaton, so overlapping terms are each followed on their own. A hypothesis's bank is the length of
-its met terms plus its longest prefix in progress (Post & Vilar 2018; Hu et al. 2019).
-"""
+"""Constrained search's progress through a sentence's target terms, each followed by a KMP automaton
+(Post & Vilar 2018; Hu et al. 2019)."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from dataclasses import dataclass, replace
 
 
 def _failure(term: tuple[int, ...]) -> tuple[int, ...]:
-    """KMP failure function: for each prefix length i + 1, the length of its longest proper border."""
+    """KMP failure function: each prefix's longest proper border."""
     fail = [0] * len(term)
     k = 0
     for i in range(1, len(term)):
@@ -26,20 +22,19 @@ def _failure(term: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Constraints:
-    """One sentence's terms (deduplicated, non-empty token sequences) and their KMP tables."""
+    """One sentence's distinct, non-empty terms and their KMP tables."""
 
     terms: tuple[tuple[int, ...], ...]
     failures: tuple[tuple[int, ...], ...]
 
     @classmethod
     def of(cls, terms: Sequence[Sequence[int]]) -> Constraints:
-        """The constraints of a sentence; empty terms are dropped and repeated ones kept once."""
         unique = tuple(dict.fromkeys(tuple(int(t) for t in term) for term in terms if len(term)))
         return cls(unique, tuple(_failure(term) for term in unique))
 
     @property
     def tokens(self) -> int:
-        """The constraint tokens in all: a hypothesis' bank is at most this."""
+        """All constraint tokens: the largest bank."""
         return sum(len(term) for term in self.terms)
 
     def start(self) -> Standing:
@@ -49,9 +44,8 @@ class Constraints:
 
 @dataclass(frozen=True)
 class Standing:
-    """One hypothesis' standing: per term, whether it is met, and otherwise how many of its tokens the output ends
-    with; `unmet` counts the terms not yet met, `bank` the constraint tokens produced (the lengths of the met
-    terms plus the longest prefix in progress), and `completed` whether the last token ended a term."""
+    """One hypothesis' progress: per term, met or the prefix length matched; `bank` is the met terms' lengths
+    plus the longest prefix, `completed` whether the last token ended a term."""
 
     constraints: Constraints
     matched: tuple[int, ...]
@@ -61,7 +55,7 @@ class Standing:
     completed: bool
 
     def wanted(self) -> set[int]:
-        """The tokens that would take an unmet term a step further: the next token of each, and each's first."""
+        """Each unmet term's next token and first token."""
         out: set[int] = set()
         for term, matched, met in zip(self.constraints.terms, self.matched, self.met):
             if not met:
@@ -69,7 +63,6 @@ class Standing:
         return out
 
     def advance(self, token: int) -> Standing:
-        """The standing after the output grows by `token`."""
         if self.unmet == 0:
             return replace(self, completed=False) if self.completed else self
         matched, met = list(self.matched), list(self.met)

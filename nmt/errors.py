@@ -1,5 +1,4 @@
-"""The library's exception types, free of dependencies so that every layer can raise them, and how a message
-quotes a value of any size (`short_repr`, `excerpt`)."""
+"""The library's exception types (dependency-free, for every layer) and quoting values in messages."""
 
 from __future__ import annotations
 
@@ -8,27 +7,27 @@ from typing import Any
 
 
 class NmtError(Exception):
-    """Base of the errors nmt raises for bad input or a run that cannot go on; the message says what and where."""
+    """Base of nmt's errors for bad input or a run that cannot go on."""
 
 
 class ConfigError(NmtError, ValueError):
-    """A configuration problem, with the key and file at fault in its message."""
+    """A configuration problem."""
 
 
 class DataError(NmtError, ValueError):
-    """Bad or missing input data; the message names the file (and line) at fault."""
+    """Bad or missing input data."""
 
 
 class TokenizerError(NmtError, ValueError):
-    """Sentencepiece could not be trained or loaded; the message says why."""
+    """Sentencepiece could not be trained or loaded."""
 
 
 class CheckpointError(NmtError):
-    """A checkpoint that is missing, truncated, corrupt or incompatible."""
+    """A missing, corrupt or incompatible checkpoint."""
 
 
 class FileError(NmtError):
-    """A file that cannot be read or written, or must not be written; the message names the path and the cause."""
+    """A file that cannot (or must not) be read or written."""
 
 
 class RunLockError(NmtError):
@@ -36,19 +35,19 @@ class RunLockError(NmtError):
 
 
 class TrainingError(NmtError):
-    """A run that cannot go on (for example too many non-finite updates in a row)."""
+    """A run that cannot go on."""
 
 
 class ExportError(NmtError):
-    """A model that cannot be exported, or an export folder that cannot be used; the message says why."""
+    """A model that cannot be exported, or an unusable export folder."""
 
 
 class MarkupError(NmtError, ValueError):
-    """A document that cannot be read as the markup it was said to be (not well-formed XML, declared entities)."""
+    """A document that cannot be read as its markup format."""
 
 
 class TrainingInterrupted(NmtError):
-    """Training stopped on Ctrl-C or SIGTERM after saving last.pt; the message says how to resume."""
+    """Training stopped on Ctrl-C or SIGTERM after saving last.pt."""
 
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
@@ -57,17 +56,17 @@ class TrainingInterrupted(NmtError):
 
 # ---------------------------------------------------------------------------------------------- messages
 
-EXCERPT = 60  # characters of a long value that a message quotes
-MESSAGE = 1000  # characters of a whole error message (a few paths and excerpts fit)
+EXCERPT = 60  # characters quoted of a long value
+MESSAGE = 1000  # characters of a whole message
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """`text`, or its first `limit` characters marked as cut and with the length of the whole."""
+    """`text`, or its first `limit` characters marked as cut."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
 
 
 def short_repr(value: Any) -> str:
-    """repr(value) as a short, marked excerpt, so that a message stays one line whatever the input holds."""
+    """repr(value) as a short one-line excerpt."""
     if isinstance(value, str) and len(value) > EXCERPT:
         return f"{value[:EXCERPT]!r}... ({len(value):,} characters in all)"
     short = reprlib.Repr()

@@ -1,17 +1,9 @@
 """Glossaries and per-sentence constraints: the target terms a translation must contain.
 
-A glossary is a list of (source term, target term) entries, read from TSV (source, a tab, target) or DeepL's CSV
-(source,target, optionally followed by the source and target language codes; quoted as CSV quotes). Entries follow
-DeepL's rules: both terms non-empty, without control characters or surrounding whitespace, at most
-MAX_TERM_BYTES bytes of UTF-8 each, each source term once; at most MAX_ENTRIES entries.
-
-A source term fires in a sentence when its words occur there one after the other. Words are runs of letters and
-digits (`\\w`); both sides are NFC-normalized and compared case-insensitively (str.casefold: "Straße" matches
-"STRASSE"), and the term's last word may also carry one of the German inflection endings in ENDINGS ("Hund"
-matches "Hunde", "Hundes", "Hunden"); stem changes (umlaut plurals such as "Mann" / "Männer") are not matched,
-so give them as entries of their own. Where terms overlap in a sentence the longest match wins, and of two as
-long the one whose last word is written as in the sentence ("Hunde" over "Hund" in "Hunde"). The target term is
-enforced as written (constrained search puts it in the output, it does not inflect it).
+Glossaries are read from TSV or DeepL's CSV and follow DeepL's entry rules. A source term fires when its words
+(NFC, casefolded) occur in a row, its last word perhaps with a German ending from ENDINGS ("Hund" matches "Hunden";
+umlaut plurals need entries of their own). Overlaps go to the longest match, then the one written as in the
+sentence. Target terms are enforced as written, never inflected.
 """
 
 from __future__ import annotations
@@ -25,28 +17,28 @@ from pathlib import Path
 
 from nmt.errors import DataError
 
-MAX_ENTRIES = 10_000  # per glossary: enough for a terminology list, small enough to match per sentence cheaply
-MAX_TERM_BYTES = 1024  # per term, in UTF-8 (DeepL's limit)
-MAX_TERMS_PER_LINE = 32  # target terms a constraints-file line may give
-ENDINGS = ("e", "n", "s", "en", "er", "es", "em", "ern", "ens", "ns")  # German inflection endings of a last word
+MAX_ENTRIES = 10_000
+MAX_TERM_BYTES = 1024  # UTF-8, DeepL's limit
+MAX_TERMS_PER_LINE = 32  # in a constraints file
+ENDINGS = ("e", "n", "s", "en", "er", "es", "em", "ern", "ens", "ns")
 FORMATS = ("tsv", "csv")
-PAIR = ("de", "en")  # the language pair of every model nmt trains: what a CSV row's language codes must say
+PAIR = ("de", "en")  # what a CSV row's language codes must say
 _WORD = re.compile(r"\w+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def written(text: str) -> list[str]:
-    """The words of a text as written (NFC): runs of letters and digits."""
+    """The text's NFC words as written."""
     return _WORD.findall(unicodedata.normalize("NFC", text))
 
 
 def words(text: str) -> list[str]:
-    """The normalized words of a text: NFC, runs of letters and digits, each casefolded."""
+    """The text's NFC words, casefolded."""
     return [word.casefold() for word in written(text)]
 
 
 def check_term(term: object, where: str) -> str:
-    """`term` if it is a usable glossary or constraint term, else DataError naming `where` and the fault."""
+    """`term` if usable as a glossary or constraint term, else DataError naming `where`."""
     if not isinstance(term, str):
         raise DataError(f"{where}: a term must be text, not {type(term).__name__}")
     if not term:
@@ -62,21 +54,20 @@ def check_term(term: object, where: str) -> str:
 
 @dataclass(frozen=True)
 class Glossary:
-    """Checked (source term, target term) entries (build it with `of`, `parse` or `load_glossary`)."""
+    """Checked (source, target) entries; build with `of`, `parse` or `load_glossary`."""
 
     entries: tuple[tuple[str, str], ...]
     _index: dict[str, list[int]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        index: dict[str, list[int]] = {}  # first normalized word -> the entries whose source term starts with it
+        index: dict[str, list[int]] = {}  # first source word -> entries
         for number, (source, _) in enumerate(self.entries):
             index.setdefault(words(source)[0], []).append(number)
         object.__setattr__(self, "_index", index)
 
     @classmethod
     def of(cls, entries: Mapping[str, str] | Iterable[tuple[str, str]], name: str = "glossary") -> Glossary:
-        """A glossary from a {source: target} mapping or (source, target) pairs; DataError names the faulty
-        entry (numbered from 1) in `name`."""
+        """A glossary from a mapping or pairs; DataError names the faulty entry."""
         pairs = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
         if len(pairs) > MAX_ENTRIES:
             raise DataError(f"{name}: {len(pairs):,} entries; a glossary holds at most {MAX_ENTRIES:,}")
@@ -97,12 +88,11 @@ class Glossary:
 
     @classmethod
     def parse(cls, text: str, fmt: str = "tsv", name: str = "glossary", pair: tuple[str, str] = PAIR) -> Glossary:
-        """A glossary from the text of a TSV or DeepL CSV file (`fmt`); blank lines are skipped, and DataError
-        names the faulty line. A CSV row's language codes, where given, must be `pair`'s (source, target)."""
+        """A glossary from TSV or DeepL CSV text; CSV language codes must match `pair`. DataError names the line."""
         if fmt not in FORMATS:
             raise DataError(f"{name}: entries format {fmt!r} is not one of {', '.join(FORMATS)}")
         lines = text.splitlines()
-        if len(lines) > MAX_ENTRIES * 2:  # before parsing a huge file: blank lines aside, it is too long anyway
+        if len(lines) > MAX_ENTRIES * 2:  # too long even with blank lines
             raise DataError(f"{name}: {len(lines):,} lines; a glossary holds at most {MAX_ENTRIES:,} entries")
         rows = csv.reader(lines, strict=True) if fmt == "csv" else (line.split("\t") for line in lines)
         pairs = []
@@ -136,15 +126,14 @@ class Glossary:
         return len(self.entries)
 
     def to_tsv(self) -> str:
-        """The entries as TSV, one per line."""
         return "".join(f"{source}\t{target}\n" for source, target in self.entries)
 
     def terms_for(self, sentence: str) -> list[str]:
-        """The target terms `sentence` calls for, in the order their source terms occur (see the module's rules)."""
+        """The target terms `sentence` calls for, in source order."""
         as_written = written(sentence)
         found = [word.casefold() for word in as_written]
-        matches: list[tuple[int, int, bool, bool, int]] = []  # (start, end, through an ending, in another case,
-        for start, word in enumerate(found):                    # entry)
+        matches: list[tuple[int, int, bool, bool, int]] = []  # start, end, inflected, other case, entry
+        for start, word in enumerate(found):
             stems = (word[:-len(e)] for e in ENDINGS if word.endswith(e) and len(word) > len(e))
             for key in dict.fromkeys((word, *stems)):
                 for number in self._index.get(key, ()):
@@ -162,7 +151,7 @@ class Glossary:
 
 
 def _same(term: tuple[str, ...], found: Sequence[str]) -> bool:
-    """Whether the sentence's words `found` are the term's, the last one perhaps with an inflection ending."""
+    """Whether `found` are the term's words, the last perhaps inflected."""
     *head, last = term
     *found_head, found_last = found
     return list(head) == list(found_head) and (
@@ -170,8 +159,7 @@ def _same(term: tuple[str, ...], found: Sequence[str]) -> bool:
 
 
 def check_targets(glossary: Glossary, encode: Callable[[Sequence[str]], object], name: str = "glossary") -> None:
-    """DataError naming the first entry whose target term `encode` (`Translator.encode_terms`, which refuses a term
-    its vocabulary cannot write) refuses."""
+    """DataError naming the first entry whose target term `encode` refuses."""
     try:
         encode([target for _, target in glossary.entries])
     except DataError:
@@ -184,14 +172,12 @@ def check_targets(glossary: Glossary, encode: Callable[[Sequence[str]], object],
 
 
 def _same_case(term: Sequence[str], found: Sequence[str]) -> bool:
-    """Whether the sentence's words `found` are written as the term writes its words (the last one perhaps with an
-    ending)."""
+    """Whether `found` is written in the term's case."""
     return list(term[:-1]) == list(found[:-1]) and found[-1].startswith(term[-1])
 
 
 def load_glossary(path: str | Path) -> Glossary:
-    """The glossary in a file: DeepL CSV when its name ends in .csv, TSV otherwise; DataError names the file and
-    line at fault."""
+    """The glossary in a .csv (DeepL) or TSV file; DataError names the file and line."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -206,13 +192,12 @@ def load_glossary(path: str | Path) -> Glossary:
 
 
 def _language(code: str) -> str:
-    """A language code as a glossary compares it: its primary subtag in lower case (`EN-GB`: en)."""
+    """A language code's primary subtag, lower case (`EN-GB`: en)."""
     return code.strip().partition("-")[0].lower()
 
 
 def constraint_terms(line: str, where: str) -> list[str]:
-    """The target terms of one line of a constraints file: tab-separated, as fairseq's --constraints reads them;
-    a blank line gives none."""
+    """The tab-separated target terms of a constraints-file line (as fairseq's --constraints)."""
     if not line.strip():
         return []
     terms = line.split("\t")
@@ -225,8 +210,7 @@ GlossaryLike = Glossary | Mapping[str, str] | Iterable[tuple[str, str]] | str | 
 
 
 def as_glossary(glossary: GlossaryLike) -> Glossary | None:
-    """A `Glossary` from what a caller may pass: a glossary, a {source: target} mapping, (source, target) pairs, or
-    the path of a TSV or CSV file (a str or Path); None stays None."""
+    """A `Glossary` from a glossary, mapping, pairs or file path; None stays None."""
     if glossary is None or isinstance(glossary, Glossary):
         return glossary
     if isinstance(glossary, (str, Path)):
@@ -236,8 +220,7 @@ def as_glossary(glossary: GlossaryLike) -> Glossary | None:
 
 def line_terms(lines: Sequence[str], glossary: GlossaryLike = None,
                constraints: Sequence[Sequence[str]] | None = None) -> list[list[str]] | None:
-    """Per line, the target terms its translation must contain: those its glossary entries call for, then its own
-    `constraints` (one list of terms per line); None when neither is given."""
+    """Per line, the target terms its glossary calls for, then its `constraints`; None when neither is given."""
     glossary = as_glossary(glossary)
     if glossary is None and constraints is None:
         return None

@@ -1,20 +1,9 @@
-"""Translating a marked-up document (HTML or XML) and giving back its markup as it was.
+"""Translating an HTML or XML document while keeping its markup byte for byte.
 
-The document is read with a real parser, the standard library's: `html.parser` for HTML (lenient, as browsers
-are; a tail that never closes, such as an unterminated comment, is kept as written and never translated) and
-expat for XML (a document that is not well-formed is a `MarkupError`; entity declarations are refused, so no
-entity can expand; the text is read as the Unicode it is, whatever its declaration says). Any other exception a
-parser raises is a `MarkupError` too. Each event keeps its text exactly as written, so that everything not
-translated comes back byte for byte: tags with their attributes, comments, declarations, entities, whitespace
-between blocks, a byte-order mark.
-
-A block's text (a paragraph, a heading, a list item; in XML an element holding text of its own) is the unit
-translated, with the inline elements inside it (`Ein <b>großer</b> Hund`): its plain text is split into sentences,
-each sentence is translated with its word alignment (`Aligned`), and each inline tag is placed in the translation
-before the first or after the last target word aligned to the source words it covers. Tags keep their order and
-balance whatever the alignment says. Without an alignment (an engine without attention), an inline element's
-tags go to the edges of its sentence. Text inside `<code>`, `<pre>`, `<script>`, `<style>`, elements with
-`translate="no"` and elements named in `ignore_tags` is left alone; such an element ends a block.
+HTML is read with `html.parser` (an unclosed tail is kept, untranslated), XML with expat (entity declarations
+refused). Each block's text is split into sentences and translated; each inline tag goes before the first or after
+the last target word aligned to the source words it covers (to the sentence's edges without an alignment).
+`<code>`, `<pre>`, `<script>`, `<style>`, `translate="no"` and `ignore_tags` elements are left alone.
 """
 
 from __future__ import annotations
@@ -35,58 +24,54 @@ from nmt.sentences import split
 FORMATS = ("html", "xml")
 IGNORED = frozenset({"code", "pre"})  # both formats: their text is left alone
 HTML_IGNORED = frozenset({"script", "style", "textarea"})
-# HTML elements that flow inside a sentence (the phrasing content that formats words); any other element ends a
-# block, and so does one of these holding a block or ignored element
+# HTML elements that flow inside a sentence; any other element ends a block
 HTML_INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em", "font", "i",
                          "img", "ins", "kbd", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub",
                          "sup", "time", "tt", "u", "var", "wbr"})
 HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
                        "source", "track", "wbr"})
-# what translated text must not hold as it is (HTML allows ">" in text; XML not in "]]>")
 HTML_ESCAPES = {"&": "&amp;", "<": "&lt;"}
 XML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 WRAPPER = "nmt-fragment"  # the element an XML fragment is parsed inside (never written out)
-# A reader holds many times a document's size (objects for every tag, entity and word): longer documents are
-# refused before they are read.
+# reading holds many times a document's size in objects
 MAX_DOCUMENT_CHARS = 2_000_000
 BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
 class Aligned:
-    """One sentence's translation, its word alignment and its scores: `weights[t, s]` says how much target word t
-    (of `text.split()`) comes from source word s (of the sentence's `split()`); None where the engine gives none."""
+    """One sentence's translation and scores; `weights[t, s]` links target word t to source word s (or None)."""
 
     text: str
     weights: np.ndarray | None = None  # (target words, source words)
-    score: float = 0.0  # the hypothesis's (length-penalized) score
-    log_prob: float = 0.0  # its summed log-probability, EOS included
-    tokens: int = 0  # the subwords scored, EOS included (0: no hypothesis)
+    score: float = 0.0  # length-penalized
+    log_prob: float = 0.0  # summed, EOS included
+    tokens: int = 0  # subwords scored, EOS included (0: no hypothesis)
 
 
 SentenceTranslator = Callable[[list[str]], list[Aligned]]
-Splitter = Callable[[str], list[tuple[int, int]]]  # a text's sentences as (start, end) character spans
+Splitter = Callable[[str], list[tuple[int, int]]]  # (start, end) character spans
 
 
 @dataclass(slots=True)
 class _Token:
     """One parser event with its text as written."""
 
-    kind: str  # text, start, end, empty (an element without content), other (comment, declaration, CDATA, ...)
+    kind: str  # text, start, end, empty, other (comment, declaration, CDATA, ...)
     raw: str
-    value: str = ""  # text: the characters it stands for (entities decoded)
-    entity: bool = False  # text written as an entity or character reference
+    value: str = ""  # text with entities decoded
+    entity: bool = False
     name: str = ""
-    element: int = -1  # start, end, empty: the element it opens or closes
+    element: int = -1
 
 
 @dataclass(slots=True)
 class _Element:
     name: str
     parent: int  # -1: the document
-    ignored: bool  # its text is left alone (so is everything inside it)
-    start: int  # its start (or empty) token
-    end: int | None = None  # its end token; None when an HTML element is closed implicitly or is empty
+    ignored: bool
+    start: int  # token index
+    end: int | None = None  # None: closed implicitly or empty
     has_text: bool = False  # non-blank text directly inside it
     inline: bool = False
 
@@ -100,9 +85,8 @@ class _Document:
 
 def translate_document(document: str, format: str, translate: SentenceTranslator, *,
                        ignore_tags: Collection[str] = (), split: Splitter | None = None) -> str:
-    """`document` with the text of its blocks translated by `translate` (all sentences in one call) and its markup
-    as it was; `split` cuts a block's text into sentences (default: one sentence per block). `format` is "html"
-    or "xml"; a document that cannot be read, or longer than MAX_DOCUMENT_CHARS, is a `MarkupError`."""
+    """`document` ("html" or "xml") with its blocks' sentences translated in one `translate` call; `split` cuts
+    blocks into sentences (default: one per block). Raises `MarkupError` on unreadable or oversized documents."""
     if format not in FORMATS:
         raise MarkupError(f"format {format!r}: choose one of {', '.join(FORMATS)}")
     if not isinstance(document, str):
@@ -110,12 +94,12 @@ def translate_document(document: str, format: str, translate: SentenceTranslator
     if len(document) > MAX_DOCUMENT_CHARS:
         raise MarkupError(f"a document of {len(document):,} characters; at most {MAX_DOCUMENT_CHARS:,} are read "
                           "(split it into smaller documents)")
-    bom = BOM if document.startswith(BOM) else ""  # read after it and written back as it came
+    bom = BOM if document.startswith(BOM) else ""
     document = document[len(bom):]
     names = [ignore_tags] if isinstance(ignore_tags, str) else list(ignore_tags)
     if not all(isinstance(name, str) for name in names):
         raise MarkupError("ignore_tags: give element names (str)")
-    if format == "html":  # HTML's names know no case
+    if format == "html":
         names = [name.lower() for name in names] + list(HTML_IGNORED)
     ignored = frozenset(IGNORED | set(names))
     doc = _read_html(document, ignored) if format == "html" else _read_xml(document, ignored)
@@ -138,7 +122,7 @@ def translate_document(document: str, format: str, translate: SentenceTranslator
 
 
 def splitter(mode: str | bool, language: str) -> Splitter:
-    """`nmt.sentences.split` in `mode` (a `split_sentences` setting) for `language` as a `Splitter`."""
+    """`nmt.sentences.split` as a `Splitter`."""
     def spans(text: str) -> list[tuple[int, int]]:
         pieces, out, at = split(text, mode, language=language), [], 0
         for gap, sentence in zip(pieces.gaps, pieces.sentences):
@@ -151,8 +135,7 @@ def splitter(mode: str | bool, language: str) -> Splitter:
 
 def word_weights(src_pieces: Sequence[str], tgt_pieces: Sequence[str], weights: np.ndarray, src_words: int,
                  tgt_words: int) -> np.ndarray:
-    """Subword attention (rows: target pieces, columns: source pieces, either side may end in EOS, which is
-    dropped) summed into words: (tgt_words, src_words). A sentencepiece piece starting with "▁" starts a word."""
+    """Subword attention (target pieces, source pieces), EOS dropped, summed into (tgt_words, src_words)."""
     rows = _word_index([p for p in tgt_pieces if p != "</s>"], tgt_words)
     cols = _word_index([p for p in src_pieces if p != "</s>"], src_words)
     out = np.zeros((tgt_words, src_words), dtype=np.float64)
@@ -162,7 +145,7 @@ def word_weights(src_pieces: Sequence[str], tgt_pieces: Sequence[str], weights: 
 
 
 def _word_index(pieces: Sequence[str], words: int) -> np.ndarray:
-    """The word each piece belongs to (counting words by pieces that start with "▁"), within [0, words)."""
+    """The word each piece belongs to ("▁" starts a word), clipped to [0, words)."""
     index, current = [], -1
     for piece in pieces:
         if piece.startswith("\u2581") or current < 0:
@@ -172,14 +155,13 @@ def _word_index(pieces: Sequence[str], words: int) -> np.ndarray:
 
 
 def _whole(text: str) -> list[tuple[int, int]]:
-    """The text's one sentence: everything but its leading and trailing whitespace."""
+    """The text as one sentence, stripped."""
     start = len(text) - len(text.lstrip())
     return [(start, len(text.rstrip()))]
 
 
 class _HtmlEvents(HTMLParser):
-    """html.parser's events with the offset in the document where each begins. Character references are left in
-    the text (`_text_tokens` reads them from the document as written)."""
+    """html.parser's events with the document offset where each begins."""
 
     def __init__(self, document: str) -> None:
         super().__init__(convert_charrefs=True)
@@ -207,17 +189,14 @@ class _HtmlEvents(HTMLParser):
         self._add("text")
 
     def _other(self, data: str) -> None:
-        """A comment, declaration or processing instruction: kept as written."""
         self._add("other")
 
     handle_comment = handle_decl = unknown_decl = handle_pi = _other
 
 
 def _read_html(document: str, ignored: frozenset[str]) -> _Document:
-    """html.parser's events, each with its text as written. The document is fed without `close`, so that the
-    parser reads it in one pass and stops at a construct that never ends (a comment, declaration, processing
-    instruction, CDATA section or tag cut off, the text of an unclosed script): that tail is kept as written and
-    never translated, as a browser never shows it."""
+    """The HTML's tokens. Fed without `close`, the parser stops at a construct that never ends; that tail is kept
+    untranslated, as a browser never shows it."""
     parser = _HtmlEvents(document)
     try:
         parser.feed(document)
@@ -226,7 +205,7 @@ def _read_html(document: str, ignored: frozenset[str]) -> _Document:
         column = len(before) - (before.rfind("\n") + 1) + 1
         raise MarkupError(f"HTML that cannot be read at line {before.count(chr(10)) + 1}, column {column}: "
                           f"{type(err).__name__}: {excerpt(str(err), 80)}") from None
-    tail = len(document) - len(parser.rawdata)  # where the parser stopped
+    tail = len(document) - len(parser.rawdata)
     events = [*parser.events, ("tail", tail, "", {})]
     unclosed = parser.cdata_elem is not None or parser.rawdata.startswith("<")
     doc, builder = _Document(), _Builder(ignored)
@@ -248,8 +227,8 @@ _CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)"
 
 
 def _text_tokens(raw: str) -> list[_Token]:
-    """A text event as written: its text and its character references (a name HTML does not know is markup kept
-    as written); whatever html.parser passed over without an event after the text (a stray "</>") is markup too."""
+    """A text event's text and character references; unknown references and anything after the text (a stray
+    "</>") are kept as markup."""
     end = raw.find("<", 1) if raw.startswith("<") else raw.find("<")
     text, rest = (raw, "") if end < 0 else (raw[:end], raw[end:])
     tokens, at = [], 0
@@ -266,14 +245,13 @@ def _text_tokens(raw: str) -> list[_Token]:
 
 
 def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
-    """Expat's events, each with its text as written; a fragment (text and elements without one root, as DeepL's
-    clients send) is read inside a wrapper element that is not part of the result."""
+    """The XML's tokens; a fragment without one root (as DeepL's clients send) is read inside a wrapper."""
     data = document.encode("utf-8")
     fragment = not document.lstrip().startswith(("<?xml", "<!DOCTYPE"))
     head = f"<{WRAPPER}>".encode() if fragment else b""
-    parser = xml.parsers.expat.ParserCreate("utf-8")  # the text is Unicode already: a declared encoding is moot
+    parser = xml.parsers.expat.ParserCreate("utf-8")  # the text is Unicode already, whatever it declares
     parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    events: list[tuple[str, int, str, str, dict]] = []  # kind, byte offset in `data`, text, name, attributes
+    events: list[tuple[str, int, str, str, dict]] = []  # kind, byte offset, text, name, attributes
     in_cdata = []
 
     def add(kind: str, value: str = "", name: str = "", attrs: dict | None = None) -> None:
@@ -299,7 +277,7 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
         parser.Parse(f"</{WRAPPER}>".encode() if fragment else b"", True)
     except MarkupError:
         raise
-    except Exception as err:  # noqa: BLE001 - whatever expat or a handler raises is the document's fault
+    except Exception as err:  # noqa: BLE001 - the document's fault
         if not isinstance(err, xml.parsers.expat.ExpatError):
             raise MarkupError(f"XML that cannot be read: {type(err).__name__}: {excerpt(str(err), 80)}") from None
         if fragment and parser.ErrorByteIndex >= len(head) + len(data):
@@ -318,7 +296,7 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
         raw = data[offset:events[number + 1][1] if number + 1 < len(events) else len(data)].decode("utf-8")
         if kind == "text":
             doc.tokens.append(_Token("text", raw, value, entity=raw != value))
-        elif kind == "end" and raw == "":  # <x/>: expat's end event has no text of its own
+        elif kind == "end" and raw == "":  # <x/>
             builder.close_empty(doc)
         else:
             builder.add(doc, kind, raw, name, attrs)
@@ -327,7 +305,7 @@ def _read_xml(document: str, ignored: frozenset[str]) -> _Document:
 
 
 def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str | None:
-    """The innermost element left open at the end of a fragment's events, and where it starts (None: none is)."""
+    """The innermost element left open in a fragment, and where (None: none)."""
     stack = []
     for kind, offset, _value, name, _attrs in events[1:]:
         if kind == "start":
@@ -343,12 +321,11 @@ def _unclosed(events: list[tuple[str, int, str, str, dict]], data: bytes) -> str
 
 
 class _Builder:
-    """Elements from start and end tokens: an end tag closes its open element and any left open inside it (as
-    HTML allows); one that closes no open element is kept as other markup."""
+    """Elements from tags: an end tag also closes those left open inside it; one closing nothing is markup."""
 
     def __init__(self, ignored: frozenset[str]) -> None:
         self.ignored, self.stack = ignored, []
-        self.open_names: dict[str, int] = {}  # how many open elements have each name
+        self.open_names: dict[str, int] = {}  # name -> open count
 
     def add(self, doc: _Document, kind: str, raw: str, name: str = "", attrs: dict | None = None) -> None:
         parent = self.stack[-1] if self.stack else -1
@@ -377,7 +354,7 @@ class _Builder:
         doc.tokens[doc.elements[element].start].kind = "empty"
 
     def finish(self, doc: _Document) -> None:
-        """Note which elements (and whether the document itself) hold text directly, and where each token is."""
+        """Note which elements (and whether the document) hold text directly."""
         for owner, token in zip(_owners(doc), doc.tokens):
             if token.kind == "text" and token.value.strip():
                 if owner < 0:
@@ -387,7 +364,7 @@ class _Builder:
 
 
 def _owners(doc: _Document) -> list[int]:
-    """The element each token stands in (-1: the document); a tag's is its element's parent."""
+    """The element each token stands in (-1: the document; a tag: its element's parent)."""
     owners, open_elements = [], []
     for token in doc.tokens:
         if token.kind == "end":
@@ -401,8 +378,8 @@ def _owners(doc: _Document) -> list[int]:
 
 
 def _mark_inline(doc: _Document, format: str) -> None:
-    """An element is inline when it flows inside a sentence (HTML: its name says so; XML: the element around it
-    holds text of its own) and holds only inline elements. Children come after their parents: one backward pass."""
+    """An element is inline when it flows in a sentence (HTML: by name; XML: its parent holds text) and holds
+    only inline elements."""
     blocky = [False] * len(doc.elements)
     for number in range(len(doc.elements) - 1, -1, -1):
         element = doc.elements[number]
@@ -416,7 +393,7 @@ def _mark_inline(doc: _Document, format: str) -> None:
 
 
 def _runs(doc: _Document) -> list[tuple[int, int]]:
-    """The blocks as (start, end) token ranges: maximal runs of text and inline markup outside ignored elements."""
+    """Token ranges of maximal runs of text and inline markup outside ignored elements."""
     outside = [not doc.elements[token.element].inline if token.element >= 0 else
                owner >= 0 and doc.elements[owner].ignored for owner, token in zip(_owners(doc), doc.tokens)]
     runs, start = [], None
@@ -431,26 +408,23 @@ def _runs(doc: _Document) -> list[tuple[int, int]]:
 
 @dataclass
 class _Event:
-    """An inline tag in a block: where it stands in the plain text, and what it does there."""
+    """An inline tag in a block and its offset in the plain text."""
 
     token: _Token
     offset: int
-    role: str  # open, close (of an element with both tags in the block), point (any other markup)
-    side: str = "after"  # at a space in the translation: before it (a closing tag, markup written right after a
-    # word), after it (an opening tag, markup written right before a word), or free (whitespace on both sides)
+    role: str  # open, close (both tags in the block), point (any other markup)
+    side: str = "after"  # at a space in the translation: before, after or free (spaces on both sides)
 
 
 class _Block:
-    """A run of text and inline markup: its plain text, its sentences, and the tags to place in the translation.
-
-    Tags are placed between units: each word's leading punctuation, its core and its trailing punctuation, so that
-    `<i>sitzt</i>.` keeps its full stop outside the tag in the translation too."""
+    """A run of text and inline markup. Tags go between units (a word's leading punctuation, core, trailing
+    punctuation), so `<i>sitzt</i>.` keeps its full stop outside the tag."""
 
     def __init__(self, tokens: list[_Token], split: Splitter, escapes: dict[str, str]) -> None:
         self.tokens, self.events, self.escapes = tokens, [], escapes
         chars: list[str] = []
         self.raws: list[str] = []  # each plain character as written
-        self.entities: dict[str, str] = {}  # a character the block writes as an entity, as it writes it
+        self.entities: dict[str, str] = {}  # character -> its entity
         closed = {token.element for token in tokens if token.kind == "end"}
         length = 0
         for token in tokens:
@@ -465,7 +439,7 @@ class _Block:
                 "close" if token.kind == "end" else "point"
             self.events.append(_Event(token, length, role))
         self.plain = "".join(chars)
-        self.offsets: dict[int, list[int]] = {}  # the offsets of each element's tags in the block
+        self.offsets: dict[int, list[int]] = {}  # element -> its tags' offsets
         for event in self.events:
             self.offsets.setdefault(event.token.element, []).append(event.offset)
         for event in self.events:
@@ -476,7 +450,7 @@ class _Block:
             elif event.role == "point" and space_before and space_after:
                 event.side = "free"
         self.spans = [(s, e) for s, e in split(self.plain) if self.plain[s:e].strip()] if self.plain.strip() else []
-        self.units = _units(self.plain)  # (start, end, word, kind) of each source unit
+        self.units = _units(self.plain)
         self.starts, self.ends = [u[0] for u in self.units], [u[1] for u in self.units]
         self.word_starts = [u[0] for n, u in enumerate(self.units) if n == 0 or self.units[n - 1][2] != u[2]]
         self.sentence_starts = [s for s, _ in self.spans]
@@ -486,13 +460,13 @@ class _Block:
         return [self.plain[s:e] for s, e in self.spans]
 
     def render(self, results: Sequence[Aligned]) -> str:
-        """The block's translation with its inline tags placed, in their order."""
+        """The block's translation with its inline tags placed."""
         if not self.spans:
             return "".join(token.raw for token in self.tokens)
         targets = [_units(result.text) for result in results]
-        links = [_links(result, len(result.text.split())) for result in results]  # each (target words,) or None
+        links = [_links(result, len(result.text.split())) for result in results]
         keys = [self._place(event, targets, links) for event in self.events]
-        for number in range(1, len(keys)):  # tags keep their order: none goes before one that preceded it
+        for number in range(1, len(keys)):  # tags keep their order
             keys[number] = max(keys[number], keys[number - 1])
         at: dict[tuple[int, int], list[_Event]] = {}
         for event, key in zip(self.events, keys):
@@ -507,8 +481,7 @@ class _Block:
 
     def _place(self, event: _Event, targets: list[list[tuple[int, int, int, int]]],
                links: list[tuple[np.ndarray, list[int]] | None]) -> tuple[int, int]:
-        """Where a tag goes: (2i, offset) in the whitespace before sentence i (as it stood), or (2i + 1, b) at
-        boundary b between the target units of sentence i."""
+        """(2i, offset) in the whitespace before sentence i, or (2i + 1, b) at unit boundary b of sentence i."""
         gap = self._gap(event.offset)
         if gap is not None:
             return gap, event.offset
@@ -517,7 +490,7 @@ class _Block:
         if event.role != "point":
             low, high = sorted(self.offsets[event.token.element])
             covered = range(bisect.bisect_right(self.ends, low), bisect.bisect_left(self.starts, high))
-        if not covered:  # a point, or an empty element: beside the translation of the unit it is written at
+        if not covered:  # a point or empty element: beside its unit
             following = bisect.bisect_left(self.starts, event.offset)
             if event.side == "before" or following == len(self.starts):
                 covered, first = range(following - 1, following), False
@@ -533,8 +506,8 @@ class _Block:
         return 2 * sentence + 1, _edge(links[sentence], targets[sentence], source, kinds, first)
 
     def _gap(self, offset: int) -> int | None:
-        """The whitespace between sentences (2i: the one before sentence i) that holds `offset` strictly."""
-        after = bisect.bisect_left(self.sentence_ends, offset)  # the first sentence not ending before it
+        """The gap (2i: before sentence i) strictly holding `offset`, else None."""
+        after = bisect.bisect_left(self.sentence_ends, offset)
         if after == len(self.spans):
             return 2 * after
         return 2 * after if offset < self.sentence_starts[after] else None
@@ -543,7 +516,7 @@ class _Block:
         return max(0, bisect.bisect_right(self.sentence_starts, offset) - 1)
 
     def _gap_text(self, start: int, end: int, gap: int, at: dict) -> str:
-        """The whitespace from `start` to `end` as written, with the tags placed in it."""
+        """The whitespace from `start` to `end` with its tags."""
         out = []
         for offset in range(start, end + 1):
             out += [event.token.raw for event in at.pop((gap, offset), [])]
@@ -552,7 +525,7 @@ class _Block:
         return "".join(out)
 
     def _sentence_text(self, text: str, units: list[tuple[int, int, int, int]], key: int, at: dict) -> str:
-        """A translated sentence with its tags: at a space, closing tags go before it and the others after it."""
+        """A translated sentence with its tags."""
         out = []
         for boundary in range(len(units) + 1):
             events = at.pop((key, boundary), [])
@@ -560,7 +533,7 @@ class _Block:
             before = 0
             while space and before < len(events) and events[before].side == "before":
                 before += 1
-            free = before  # markup written between spaces gets a space of its own
+            free = before  # markup between spaces gets a space of its own
             while space and free < len(events) and events[free].side == "free":
                 free += 1
             out += [e.token.raw for e in events[:before]] + [" "] * space
@@ -572,8 +545,7 @@ class _Block:
 
 
 def _links(result: Aligned, target_words: int) -> tuple[np.ndarray, list[int]] | None:
-    """The sentence's word alignment (target words, source words) and the source word each target word comes from
-    most, or None where there is no alignment to use."""
+    """The alignment and each target word's strongest source word, or None where unusable."""
     weights = result.weights
     if weights is None or weights.ndim != 2 or weights.shape[0] != target_words or 0 in weights.shape:
         return None
@@ -582,9 +554,8 @@ def _links(result: Aligned, target_words: int) -> tuple[np.ndarray, list[int]] |
 
 def _edge(links: tuple[np.ndarray, list[int]] | None, units: list[tuple[int, int, int, int]],
           source: tuple[int, int], kinds: set[int], first: bool) -> int:
-    """The unit boundary before the first (or after the last) target unit of the words that come most from the
-    source words `source` (first and last; else the words these weigh most in), of the `kinds` of unit the tag
-    covers in the source; without an alignment, the sentence's edge."""
+    """The boundary before the first (or after the last) target unit, of `kinds`, aligned to the source word range
+    `source`; the sentence's edge without an alignment."""
     if links is None:
         return 0 if first else len(units)
     weights, rows = links
@@ -599,9 +570,7 @@ def _edge(links: tuple[np.ndarray, list[int]] | None, units: list[tuple[int, int
 
 
 def _units(text: str) -> list[tuple[int, int, int, int]]:
-    """The units of `text` as (start, end, word, kind): each whitespace-separated word as its leading punctuation
-    (kind 0), its core (1) and its trailing punctuation (2), those of them it has; a word of punctuation only is
-    one core."""
+    """(start, end, word, kind) units: each word's leading punctuation (0), core (1), trailing punctuation (2)."""
     units, number, start = [], 0, None
     for position, char in enumerate(text + " "):
         if not char.isspace():

@@ -1,9 +1,6 @@
-"""Sentence splitting for translation: a text cut into sentences and the whitespace around them, and joined back.
+"""Cutting a text into sentences (with `sentencex`) and joining their translations back, whitespace kept.
 
-The segmenter is `sentencex` (Wikimedia's rule-based splitter with per-language abbreviation lists): on German it
-keeps "z. B.", "Dr.", "3. Mai", "U.S. Navy" and a closing quote with their sentence. Modes, as DeepL's
-`split_sentences`: `on` splits at line breaks and at sentence ends, `nonewlines` at sentence ends only (a line
-break inside a sentence is whitespace), `off` keeps the whole text as one sentence.
+Modes follow DeepL's `split_sentences`: `on` (line breaks and sentence ends), `nonewlines`, `off`.
 """
 
 from __future__ import annotations
@@ -16,34 +13,33 @@ import sentencex
 from nmt.errors import ConfigError
 
 MODES = ("on", "off", "nonewlines")
-# What str.splitlines ends a line at; `nonewlines` shows the segmenter spaces in their place (same length).
+# what str.splitlines ends a line at
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _AS_SPACES = str.maketrans(LINE_BREAKS, " " * len(LINE_BREAKS))
-WINDOW = 2000  # characters the segmenter reads at once (see _segments)
+WINDOW = 2000  # characters the segmenter reads at once
 
 
 @dataclass(frozen=True)
 class Pieces:
-    """A text cut into sentences: `gaps[i]` is the whitespace before `sentences[i]` and `gaps[-1]` what follows the
-    last, so `gaps[0] + sentences[0] + gaps[1] + ... + gaps[-1]` is the text itself."""
+    """A text cut into sentences; `gaps[i]` is the whitespace before `sentences[i]`, `gaps[-1]` the tail."""
 
     sentences: tuple[str, ...]
     gaps: tuple[str, ...]
 
     def join(self, translations: Sequence[str]) -> str:
-        """The text with each sentence replaced by its translation, whitespace and line breaks kept."""
+        """The text with each sentence replaced by its translation."""
         if len(translations) != len(self.sentences):
             raise ValueError(f"{len(translations)} translations for {len(self.sentences)} sentences")
         return "".join(gap + text for gap, text in zip(self.gaps, translations)) + self.gaps[-1]
 
 
 def one_line(text: str) -> str:
-    """`text` with each line break (what str.splitlines ends a line at) as a space."""
+    """`text` with each line break as a space."""
     return text.translate(_AS_SPACES)
 
 
 def split_mode(value: str | bool) -> str:
-    """A `split_sentences` setting as one of MODES (True: on, False: off); ConfigError naming the choices."""
+    """A `split_sentences` setting as one of MODES (True: on, False: off)."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if value not in MODES:
@@ -52,9 +48,7 @@ def split_mode(value: str | bool) -> str:
 
 
 def split(text: str, mode: str | bool = "on", *, language: str) -> Pieces:
-    """`text` cut into sentences (each without surrounding whitespace) by the rules of `language` (a code such as
-    de or en: the model's source language) and the whitespace between them; a text without words has no
-    sentences. With mode `off` a text with words is one sentence, line breaks included."""
+    """`text` cut into stripped sentences by `language`'s rules, and the whitespace between them."""
     mode = split_mode(mode)
     if mode == "off":
         parts = [text]
@@ -78,30 +72,27 @@ def split(text: str, mode: str | bool = "on", *, language: str) -> Pieces:
 
 
 def _segments(block: str, language: str) -> list[str]:
-    """`block` cut where the segmenter ends its sentences; the pieces are `block`'s own characters, in order.
-
-    The segmenter reads at most WINDOW characters at once (its time grows faster than its input on runs of
-    unclosed quotes or of sentence ends without spaces): of each window all sentences but the last are kept, and
-    the next window starts where that last one does; a window of one sentence is cut at its last whitespace."""
+    """`block` cut where the segmenter ends sentences. It reads WINDOW characters at a time (its time is
+    superlinear on some inputs); each window's last sentence starts the next window."""
     text, cuts, start = one_line(block), [], 0
     while start < len(text):
         window = text[start:start + WINDOW]
         lengths = [len(sentence) for sentence in sentencex.segment(language, window)]
         last = start + WINDOW >= len(text)
-        if not last:  # more follows: the window's last sentence may go on past it
+        if not last:
             lengths = lengths[:-1] if sum(lengths[:-1]) else [_last_space(window)]
         for length in lengths:
             cuts.append(block[start:start + length])
             start += length
         if last:
-            if start < len(text):  # the segmenter dropped characters at the end: they stay with the text
+            if start < len(text):  # characters the segmenter dropped
                 cuts.append(block[start:])
             break
     return cuts
 
 
 def _last_space(window: str) -> int:
-    """The length of `window` up to and including its last whitespace (all of it when it has none)."""
+    """The length of `window` through its last whitespace (all when none)."""
     for end in range(len(window) - 1, 0, -1):
         if window[end].isspace():
             return end + 1

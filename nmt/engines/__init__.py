@@ -1,5 +1,4 @@
-"""The engines a `Translator` searches with, behind one protocol that says what each can do: `pytorch.TorchEngine` (a
-checkpoint or an ensemble) and `ctranslate2.CTranslate2Engine` (an export). Callers ask `abilities`, never the type."""
+"""The engines a `Translator` searches with (PyTorch, CTranslate2); callers ask `abilities`, never the type."""
 
 from __future__ import annotations
 
@@ -18,45 +17,41 @@ from nmt.search import Hypothesis
 class Abilities:
     """What an engine can do."""
 
-    attention: bool  # cross-attention weights: with each hypothesis (return_attention) and per layer and head
-    n_best: bool  # several hypotheses per sentence (decode.n_best > 1)
-    stops: tuple[str, ...]  # the beam-search stopping rules (decode.stop) it offers
-    devices: tuple[str, ...]  # the device types it decodes on
-    scores: bool = False  # the log-probabilities of given targets (`score`)
-    constraints: bool = False  # target terms every output must contain (glossaries, lexical constraints)
+    attention: bool  # cross-attention weights
+    n_best: bool
+    stops: tuple[str, ...]  # decode.stop rules
+    devices: tuple[str, ...]
+    scores: bool = False  # `score`
+    constraints: bool = False  # glossaries, lexical constraints
 
 
 class Engine(Protocol):
-    """Searches over source ids (no EOS), returning each sentence's n-best list in input order (an empty one for a
-    source without ids)."""
+    """Searches over source ids (no EOS), giving each sentence's n-best list (empty for an empty source)."""
 
     name: str
     abilities: Abilities
     precision: str
     device: torch.device
-    max_positions: int | None  # the longest sequence (BOS or EOS included) the model reads; None: any length
+    max_positions: int | None  # longest sequence read, BOS/EOS included; None: any
 
     @property
     def parameter_count(self) -> int | None:
-        """The model's trainable parameters; None where the engine cannot count them."""
+        """The model's trainable parameters, or None."""
         ...
 
     def search(self, sources: Sequence[np.ndarray], cfg: DecodeConfig, return_attention: bool = False,
                constraints: Sequence[Sequence[np.ndarray]] | None = None, *,
                continuations: frozenset[int] = frozenset(),
                never_emit: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
-        """`constraints`: per source, the target terms (ids) its outputs must contain, each as a whole word (no
-        token of `continuations`, the pieces that go on with a word, right after it); only where
-        `abilities.constraints`. No output holds a token of `never_emit`."""
+        """`constraints`: per source, target terms its outputs contain as whole words (not followed by a
+        `continuations` token). No output holds a `never_emit` token."""
         ...
 
     def score(self, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray],
               cfg: DecodeConfig) -> list[np.ndarray]:
-        """Each target's (ids, no BOS/EOS) token log-probabilities given its source, EOS's last; only where
-        `abilities.scores`."""
+        """Each target's token log-probabilities given its source, EOS's last."""
         ...
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
-        """Named cross-attention (h, T, S) of every layer (of every member of an ensemble) over `src` (ids, no EOS)
-        while reading `tokens` and EOS; none for a model without layers of heads (a GRU)."""
+        """Named cross-attention (h, T, S) of every layer over `src` while reading `tokens` (none for a GRU)."""
         ...

@@ -1,12 +1,7 @@
-"""The CTranslate2 engine, and the export folder it reads (CTranslate2's files, the sentencepiece models and
-`nmt_export.json`: the source checkpoint, the run's config and every file's sha256, checked at each load).
+"""The CTranslate2 engine and its export folder (with `nmt_export.json`: config and sha256 of every file).
 
-`CTranslate2Engine` searches with `nmt.search`'s settings: beam, n-best, token-budget batches, the per-sentence length
-cap (sentences grouped by cap, outputs past it cut and rescored with EOS) and the GNMT penalty, by which it ranks the
-`beam` finished hypotheses again. Its search is `stop: finished`, so `stop: bound` is refused. Where more than `beam`
-hypotheses end at once, CTranslate2 keeps the best by its own penalty length ** beta, with beta chosen per group to rank
-as the GNMT penalty does (`ranking_penalty`); there, and at the cap, the two searches can differ. ctranslate2 is
-optional (`pip install 'nmt[deploy]'`) and imported only when used.
+It searches under `nmt.search`'s settings and re-ranks by the GNMT penalty; where more than `beam` hypotheses end
+at once, or at the length cap, the two searches can differ. ctranslate2 is optional and imported when used.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ NO_GLOSSARY = ("the ctranslate2 engine does not support glossaries or constraint
 
 
 def import_ctranslate2() -> Any:
-    """The ctranslate2 module, or ExportError saying how to install it."""
+    """The ctranslate2 module, or ExportError."""
     try:
         import ctranslate2
     except ImportError:
@@ -45,7 +40,7 @@ def import_ctranslate2() -> Any:
 
 
 def supported_quantizations(device: str) -> set[str]:
-    """The quantizations CTranslate2 can run on `device` ("cpu" or "cuda") here."""
+    """The quantizations CTranslate2 runs on `device` here."""
     ct2 = import_ctranslate2()
     if device == "cuda" and ct2.get_cuda_device_count() == 0:
         return set()
@@ -53,7 +48,7 @@ def supported_quantizations(device: str) -> set[str]:
 
 
 def check_quantization(quantization: str, devices: Sequence[str]) -> None:
-    """Refuse a quantization that is unknown or that none of `devices` can run here."""
+    """Refuse a quantization unknown or not runnable on `devices`."""
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization '{quantization}' is not one of {', '.join(QUANTIZATIONS)}")
     runnable = set().union(*(supported_quantizations(device) for device in devices))
@@ -64,7 +59,7 @@ def check_quantization(quantization: str, devices: Sequence[str]) -> None:
 
 
 def spm_files(folder: Path) -> list[str]:
-    """The sentencepiece model files of a folder: the joint one, or the source's and the target's."""
+    """A folder's sentencepiece models: joint, or source and target."""
     return [JOINT_FILE] if (folder / JOINT_FILE).is_file() else [SRC_FILE, TGT_FILE]
 
 
@@ -72,13 +67,13 @@ def spm_files(folder: Path) -> list[str]:
 
 
 def is_export(path: str | Path) -> bool:
-    """Whether `path` is a CTranslate2 export folder (with or without a readable manifest)."""
+    """Whether `path` is a CTranslate2 export folder."""
     path = Path(path)
     return path.is_dir() and ((path / MANIFEST).is_file() or (path / "model.bin").is_file())
 
 
 def export_files(folder: str | Path) -> list[Path]:
-    """The files of an export folder that its manifest lists, unchecked (none when it cannot be read)."""
+    """The files its manifest lists, unchecked (none if unreadable)."""
     folder = Path(folder)
     try:
         files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
@@ -88,7 +83,7 @@ def export_files(folder: str | Path) -> list[Path]:
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
-    """The manifest of an export folder, after checking every file it lists against its sha256."""
+    """The export's manifest, after checking every file's sha256."""
     folder = Path(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
@@ -109,12 +104,11 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
 
 
 def store_decode(folder: str | Path, changes: dict[str, Any]) -> Path:
-    """Write decoding settings into an export's manifest (checked first), atomically; the model files stay.
-    Returns the manifest's path."""
+    """Write decoding settings into an export's manifest atomically; returns its path."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     manifest["config"]["decode"].update(changes)
-    config_from_dict(manifest["config"])  # refuse settings the manifest could not load with
+    config_from_dict(manifest["config"])  # refuse settings it could not load
     with atomic_output(folder / MANIFEST) as handle:
         handle.write(json.dumps(manifest, indent=2) + "\n")
     return folder / MANIFEST
@@ -124,9 +118,8 @@ def store_decode(folder: str | Path, changes: dict[str, Any]) -> Path:
 
 
 def ranking_penalty(alpha: float, length: float) -> float:
-    """The beta of CTranslate2's penalty length ** beta that ranks hypotheses of about `length` tokens as the GNMT
-    penalty does (equal elasticity): alpha * length / (5 + length); 0 exactly when alpha is, which keeps
-    CTranslate2's stopping rule."""
+    """The beta of CTranslate2's penalty length ** beta that ranks `length`-token hypotheses as GNMT's does
+    (equal elasticity); 0 when alpha is."""
     return alpha * length / (5.0 + length)
 
 
@@ -142,10 +135,10 @@ class CTranslate2Engine:
         check_quantization(quantization, (device.type,))
         threads = torch.get_num_threads() if device.type == "cpu" else 1
         self.precision, self.device, self.max_positions = quantization, device, max_positions
-        # one batch per thread, side by side: models this small keep one thread per batch busy
+        # one batch per thread: a small model keeps one thread busy
         self.translator = ct2.Translator(str(folder), device=device.type, compute_type=quantization,
                                          inter_threads=threads, intra_threads=1)
-        if device.type == "cpu":  # CTranslate2 sets the OpenMP thread count it shares with torch to intra_threads
+        if device.type == "cpu":  # CTranslate2 sets the shared OpenMP thread count to intra_threads
             torch.set_num_threads(threads)
         sp = spm.SentencePieceProcessor(model_proto=(folder / spm_files(folder)[-1]).read_bytes())
         self.tgt_ids = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
@@ -161,7 +154,7 @@ class CTranslate2Engine:
             raise ExportError(NO_ATTENTION)
         if constraints is not None:
             raise ExportError(NO_GLOSSARY)
-        if not all(len(ids) for ids in sources):  # a source without ids has no hypotheses
+        if not all(len(ids) for ids in sources):
             searched = [i for i, ids in enumerate(sources) if len(ids)]
             found = iter(self.search([sources[i] for i in searched], cfg))
             return [next(found) if len(ids) else [] for ids in sources]
@@ -173,14 +166,11 @@ class CTranslate2Engine:
             mask[row, len(ids) + 1:] = False
         limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
         tokens = [[self.src_pieces[t] for t in ids.tolist()] + [self.eos] for ids in sources]
-        # Each group of equal length cap is searched to its cap + 1 (outputs past the cap are cut and ended with EOS
-        # below), all groups queued at once for CTranslate2's threads; batch_tokens / beam source tokens per batch
-        # keep a batch's beam rows near batch_tokens. min_decoding_length 0: EOS may come first, as in nmt.search.
+        # groups of equal cap, searched to cap + 1 (longer outputs are cut below), all queued at once
         by_limit: dict[int, list[int]] = {}
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)
         pending = []
-        # the reserved symbols as target pieces, each a sequence of one that CTranslate2 never emits
         suppress = {"suppress_sequences": [[piece] for piece, i in self.tgt_ids.items() if i in never_emit]
                     } if never_emit else {}
         for limit, rows in by_limit.items():
@@ -196,23 +186,23 @@ class CTranslate2Engine:
         for rows, beta, futures in pending:
             for i, future in zip(rows, futures, strict=True):
                 outputs[i], betas[i] = future.result(), beta
-        cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) of outputs beyond their cap
+        cut: list[tuple[int, int, list[str]]] = []  # (sentence, rank, pieces) past the cap
         for i, (limit, out, beta) in enumerate(zip(limits, outputs, betas, strict=True)):
             for rank, (pieces, score) in enumerate(zip(out.hypotheses, out.scores, strict=True)):
                 ids = [self.tgt_ids[p] for p in pieces if p != self.eos]
                 results[i].append(Hypothesis(ids[:limit], 0.0, score * len(pieces) ** beta))
                 if len(ids) > limit:
                     cut.append((i, rank, pieces[:limit]))
-        if cut:  # forced EOS at the cap, as nmt.search does: score the cut outputs with their EOS
+        if cut:  # EOS forced at the cap, as in nmt.search
             scored = self.translator.score_batch([tokens[i] for i, _, _ in cut], [p for _, _, p in cut],
                                                  max_batch_size=cfg.batch_tokens, batch_type="tokens",
                                                  max_input_length=0)
             for (i, rank, _), result in zip(cut, scored, strict=True):
                 results[i][rank].log_prob = float(sum(result.log_probs))
-        for i, hyps in enumerate(results):  # CTranslate2 ranks by log_prob / length ** beta; rank as nmt.search
+        for i, hyps in enumerate(results):  # rank as nmt.search
             for hyp in hyps:
                 hyp.score = hyp.log_prob / gnmt_penalty(len(hyp.tokens) + 1, cfg.alpha)
-            unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cut ones can meet
+            unique = {tuple(hyp.tokens): hyp for hyp in sorted(hyps, key=lambda hyp: hyp.score)}  # cuts may coincide
             results[i] = sorted(unique.values(), key=lambda hyp: -hyp.score)[:cfg.n_best]
         return results
 

@@ -31,7 +31,7 @@ from nmt.utils import autocast
 
 
 def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices grouped, shortest first, into batches whose padded size (with EOS) stays within `budget`."""
+    """Indices, shortest first, in batches whose padded size (with EOS) fits `budget`."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -46,8 +46,7 @@ def batches_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
 
 
 def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence[int]) -> list[torch.Tensor]:
-    """Each decoder layer's cross-attention (h, T, S) over `src` (ids, no EOS) while reading `tokens` and EOS,
-    by one teacher-forced pass: the search keeps only the last layer's mean over heads."""
+    """Each decoder layer's cross-attention (h, T, S) over `src` while reading `tokens`, teacher-forced."""
     captured: list[torch.Tensor] = []
 
     def ask(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -62,7 +61,7 @@ def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence
     device = next(model.parameters()).device
     try:
         batch = collate([(src, np.asarray(tokens, dtype=np.int64))], model.pad_id).to(device)
-        with torch.inference_mode():  # the model is in eval mode: the search just ran
+        with torch.inference_mode():
             model(batch.src, batch.src_mask, batch.tgt_in)
     finally:
         for hook in hooks:
@@ -71,14 +70,13 @@ def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence
 
 
 def side_by_side(device: torch.device, batches: int) -> int:
-    """How many batches to decode at once: on the CPU one per torch thread, as CTranslate2 does (a batch's
-    matmuls are too small to keep several threads busy, and the search's own work runs on one), on a GPU one."""
+    """Batches decoded at once: one per thread on the CPU (a batch keeps one thread busy), one on a GPU."""
     return min(torch.get_num_threads(), batches) if device.type == "cpu" and batches > 1 else 1
 
 
 @contextmanager
 def torch_threads(count: int) -> Iterator[None]:
-    """torch's CPU thread count set to `count` for the block, then restored."""
+    """torch's CPU thread count set to `count` for the block."""
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, count))
     try:
@@ -88,7 +86,7 @@ def torch_threads(count: int) -> Iterator[None]:
 
 
 class TorchEngine:
-    """Greedy or beam search of `nmt.search` on a PyTorch model, in length-sorted batches under a token budget."""
+    """`nmt.search` on a PyTorch model, in length-sorted batches under a token budget."""
 
     name = "pytorch"
     abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True,
@@ -96,10 +94,10 @@ class TorchEngine:
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
-        if device.type == "cpu":  # each step's logits (rows x vocabulary) reuse freed blocks instead of new pages
+        if device.type == "cpu":  # each step's logits reuse freed blocks
             keep_freed_memory()
         self.max_positions = model.max_positions
-        self.members = list(model.members) if isinstance(model, Ensemble) else [model]  # the models it averages
+        self.members = list(model.members) if isinstance(model, Ensemble) else [model]
 
     @property
     def parameter_count(self) -> int | None:
@@ -113,13 +111,13 @@ class TorchEngine:
         results: list[list[Hypothesis]] = [[] for _ in sources]
         no_target = np.zeros(0, dtype=np.int64)
 
-        stop = threading.Event()  # set by a failing batch or the caller's error: batches not yet begun are skipped
+        stop = threading.Event()  # on an error, batches not yet begun are skipped
 
         def search_one_batch(indices: list[int]) -> None:
             if stop.is_set():
                 return
             try:
-                with torch.inference_mode(), autocast(self.device, self.precision):  # both are per thread
+                with torch.inference_mode(), autocast(self.device, self.precision):  # per thread
                     batch = collate([(sources[i], no_target) for i in indices], self.model.pad_id).to(self.device)
                     src, mask = batch.src, batch.src_mask
                     terms = None if constraints is None else [[t.tolist() for t in constraints[i]] for i in indices]
@@ -133,12 +131,12 @@ class TorchEngine:
                     else:
                         nbest = beam_search(model, src, mask, cfg, return_attention=return_attention)
             except BaseException:
-                stop.set()  # before the error travels to the caller, so no worker starts another batch meanwhile
+                stop.set()  # before the error reaches the caller
                 raise
             for i, hyps in zip(indices, nbest, strict=True):
                 results[i] = hyps
 
-        searched = [i for i, ids in enumerate(sources) if len(ids)]  # a source without ids has no hypotheses
+        searched = [i for i, ids in enumerate(sources) if len(ids)]
         batches = [[searched[j] for j in batch]
                    for batch in batches_by_tokens([len(sources[i]) for i in searched], cfg.batch_tokens)]
         workers = side_by_side(self.device, len(batches))
@@ -148,10 +146,10 @@ class TorchEngine:
             return results
         with torch_threads(torch.get_num_threads() // workers):
             pool = ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode")
-            try:  # longest first, so that no long batch is left to run alone
+            try:  # longest first, so no long batch runs alone
                 for future in [pool.submit(search_one_batch, indices) for indices in reversed(batches)]:
                     future.result()
-            finally:  # an error or a signal: the batches not yet started are dropped, the running ones end
+            finally:  # on an error or signal, unstarted batches are dropped
                 stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
         return results
@@ -166,13 +164,13 @@ class TorchEngine:
                 batch = collate([(sources[i], targets[i]) for i in indices], self.model.pad_id).to(self.device)
                 log_probs = forced_log_probs(self.model, batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out)
             for row, i in enumerate(indices):
-                results[i] = log_probs[row, :len(targets[i]) + 1].cpu().numpy()  # the reference's tokens and EOS
+                results[i] = log_probs[row, :len(targets[i]) + 1].cpu().numpy()  # tokens and EOS
         return results
 
     def layer_attention(self, src: np.ndarray, tokens: Sequence[int]) -> list[tuple[str, torch.Tensor]]:
         out = []
         for number, member in enumerate(self.members, 1):
-            if not isinstance(member, Transformer):  # a GRU's one attention is the search's own
+            if not isinstance(member, Transformer):
                 continue
             prefix = f"model {number} " if len(self.members) > 1 else ""
             out += [(f"{prefix}layer {index}", weights)

@@ -1,7 +1,6 @@
-"""The interface through which training and search see every model.
+"""The interface training and search see every model through.
 
-`src_mask` is True on real tokens, `tgt_in` starts with BOS. Decoding rows come in groups of `width` per source
-sentence, so a state may hold what depends on the source alone once per sentence.
+`src_mask` is True on real tokens; decoding rows come in groups of `width` per sentence.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ from typing import Any
 import torch
 from torch import nn
 
-Memory = dict[str, Any]  # what `encode` returns: tensors with one entry per sentence on dim 0
+Memory = dict[str, Any]  # tensors, one entry per sentence on dim 0
 
 
 @dataclass
 class State:
-    """What a model carries from one decoding step to the next; each model adds fields of its own."""
+    """What a model carries between decoding steps; subclasses add fields."""
 
     width: int = field(default=1, kw_only=True)  # rows per sentence
     attention: torch.Tensor | None = field(default=None, kw_only=True)  # (rows, S) of the last step, head mean
@@ -36,8 +35,7 @@ def reorder_tree(value: Any, indices: torch.Tensor) -> Any:
 
 
 def group_origins(indices: torch.Tensor, width: int, groups: int) -> torch.Tensor | None:
-    """The previous group (sentence) of each group of `indices` (G', W'); None when every sentence goes on, so
-    per-sentence parts stay as they are."""
+    """Each group's previous group (sentence) in `indices` (G', W'); None when every sentence goes on."""
     if indices.size(0) == groups:
         return None
     return indices[:, 0] // width  # (G',)
@@ -53,12 +51,12 @@ def select_positions(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor
 
 
 class Seq2Seq(nn.Module):
-    """Base class of encoder-decoder models: subclasses implement `forward`, `encode`, `init_state` and `step`."""
+    """Base of encoder-decoder models."""
 
     pad_id: int
     bos_id: int
     eos_id: int
-    max_positions: int | None = None  # the longest sequence (BOS or EOS included) it reads; None: any length
+    max_positions: int | None = None  # BOS/EOS included; None: any
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -66,11 +64,10 @@ class Seq2Seq(nn.Module):
         raise NotImplementedError
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
-        """The memory the decoder attends over."""
         raise NotImplementedError
 
     def init_state(self, memory: Memory, src_mask: torch.Tensor) -> State:
-        """The decoder state before the first step: one row per sentence."""
+        """The state before the first step, one row per sentence."""
         raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:

@@ -1,2 +1,1 @@
-"""A training run: its whole life (lifecycle.py), its folder's layout (folder.py), its lock (lock.py) and its
-metrics log (log.py)."""
+"""A training run: its life, folder, lock and metrics log."""

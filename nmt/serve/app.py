@@ -148,13 +148,11 @@ def queued_batcher(request: Request, limits: Limits) -> Batcher:
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
                           decode: DecodeConfig, split_sentences: str, glossary: Glossary | None = None,
                           constraints: list[Any] | None = None) -> list[list[Translation]]:
-    """Each text's n-best list (`Translator.translations`): the texts checked against the limits and prepared
-    (`Translator.prepare`: split into sentences, which the sentence limit counts; `glossary` and `constraints`, one
-    list of target terms per text, a malformed one a 400), then searched in a batch with other requests."""
+    """Each text's n-best list: checked against the limits, prepared, then searched in a batch."""
     check_text(texts, limits)
     try:
         prepared = translator.prepare(texts, split_sentences, glossary=glossary, constraints=constraints)
-        for wanted in prepared.terms or ():  # a term the vocabulary cannot write is refused, never searched for
+        for wanted in prepared.terms or ():  # refuse terms the vocabulary cannot write
             translator.encode_terms(wanted)
     except DataError as err:
         raise ApiError(400, str(err)) from None
@@ -167,8 +165,7 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
 
 
 def request_glossary(translator: Translator, glossary: Any, constraints: Any) -> Glossary | None:
-    """A request's `glossary` ({source: target} or [source, target] pairs) as a Glossary, once it and
-    `constraints` (a list of target terms per text) have the right shapes and the engine can search for them."""
+    """A request's `glossary` as a Glossary, once it and `constraints` are well-formed and searchable."""
     if glossary is None and constraints is None:
         return None
     if not translator.engine.abilities.constraints:
@@ -239,13 +236,8 @@ def _health(translator: Translator, limits: Limits) -> dict[str, Any]:
 def create_app(translator: Translator, limits: Limits | None = None, thresholds: Thresholds | None = None,
                wait_ms: float = 5.0, on_batch: Callable[[int], None] | None = None,
                allow_origins: tuple[str, ...] = (), headers: HeaderLimits | None = None) -> FastAPI:
-    """The service around `translator`; its Batcher (app.state.batcher) lives as long as the application and
-    tells `on_batch` the sentences of each search.
-
-    Web pages of other origins than the server's own are refused unless listed in `allow_origins`, which also get
-    CORS headers (app.state.origin_check is the check, for every endpoint that browsers may post to); requests with
-    more header lines or bytes than `headers` allows get 431.
-    """
+    """The service around `translator`, with a Batcher for the application's life. Pages of other origins are
+    refused unless in `allow_origins`, which also get CORS headers."""
     limits, thresholds = limits or Limits(), thresholds or Thresholds()
     origin_check = OriginCheck(allow_origins)
     page = (resources.files("nmt.serve") / "static" / "index.html").read_text(encoding="utf-8")

@@ -1,13 +1,7 @@
-"""API keys and the per-key request rate of nmt-serve.
+"""API keys and per-key request rates of nmt-serve.
 
-A key file holds one key a line (blank lines and lines starting with `#` are skipped). Keys are kept only as
-SHA-256 digests and compared in constant time; no message, log line or metric ever holds a key, and a bad line
-of the file is named by its number alone. `Guard` refuses requests before the application sees them, where the
-key travels in a header; the LibreTranslate endpoints, whose key may be in the body, call `Access.check`.
-
-Wrong keys are rate limited per client address: after WRONG_KEYS_PER_MINUTE of them an address waits (429)
-whatever key it sends, so that guessing is slow; a right key takes nothing from that allowance, and other
-addresses never notice.
+Keys (one a line in a key file) are kept only as SHA-256 digests, compared in constant time and never logged.
+Wrong keys are rate limited per client address, so guessing is slow.
 """
 
 from __future__ import annotations
@@ -27,17 +21,16 @@ from nmt.fileio import read_regular
 
 MIN_KEY_CHARS = 16  # shorter keys can be guessed
 MAX_KEY_FILE_BYTES = 1 << 20
-SCHEMES = ("bearer", "deepl-auth-key")  # Authorization: Bearer KEY (any endpoint), DeepL-Auth-Key KEY (DeepL's)
-MAX_BUCKETS = 4096  # rate buckets kept; a new caller beyond them pushes out the one seen longest ago
-WRONG_KEYS_PER_MINUTE = 10  # wrong keys an address may send in a burst, refilled evenly over the minute
+SCHEMES = ("bearer", "deepl-auth-key")
+MAX_BUCKETS = 4096
+WRONG_KEYS_PER_MINUTE = 10
 
 
-IDENTITY = "nmt.identity"  # the ASGI scope's key for the digest of the request's key, decided once by Guard
+IDENTITY = "nmt.identity"  # the ASGI scope's key for the request key's digest
 
 
 class Denied(Exception):
-    """A request refused for its credentials (400 for two, 403 for a wrong or missing key) or its rate (429, with
-    the seconds to wait)."""
+    """A request refused for its credentials (400, 403) or its rate (429, with `retry_after` seconds)."""
 
     def __init__(self, status: int, message: str, retry_after: int = 0) -> None:
         super().__init__(message)
@@ -49,17 +42,17 @@ def _digest(key: str) -> bytes:
 
 
 def read_keys(path: Path) -> frozenset[bytes]:
-    """The digests of the keys in `path`; ConfigError (naming the file and line, never a key) when it is unusable."""
+    """The digests of the keys in `path`; ConfigError names the line, never a key."""
     where = f"--api-keys {path}"
     try:
         if path.stat().st_size > MAX_KEY_FILE_BYTES:
             raise ConfigError(f"{where}: larger than {MAX_KEY_FILE_BYTES:,} bytes; one key a line is expected")
-        raw = read_regular(path, "--api-keys")  # replaced since the stat: still no FIFO or device is read
+        raw = read_regular(path, "--api-keys")  # never a FIFO or device, even if replaced since the stat
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except FileError as err:
         raise ConfigError(str(err)) from None
-    except OSError as err:  # no permission, a name too long, a folder that cannot be searched, ...
+    except OSError as err:
         raise ConfigError(f"{where}: cannot be read ({err.strerror or type(err).__name__})") from None
     try:
         text = raw[:MAX_KEY_FILE_BYTES].decode("ascii")
@@ -84,7 +77,7 @@ def read_keys(path: Path) -> frozenset[bytes]:
 
 
 class KeyRing:
-    """The keys of a key file, re-read by `reload` (nmt-serve calls it on SIGHUP)."""
+    """The keys of a key file, re-read by `reload` (on SIGHUP)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -94,13 +87,12 @@ class KeyRing:
         return len(self._digests)
 
     def reload(self) -> int:
-        """Read the file again; on a ConfigError the keys in use stay. Returns the number of keys."""
+        """Re-read the file (keys stay on ConfigError); returns the number of keys."""
         self._digests = read_keys(self.path)
         return len(self._digests)
 
     def identify(self, key: str) -> bytes | None:
-        """The digest that stands for `key`, or None for an unknown key; the time taken does not depend on which
-        key, if any, matches (every digest is compared, each in constant time)."""
+        """`key`'s digest, or None if unknown; in time independent of which key matches."""
         digest, found = _digest(key), False
         for known in self._digests:
             found |= hmac.compare_digest(known, digest)
@@ -108,19 +100,18 @@ class KeyRing:
 
 
 class RateLimit:
-    """A token bucket per caller: `per_minute` requests in a burst, refilled evenly over the minute. At most
-    `size` buckets are kept, the callers seen most recently (an LRU): constant time and memory per request."""
+    """A token bucket per caller (`per_minute` in a burst, refilled evenly); an LRU of `size` buckets."""
 
     def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic, size: int = MAX_BUCKETS) -> None:
         self.capacity, self.rate, self.clock, self.size = float(per_minute), per_minute / 60.0, clock, size
         self.buckets: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()  # caller -> (tokens, when)
 
     def wait(self, caller: Hashable, take: bool = True) -> float:
-        """The seconds until `caller` has a token, 0 when it has one now (and then, if `take`, one is taken)."""
+        """Seconds until `caller` has a token; 0 when it has one (taken if `take`)."""
         now = self.clock()
         known = self.buckets.get(caller)
         if known is None and not take:
-            return 0.0  # a full bucket: nothing to remember
+            return 0.0
         tokens, then = known or (self.capacity, now)
         tokens = min(self.capacity, tokens + (now - then) * self.rate)
         wait = (1.0 - tokens) / self.rate if tokens < 1.0 else 0.0
@@ -132,8 +123,7 @@ class RateLimit:
 
 
 class Access:
-    """Who may call: any caller without a KeyRing, else the holders of its keys; with a RateLimit, per key (or
-    per client address when there are no keys). `wrong_keys` limits the wrong keys of each client address."""
+    """Who may call (anyone without a KeyRing) and how often (per key, else per client address)."""
 
     def __init__(self, keys: KeyRing | None = None, rate: RateLimit | None = None,
                  wrong_keys: RateLimit | None = None) -> None:
@@ -141,8 +131,7 @@ class Access:
         self.wrong_keys = wrong_keys or RateLimit(WRONG_KEYS_PER_MINUTE)
 
     def check(self, key: str | None, client: str, limited: bool = True) -> bytes | None:
-        """The identity of `key` (its digest; None on a server without keys), or Denied unless `key` opens the
-        server (and, when `limited`, the caller is within its rate)."""
+        """`key`'s digest (None without keys); Denied for a bad key or, when `limited`, over the rate."""
         caller: Hashable = client
         identity = None
         if self.keys is not None:
@@ -150,7 +139,7 @@ class Access:
                 raise Denied(403, "this server needs an API key: api_key (LibreTranslate), the header "
                                   "Authorization: DeepL-Auth-Key KEY (DeepL) or Authorization: Bearer KEY (any)")
             wait = self.wrong_keys.wait(client, take=False)
-            if wait > 0:  # checked before the key: else a guesser would still learn which key is right
+            if wait > 0:  # before the key, so a guesser learns nothing
                 raise Denied(429, f"too many wrong API keys from this address: more than "
                                   f"{self.wrong_keys.capacity:.0f} a minute; try again in {math.ceil(wait)} s",
                              retry_after=math.ceil(wait))
@@ -168,15 +157,14 @@ class Access:
 
 
 def header_key(authorization: str | None) -> str | None:
-    """The key of an `Authorization: Bearer KEY` or `Authorization: DeepL-Auth-Key KEY` header."""
+    """The key of a Bearer or DeepL-Auth-Key Authorization header."""
     scheme, _, key = (authorization or "").strip().partition(" ")
     return (key.strip() or None) if scheme.lower() in SCHEMES else None
 
 
 def request_key(headers: Iterable[tuple[bytes, bytes]], field: object = None) -> str | None:
-    """The one key a request sends: in its Authorization header, or in a body field (`field`: LibreTranslate's
-    api_key, "" or None for none, a list for a form field's values). A request has one identity: two Authorization
-    headers, two keys in the field, or a field and a header that disagree are Denied (400), whatever the keys."""
+    """The one key a request sends, in its Authorization header or `field` (LibreTranslate's api_key); two
+    different keys are Denied (400)."""
     sent = [value for name, value in headers if name.lower() == b"authorization"]
     if len(sent) > 1:
         raise Denied(400, f"{len(sent)} Authorization headers: a request sends one key")
@@ -193,9 +181,8 @@ def request_key(headers: Iterable[tuple[bytes, bytes]], field: object = None) ->
 
 
 class Guard:
-    """ASGI middleware: refuses a request without a valid header key (403) or over its rate (429) before the
-    application sees it. Paths in `open_paths` pass; those under `own_prefix` check their key themselves;
-    `unlimited` paths are not rate limited. `error_body(path, message)` gives each API its error shape."""
+    """ASGI middleware refusing bad keys (403) and excess rates (429); `open_paths` pass, `own_prefix` paths
+    check keys themselves, `unlimited` paths skip the rate. `error_body` shapes each API's errors."""
 
     def __init__(self, app: Any, access: Access, error_body: Callable[[str, str], dict[str, Any]],
                  open_paths: frozenset[str] = frozenset(), own_prefix: str = "\0",
@@ -206,7 +193,7 @@ class Guard:
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         path = scope.get("path", "")
         if (scope["type"] != "http" or path in self.open_paths or path.startswith(self.own_prefix)
-                or scope["method"] == "OPTIONS"):  # a CORS preflight never carries a key
+                or scope["method"] == "OPTIONS"):  # CORS preflights carry no key
             await self.app(scope, receive, send)
             return
         try:
@@ -224,7 +211,7 @@ def client_address(scope: dict[str, Any]) -> str:
 
 
 async def refuse(send: Callable, denied: Denied, body: dict[str, Any]) -> None:
-    """Answer `denied` with `body` as JSON, without calling the application."""
+    """Answer `denied` with `body` as JSON."""
     payload = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if denied.retry_after:

@@ -1,10 +1,5 @@
-"""Dynamic batching: requests queued while the worker was busy, and those arriving within a few milliseconds
-after, are translated together by one worker thread.
-
-The event loop only queues work and awaits futures; tokenization, search and attention all run on the worker,
-which is also the only thread that touches the model. A request whose client went away before its batch
-started is dropped without being translated.
-"""
+"""Dynamic batching: queued requests and those arriving within a short wait are translated together by one
+worker thread, the only one touching the model; requests of clients gone away are dropped."""
 
 from __future__ import annotations
 
@@ -34,7 +29,7 @@ class Job:
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
-    if future.done():  # cancelled: the client disconnected
+    if future.done():  # the client disconnected
         return
     if error is not None:
         future.set_exception(error)
@@ -43,14 +38,13 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
 
 
 class Batcher:
-    """A queue and one translating thread. `batches` counts the searches run (one per group of equal settings);
-    `on_batch` hears the number of sentences of each, on the worker thread."""
+    """A queue and one translating thread; `on_batch` hears each search's sentence count."""
 
     def __init__(self, translator: Translator, wait_ms: float = 5.0, budget: int | None = None,
                  on_batch: Callable[[int], None] | None = None) -> None:
         self.translator = translator
         self.on_batch = on_batch
-        WAIT_MS.check(wait_ms, "wait_ms")  # queue.get's timeout overflows long before an unbounded float does
+        WAIT_MS.check(wait_ms, "wait_ms")
         self.wait = wait_ms / 1000.0
         self.budget = budget or translator.decode.batch_tokens
         self.batches = 0
@@ -59,15 +53,14 @@ class Batcher:
         self.thread.start()
 
     async def translate(self, texts: Texts, decode: DecodeConfig) -> list[list[Translation]]:
-        """Each text's n-best list (`Translator.translations`), searched in a batch with whatever other requests
-        arrive meanwhile."""
+        """Each text's n-best list, searched in a batch with other requests."""
         loop = asyncio.get_running_loop()
         job = Job(loop.create_future(), loop, texts, decode)
         self.queue.put(job)
         return await job.future
 
     async def run(self, call: Callable[[], Any]) -> Any:
-        """Run `call` on the worker thread, between batches (for work that needs the model to itself)."""
+        """Run `call` on the worker thread between batches."""
         loop = asyncio.get_running_loop()
         job = Job(loop.create_future(), loop, call=call)
         self.queue.put(job)
@@ -79,7 +72,7 @@ class Batcher:
         self.thread.join()
 
     def _run(self) -> None:
-        pending: list[Job | None] = []  # what ended the last batch: a lone call, or the stop
+        pending: list[Job | None] = []  # a call or stop that ended the last batch
         while True:
             job = pending.pop() if pending else self.queue.get()
             if job is None:
@@ -99,16 +92,15 @@ class Batcher:
         return sum(len(ids) + 1 for ids in self.translator.encode(job.texts.sentences))  # + EOS
 
     def _collect(self, jobs: list[Job], pending: list[Job | None]) -> None:
-        """Add to `jobs`, up to the token budget, every translation job already queued and those arriving within
-        the wait (the wait bounds only the time spent waiting for new arrivals)."""
+        """Add queued and newly arriving jobs to `jobs`, up to the token budget."""
         tokens, deadline = self._tokens(jobs[0]), time.monotonic() + self.wait
         while tokens < self.budget:
-            try:  # a timeout of 0 still returns what is queued already
+            try:
                 extra = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
             if extra is None or extra.call is not None:
-                pending.append(extra)  # runs after this batch
+                pending.append(extra)
                 return
             jobs.append(extra)
             tokens += self._tokens(extra)
@@ -118,13 +110,12 @@ class Batcher:
             return
         try:
             result, error = job.call(), None
-        except Exception as err:  # noqa: BLE001 - a failing request must not stop the worker
+        except Exception as err:  # noqa: BLE001 - keep the worker alive
             result, error = None, err
         job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
     def _translate(self, jobs: list[Job]) -> None:
-        """One search per group of jobs with equal settings, with or without terms; each job gets its own slice of
-        the results."""
+        """One search per group of jobs with equal settings; each job gets its slice of the results."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if not job.future.cancelled():

@@ -65,9 +65,7 @@ def proxies(text: str) -> list[str]:
 
 
 def own_hosts(host: str) -> list[str]:
-    """The names in the Host header of requests for a server bound to `host`: the loopback's and, beyond it, the
-    address it binds to and the machine's host name. Any port: an SSH tunnel or a container's port mapping
-    changes the port, and a page on a rebound name never sends one of these names."""
+    """The Host names of a server bound to `host`, any port (tunnels and port mappings change it)."""
     names = list(LOOPBACK_NAMES)
     if not loopback(host):
         address = host.partition("%")[0]  # a browser sends no IPv6 zone (fe80::1%eth0)
@@ -127,8 +125,8 @@ def _parser() -> Parser:
 
 
 async def _serve(server: uvicorn.Server, ready: str, keys: KeyRing | None) -> None:
-    """Run `server`, saying `ready` once it listens (uvicorn itself says why when it cannot), and re-read `keys` on
-    SIGHUP: in the event loop, never inside the signal handler, which may interrupt a line being written."""
+    """Run `server`, saying `ready` once it listens, and re-read `keys` on SIGHUP in the event loop (a signal
+    handler may interrupt a line being written)."""
 
     async def announce() -> None:
         while not server.started:
@@ -181,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     access = Access(keys, RateLimit(args.rate_limit) if args.rate_limit else None)
     app = create_service(translator, limits, thresholds, args.batch_wait_ms, access,
                          None if args.no_access_log else ACCESS_LOG, origins, hosts, glossaries)
-    # h11 whatever else is installed (httptools bounds no header block); a block that arrives whole is answered by
-    # the application's HeaderLimit (431), one larger than H11_HEADER_BLOCK that arrives in pieces by uvicorn (400)
+    # h11, as httptools bounds no header block
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                            access_log=False, timeout_graceful_shutdown=60, http="h11",
                                            h11_max_incomplete_event_size=H11_HEADER_BLOCK,
@@ -192,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     received: list[int] = []
 
     def remember(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)  # uvicorn raises the signal again once it has shut down: that is expected
+        received.append(signum)  # uvicorn re-raises it after shutting down
 
-    # SIGHUP is ignored until the event loop takes it (_serve): one sent early cannot end the process
+    # SIGHUP ignored until _serve takes it, so an early one cannot end the process
     handlers = {signal.SIGINT: remember, signal.SIGTERM: remember} | ({signal.SIGHUP: signal.SIG_IGN} if keys else {})
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     log = logging.StreamHandler(sys.stderr)

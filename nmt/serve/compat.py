@@ -1,10 +1,5 @@
-"""What the LibreTranslate- and DeepL-compatible endpoints share: their parameters, read from a JSON body, a form
-(application/x-www-form-urlencoded) or the query string as their clients send them. Their texts, which may hold
-several sentences and lines, are translated by `app.translate_texts`, split into sentences, and
-marked-up documents by `translate_documents` (`Translator.translate_markup`).
-
-The pair is the project's: German to English.
-"""
+"""What the LibreTranslate- and DeepL-compatible endpoints share: parameters (JSON, form or query string) and
+document translation."""
 
 from __future__ import annotations
 
@@ -24,27 +19,26 @@ from nmt.translator import Translation, Translator
 
 SOURCE, TARGET = "de", "en"
 NAMES = {SOURCE: "German", TARGET: "English"}
-MAX_FIELDS = 1000  # form and query fields of one request
+MAX_FIELDS = 1000  # per request
 FORM = "application/x-www-form-urlencoded"
 
 
 @dataclass
 class Params:
-    """A request's parameters: `json` holds a JSON body's object; `values` the query string and form fields
-    (each name with all its values, the query string's first)."""
+    """A request's JSON body, or its query string and form fields (all values per name, query's first)."""
 
     json: dict[str, Any] | None = None
     values: dict[str, list[str]] = field(default_factory=dict)
 
     def get(self, name: str) -> Any:
-        """A JSON field as sent, or the first value of a form or query field (None when absent)."""
+        """A JSON field, or a form or query field's first value (None when absent)."""
         if self.json is not None:
             return self.json.get(name)
         found = self.values.get(name)
         return found[0] if found else None
 
     def all(self, name: str) -> Any:
-        """A JSON field as sent, or every value of a form or query field."""
+        """A JSON field, or a form or query field's values."""
         return self.json.get(name) if self.json is not None else self.values.get(name)
 
 
@@ -58,8 +52,7 @@ def _fields(text: str, where: str) -> list[tuple[str, str]]:
 
 
 async def read_params(request: Request, limits: Limits) -> Params:
-    """The parameters of `request` as LibreTranslate reads them: a JSON body alone, else the query string and a
-    form body together (an empty body with any content type is no form). Errors are ApiError (400, 413, 415)."""
+    """`request`'s parameters as LibreTranslate reads them: a JSON body, else query string and form."""
     body = await read_body(request, limits)
     kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
@@ -80,18 +73,15 @@ async def read_params(request: Request, limits: Limits) -> Params:
 
 
 def confidence(translation: Translation | None) -> float | None:
-    """An answer's `confidence` field: the translation's, to 4 places; None for no translation, or one of no tokens
-    (a text without words, a document without text to translate)."""
+    """An answer's `confidence` field (None without tokens)."""
     return round(translation.confidence, 4) if translation is not None and translation.tokens else None
 
 
 async def translate_documents(request: Request, translator: Translator, limits: Limits, texts: Sequence[str],
                               format: str, ignore_tags: Sequence[str] = (),
                               mode: str = "nonewlines") -> list[Translation]:
-    """Each text translated as a document in `format` (html or xml) with its markup kept, its blocks split into
-    sentences in `mode`, on the batcher's worker (`Translator.translate_markup_scored`); a document that cannot be
-    read is an ApiError 400 naming it. The limits of plain text hold: the documents' characters count whole, markup
-    included, and their sentences together against max_sentences (413 before any is translated)."""
+    """Each text translated as an html or xml document on the batcher's worker; unreadable documents are 400,
+    and text limits hold (markup counts; 413 before anything is translated)."""
     check_text(list(texts), limits)
     count_sentences(request, texts)
     counted = [0]
@@ -105,10 +95,10 @@ async def translate_documents(request: Request, translator: Translator, limits: 
 
     def work() -> list[Translation] | ApiError:
         split = splitter(mode, translator.languages[0])
-        for number, text in enumerate(texts):  # every document is read and counted before any is translated
+        for number, text in enumerate(texts):  # read and count all before translating
             try:
                 translate_document(text, format, count, ignore_tags=ignore_tags, split=split)
-            except MarkupError as err:  # the client's document, not the server, is at fault
+            except MarkupError as err:
                 return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
             except ApiError as err:
                 return err

@@ -1,20 +1,9 @@
-"""DeepL's API v2 at the root: POST /v2/translate, GET /v2/languages, GET /v2/usage and the glossary endpoints
-(/v2/glossaries, /v2/glossaries/{id}, /v2/glossaries/{id}/entries, /v2/glossary-language-pairs; `glossary_id` on
-/v2/translate), so that the official clients work with server_url="http://HOST:PORT".
+"""DeepL's API v2 (translate, languages, usage, glossaries), so the official clients work with
+server_url="http://HOST:PORT".
 
-The key comes in the header `Authorization: DeepL-Auth-Key KEY` (checked by auth.Guard); each key has its own
-glossaries (`nmt.serve.glossaries`). Parameters come as JSON or a form (`text` repeated); settings this server
-cannot honour (several glossaries, style rules, a required formality, DeepL's own splitting rules for tags) are
-refused, hints it can do without (context, formatting, model type, outline detection) are ignored. `tag_handling`
-(xml or html) translates each text as a document with its markup kept, `ignore_tags` naming elements left alone
-(split `nonewlines` unless `split_sentences` says otherwise). `split_sentences` is honoured: "1" (the default)
-splits at sentence ends and line breaks, "nonewlines" at sentence ends only, "0" translates each text whole; a
-glossary applies to each sentence. Beside DeepL's own fields, each translation carries `confidence`: the exp of its
-per-token mean log-probability (in [0, 1]; with `tag_handling` over every sentence of the document it translated;
-None for a text without words); DeepL's clients ignore the field. Errors
-are {"message": "..."} with DeepL's statuses: 400, 403 for a key, 404 for a glossary it does not have, 413 for a
-request too large, 429 for too many requests, 500 and 503. This server has no character quota, so it never answers
-456.
+Settings this server cannot honour are refused; hints it can do without are ignored. Each translation also
+carries `confidence` (exp of the per-token mean log-probability), which DeepL's clients ignore. Errors are
+{"message": "..."} with DeepL's statuses; there is no character quota (never 456).
 """
 
 from __future__ import annotations
@@ -135,14 +124,11 @@ def _text(params: Params, name: str) -> str:
 
 def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters: Callable[[], int],
                access: Access | None = None, glossaries: GlossaryStore | None = None) -> None:
-    """DeepL's endpoints under /v2/, through the same batcher and limits as /translate; `characters` gives the
-    source characters translated since the start, for /v2/usage; `glossaries` holds the glossaries of the
-    glossary endpoints for each key of `access` (default: one shared set in memory)."""
+    """DeepL's endpoints under /v2/, sharing /translate's batcher and limits; `characters` feeds /v2/usage."""
     access, store = access or Access(), glossaries or GlossaryStore()
 
     def owner(request: Request) -> bytes:
-        """Whose glossaries a request sees: its key's, as auth.Guard identified it, or the shared set on a server
-        without keys."""
+        """Whose glossaries a request sees: its key's, or the shared set without keys."""
         if access.keys is None:
             return SHARED
         identity = request.scope.get(IDENTITY)

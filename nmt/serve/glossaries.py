@@ -1,14 +1,6 @@
-"""The glossaries of DeepL's glossary endpoints, held per API key (one shared set when the server has no keys): in
-memory, and with a folder also as files there, so that they outlive a restart.
+"""The immutable glossaries of DeepL's endpoints, per API key, in memory and optionally as files.
 
-Each owner (the digest of its key) has at most MAX_GLOSSARIES; each glossary is checked as `nmt.glossary` checks
-one (DeepL's entry rules, at most nmt.glossary.MAX_ENTRIES entries). A glossary is immutable, as DeepL's v2
-glossaries are: create, read, delete. The files are one JSON file per glossary, written atomically, in a folder
-per owner named by a hash of the key's digest (never the key).
-
-A glossary is held as its entries' text (TSV in UTF-8: as many bytes as the entries hold), and its matching index
-(`Glossary`, many times larger) is built when a translation uses it; the BUILT glossaries used last are kept
-built, for all owners together. So an owner's glossaries take about their text in memory.
+Each is kept as TSV text; its larger matching index is built on use, for the BUILT glossaries used last.
 """
 
 from __future__ import annotations
@@ -27,13 +19,13 @@ from nmt.fileio import atomic_output
 from nmt.glossary import MAX_TERM_BYTES, Glossary
 
 MAX_GLOSSARIES = 100  # per API key
-BUILT = 8  # glossaries kept built for matching (an LRU), all owners together
-SHARED = b""  # the owner of every glossary when the server has no keys
+BUILT = 8  # an LRU over all owners
+SHARED = b""  # the owner when the server has no keys
 
 
 @dataclass(frozen=True)
 class Info:
-    """What DeepL says of a glossary (its GlossaryInfo), without the entries."""
+    """DeepL's GlossaryInfo."""
 
     glossary_id: str
     name: str
@@ -46,7 +38,7 @@ class Info:
 
 @dataclass(frozen=True)
 class Stored:
-    """A glossary as kept: what DeepL says of it and its entries as TSV in UTF-8."""
+    """A glossary as kept: its info and its entries as TSV."""
 
     info: Info
     entries: bytes
@@ -60,14 +52,14 @@ class TooMany(Exception):
 
 
 class GlossaryStore:
-    """Glossaries by owner and id; thread-safe. With `folder`, each is also a file there, read back at start."""
+    """Glossaries by owner and id, thread-safe; with `folder`, also kept there as files."""
 
     def __init__(self, folder: str | Path | None = None, limit: int = MAX_GLOSSARIES) -> None:
         self.folder = Path(folder) if folder is not None else None
         self.limit = limit
         self.lock = threading.Lock()
         self.owners: dict[str, dict[str, Stored]] = {}
-        self.built: OrderedDict[str, Glossary] = OrderedDict()  # by glossary id, the one used last at the end
+        self.built: OrderedDict[str, Glossary] = OrderedDict()  # by id, an LRU
         if self.folder is not None:
             self._load(self.folder)
 
@@ -100,14 +92,14 @@ class GlossaryStore:
             return self.owners.get(_owner_folder(owner), {}).get(glossary_id)
 
     def glossary(self, stored: Stored) -> Glossary:
-        """The glossary of `stored`, built for matching (its entries were checked when it was made)."""
+        """`stored` built for matching (its entries were checked at creation)."""
         with self.lock:
             found = self.built.get(stored.info.glossary_id)
             if found is not None:
                 self.built.move_to_end(stored.info.glossary_id)
                 return found
         entries = tuple(tuple(line.split("\t", 1)) for line in stored.tsv().splitlines())
-        found = Glossary(entries)  # each line holds one tab: (source, target)
+        found = Glossary(entries)
         with self.lock:
             self.built[stored.info.glossary_id] = found
             while len(self.built) > BUILT:
@@ -126,7 +118,7 @@ class GlossaryStore:
             return True
 
     def _load(self, root: Path) -> None:
-        """Read the glossaries kept in `root` (made if missing); FileError names a file that cannot serve."""
+        """Read the glossaries in `root`; FileError names a bad file."""
         try:
             root.mkdir(parents=True, exist_ok=True)
             files = sorted(root.glob("*/*.json"))
@@ -143,5 +135,5 @@ class GlossaryStore:
 
 
 def _owner_folder(owner: bytes) -> str:
-    """The name under which an owner's glossaries are kept: a hash of its key's digest."""
+    """An owner's folder name: a hash of its key's digest, never the key."""
     return hashlib.sha256(b"nmt glossaries\0" + owner).hexdigest()[:32]

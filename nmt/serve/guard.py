@@ -1,10 +1,6 @@
-"""What a request must pass before its body is read: the size of its headers, the name it was sent to (its Host),
-where it comes from (its Origin) and, on the JSON endpoints, its Content-Type.
+"""Checks before a request's body is read: header size, Host, Origin and, on JSON endpoints, Content-Type.
 
-The pieces stand apart so that each endpoint takes the ones that fit it: the native API takes all three, while the
-LibreTranslate-compatible endpoints, whose clients post form data, take the origin check without the JSON rule. A
-refusal raises starlette's HTTPException (the application answers it as one line of JSON); the header limit and
-the Host check are ASGI middleware that answer themselves.
+Each endpoint takes the checks that fit it (LibreTranslate's form clients skip the JSON rule).
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class HeaderLimit:
-    """ASGI middleware: answer 431 to a request whose headers exceed `limits`, before any endpoint runs."""
+    """ASGI middleware answering 431 to headers beyond `limits`."""
 
     def __init__(self, app: ASGIApp, limits: HeaderLimits) -> None:
         self.app, self.limits = app, limits
@@ -47,8 +43,7 @@ class HeaderLimit:
 
 
 def _host(text: str) -> tuple[str, int | None] | None:
-    """`text` as (lower-case name, port or None) if it is a host as a Host header writes it: a name, an IPv4
-    address or a bracketed IPv6 address, with an optional port."""
+    """A Host header's (lower-case name, port or None), or None if it is no host."""
     found = HOST.fullmatch(text)
     if found is None:
         return None
@@ -62,7 +57,7 @@ def _host(text: str) -> tuple[str, int | None] | None:
 
 
 def allowed_host(text: str) -> str:
-    """`text` as an entry of --allowed-hosts (a name, or name:port for that port only), or ConfigError."""
+    """`text` as an --allowed-hosts entry (name or name:port), or ConfigError."""
     if _host(text.strip()) is None:
         raise ConfigError(f"--allowed-hosts {short_repr(text)}: expected a host name or address as a browser sends "
                           "it in the Host header, with or without a port (translate.example.org, 192.168.1.5:8000, "
@@ -71,10 +66,8 @@ def allowed_host(text: str) -> str:
 
 
 class HostCheck:
-    """ASGI middleware: answer 400 to a request whose Host header is not one of `allowed`, before any other check.
-    A page whose own name an attacker has pointed at this machine (DNS rebinding) sends that name as its Host and
-    as its Origin, so neither the Origin check nor the browser's same-origin rule stops it; this does. An entry
-    without a port matches any port; a Host without one means its scheme's default port."""
+    """ASGI middleware answering 400 to a Host not in `allowed`: the defence against DNS rebinding, which the
+    Origin check misses. An entry without a port matches any port."""
 
     def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
         self.app, self.shown = app, tuple(allowed_host(entry) for entry in allowed)
@@ -92,7 +85,6 @@ class HostCheck:
         await self.app(scope, receive, send)
 
     def answers(self, text: str, scheme: str) -> bool:
-        """Whether a request with the Host header `text` is for this server."""
         host = _host(text)
         if host is None:
             return False
@@ -101,7 +93,7 @@ class HostCheck:
 
 
 def origin_of(text: str) -> str:
-    """`text` as a browser writes an Origin header (scheme://host[:port], lower case), or ConfigError."""
+    """`text` as an Origin header (scheme://host[:port], lower case), or ConfigError."""
     parts = urlsplit(text.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
             or parts.query or parts.fragment or parts.username is not None:
@@ -111,10 +103,8 @@ def origin_of(text: str) -> str:
 
 
 class OriginCheck:
-    """A FastAPI dependency refusing (403) a request a browser sent from another site than the server's own page,
-    unless its origin is one of `allowed`. A request without an Origin header (curl, a script) is not a browser's
-    cross-site request and passes; so does the server's own page, whose origin is the address it was loaded from.
-    """
+    """A FastAPI dependency refusing (403) a browser's request from another origin than the server's own or
+    `allowed`; requests without an Origin (curl, scripts) pass."""
 
     def __init__(self, allowed: Iterable[str] = ()) -> None:
         self.allowed = frozenset(origin_of(origin) for origin in allowed)
@@ -131,9 +121,8 @@ class OriginCheck:
 
 
 def require_json(request: Request) -> None:
-    """A FastAPI dependency refusing (415) a body not declared as application/json. Browsers send text/plain and
-    form bodies to another site without asking it first; a JSON body from another site needs the server's consent
-    (CORS), which nmt-serve gives only to --allow-origin."""
+    """A FastAPI dependency refusing (415) non-JSON bodies: a cross-site JSON body needs CORS consent, while
+    browsers send text/plain and forms without asking."""
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media != JSON:
         got = short_repr(media) if media else "no Content-Type"

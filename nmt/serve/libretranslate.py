@@ -1,14 +1,7 @@
-"""LibreTranslate's API under /libretranslate/: POST translate and detect, GET languages and frontend/settings,
-as LibreTranslate's own server answers them (its app.py), so that its clients work with the base URL
-http://HOST:PORT/libretranslate/.
+"""LibreTranslate's API under /libretranslate/, answered as its own server does, so its clients work there.
 
-Parameters come as JSON, a form or the query string (`compat.read_params`); unknown ones are ignored, as
-LibreTranslate does. Texts are split into sentences, as LibreTranslate splits them. Beside LibreTranslate's own
-fields, an answer carries `confidence`: the exp of the translation's per-token mean log-probability (in [0, 1];
-with format=html over every sentence of the document it translated; None for a text without words), one per text
-like `translatedText`; its clients ignore the field.
-Errors are {"error": "..."} with LibreTranslate's statuses: 400 for any bad request
-(a limit too), 403 for a key, 429 for too many requests, 500 when decoding failed.
+Answers also carry `confidence` per text, which its clients ignore; errors are {"error": "..."} with
+LibreTranslate's statuses.
 """
 
 from __future__ import annotations

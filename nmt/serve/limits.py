@@ -1,5 +1,4 @@
-"""The numbers nmt-serve's flags set, each with the range its flag and the library accept (an unbounded number
-either overflows somewhere or holds the server up: a wait of 1e300 ms is a timeout no clock can take)."""
+"""nmt-serve's numeric limits, each bounded (an unbounded one overflows or holds the server up)."""
 
 from __future__ import annotations
 
@@ -8,19 +7,18 @@ from typing import ClassVar
 
 from nmt.config import Range
 
-WAIT_MS = Range(0, 10_000)  # how long a batch may wait for more requests, in milliseconds
-ESCAPED_CHAR = 12  # bytes of one character at most in JSON: an escaped surrogate pair, \ud83d\ude00 for one emoji
+WAIT_MS = Range(0, 10_000)  # a batch's wait for more requests
+ESCAPED_CHAR = 12  # most JSON bytes per character: an escaped surrogate pair
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask for; larger requests get 413, a full queue 503. Each limit must lie in its range
-    (BOUNDS), checked when the limits are made."""
+    """What one request may ask for (more: 413; a full queue: 503), each within BOUNDS."""
 
     max_sentences: int = 64
-    max_chars: int = 20_000  # all sentences of a request together
+    max_chars: int = 20_000  # per request
     max_beam: int = 16
-    max_queue: int = 1024  # requests waiting for the decoder
+    max_queue: int = 1024
 
     BOUNDS: ClassVar[dict[str, Range]] = {"max_sentences": Range(1, 100_000), "max_chars": Range(1, 10_000_000),
                                           "max_beam": Range(1, 1000), "max_queue": Range(1, 1_000_000)}
@@ -31,14 +29,13 @@ class Limits:
 
     @property
     def max_body_bytes(self) -> int:
-        """The body limit, in bytes: room for max_chars characters in any JSON encoding of them (each escaped, as
-        ESCAPED_CHAR bytes), the quotes and separators of max_sentences strings, and the settings."""
+        """Room for max_chars escaped characters in max_sentences JSON strings, and the settings."""
         return ESCAPED_CHAR * self.max_chars + 16 * self.max_sentences + 4096
 
 
 @dataclass(frozen=True)
 class HeaderLimits:
-    """The most header lines, and bytes of names and values together, that a request may send (more: 431)."""
+    """The most header lines and bytes a request may send (more: 431)."""
 
     count: int = 100
     size: int = 16 * 1024

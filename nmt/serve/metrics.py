@@ -1,11 +1,7 @@
-"""What nmt-serve tells an operator: Prometheus metrics (prometheus-client, one registry per application) and
-one access-log line per request, both written by the `Observe` middleware.
+"""nmt-serve's Prometheus metrics and access log, written by the `Observe` middleware.
 
-Per endpoint: requests by status, sentences and source characters translated (counted for answers below 400),
-and a latency histogram; for the decoder: the requests waiting and the sentences of each search. An endpoint is
-a route's path; any other path counts as "other", so scanning for URLs cannot grow the label set. A log line
-holds the client address, method, path (no query string: a key may travel there), status, latency and sentence
-count; never a text or a key, and no field with a space or a control character in it.
+Unknown paths count as "other", so URL scans cannot grow the label set; log lines never hold a text, a key or the
+query string.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from starlette.requests import Request
 
 ACCESS_LOG = logging.getLogger("nmt.serve.access")
-STATS = "nmt.stats"  # the ASGI scope key of a request's RequestStats
+STATS = "nmt.stats"  # ASGI scope key
 OTHER = "other"
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -31,14 +27,14 @@ MAX_LOGGED_PATH = 200
 
 @dataclass
 class RequestStats:
-    """What a request asked to translate, filled in by its endpoint."""
+    """What a request translates, filled in by its endpoint."""
 
     sentences: int = 0
     characters: int = 0
 
 
 def count_sentences(request: Request, lines: Sequence[str]) -> None:
-    """Record the sentences a request translates (nothing happens outside the `Observe` middleware)."""
+    """Record the sentences a request translates."""
     stats = request.scope.get(STATS)
     if stats is not None:
         stats.sentences += len(lines)
@@ -61,7 +57,7 @@ class Metrics:
         self.queue = Gauge("nmt_serve_queue_depth", "requests waiting for the decoder", registry=self.registry)
         self.batch = Histogram("nmt_serve_batch_sentences", "sentences decoded by one search", buckets=BATCH_BUCKETS,
                                registry=self.registry)
-        self.characters_translated = 0  # all endpoints together: DeepL's /v2/usage
+        self.characters_translated = 0  # DeepL's /v2/usage
 
     def watch_queue(self, depth: Callable[[], int]) -> None:
         self.queue.set_function(depth)
@@ -75,19 +71,18 @@ class Metrics:
             self.characters_translated += stats.characters
 
     def exposition(self) -> tuple[bytes, str]:
-        """The metrics in the Prometheus text format, and its content type."""
+        """The metrics as Prometheus text, and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
 def logged_path(path: str) -> str:
-    """The path as one field of a log line: percent-encoded (no spaces or control characters), cut short."""
+    """The path as one log field: percent-encoded, cut short."""
     quoted = urllib.parse.quote(path, safe="/-._~")
     return quoted if len(quoted) <= MAX_LOGGED_PATH else f"{quoted[:MAX_LOGGED_PATH]}..."
 
 
 def logged_client(client: tuple[str, int] | None) -> str:
-    """The client's address as one field of a log line: the socket's address, or the one a trusted proxy forwarded
-    (uvicorn passes a malformed one on as text: that is percent-encoded and cut short)."""
+    """The client's address as one log field (a malformed forwarded one percent-encoded)."""
     if not client:
         return "-"
     try:
@@ -97,8 +92,7 @@ def logged_client(client: tuple[str, int] | None) -> str:
 
 
 class Observe:
-    """ASGI middleware: times each HTTP request, notes its status, counts it in `metrics` under its endpoint and
-    writes its access-log line to `log` (None: no access log)."""
+    """ASGI middleware counting each request in `metrics` and logging it to `log` (None: no access log)."""
 
     def __init__(self, app: Any, metrics: Metrics, endpoints: Iterable[str], log: logging.Logger | None) -> None:
         self.app, self.metrics, self.endpoints, self.log = app, metrics, frozenset(endpoints), log

@@ -1,7 +1,4 @@
-"""Everything nmt-serve answers: the native API and page (`app.create_app`), LibreTranslate's API under
-/libretranslate/, DeepL's under /v2/, GET /metrics, API keys and the rate limit (auth), metrics and the access
-log (metrics), and the Host check (guard). GET /health alone is open to callers without a key.
-"""
+"""The whole nmt-serve application: native, LibreTranslate and DeepL APIs, metrics, keys and Host check."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ from nmt.serve.metrics import ACCESS_LOG, Metrics, Observe
 from nmt.translator import Translator
 
 OPEN = frozenset({"/health"})
-UNLIMITED = frozenset({"/health", "/metrics"})  # a scraper's polls do not use up its key's rate
+UNLIMITED = frozenset({"/health", "/metrics"})  # scrapers' polls spare the rate
 
 
 def _error_body(path: str, message: str) -> dict[str, str]:
@@ -32,11 +29,8 @@ def create_service(translator: Translator, limits: Limits | None = None, thresho
                    wait_ms: float = 5.0, access: Access | None = None,
                    access_log: logging.Logger | None = ACCESS_LOG, allow_origins: tuple[str, ...] = (),
                    allowed_hosts: Iterable[str] | None = None, glossaries: GlossaryStore | None = None) -> FastAPI:
-    """The whole service around `translator`; `access` says who may call (default: anyone, no rate limit);
-    `access_log` receives one INFO line per request (None: no access log); `allow_origins` are the web pages of
-    other sites that may call it from a browser (create_app); `allowed_hosts` the Host headers it answers
-    (guard.HostCheck, before the keys and the rate limit; None: any); `glossaries` those of DeepL's glossary
-    endpoints (default: in memory)."""
+    """The service around `translator`; `access` defaults to anyone, unlimited; `allowed_hosts` None answers any
+    Host; `glossaries` defaults to memory."""
     limits, access, metrics = limits or Limits(), access or Access(), Metrics()
     app = create_app(translator, limits, thresholds, wait_ms, on_batch=metrics.batch.observe,
                      allow_origins=allow_origins)

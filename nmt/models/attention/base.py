@@ -12,7 +12,7 @@ from nmt.kernels import Dropout
 
 
 class RNNAttention(nn.Module):
-    """Base of the GRU decoder's attention: score, masked softmax, weighted sum of the values."""
+    """Base of the GRU decoder's attention."""
 
     def __init__(self, query_dim: int, key_dim: int, temperature: float = 1.0, dropout: float = 0.0) -> None:
         super().__init__()
@@ -21,12 +21,11 @@ class RNNAttention(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> RNNAttention:
-        """This variant over decoder queries and encoder keys of `model.hidden_size`."""
         hidden = cfg.hidden_size
         return cls(hidden, hidden, cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "rnn"))
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """The part of the scores that does not depend on the query, computed once per sentence."""
+        """The query-independent part of the scores, once per sentence."""
         return keys
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -52,12 +51,11 @@ class SelfAttention(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> SelfAttention:
-        """This variant with the model's temperature and attention dropout, and its own settings."""
         return cls(cfg.temperature, cfg.attention_dropout, **settings_of(cfg, "self"))
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:
-        """The mask of a whole batch of `length` positions, built once and shared by every layer."""
+        """The batch's mask, shared by every layer."""
         raise NotImplementedError
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
@@ -66,20 +64,20 @@ class SelfAttention(nn.Module):
         raise NotImplementedError
 
     def init_cache(self, batch: int, heads: int, head_dim: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The empty incremental-decoding cache (tensors batched on dim 0)."""
+        """The empty decoding cache (batched on dim 0)."""
         raise NotImplementedError
 
     def step(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              cache: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """One new causal position (B, h, 1, d) against the cache; returns its output and the grown cache."""
+        """One causal position (B, h, 1, d): its output and the grown cache."""
         raise NotImplementedError
 
     def reorder_cache(self, cache: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The cache of the rows that continue `rows` (B',), in their order: each entry's rows taken now."""
+        """The cache of the rows continuing `rows` (B',)."""
         return {name: value.index_select(0, rows) for name, value in cache.items()}
 
 
 def variant_class(family: str, name: str) -> type:
-    """The class of `family`'s variant `name` ("rnn" or "self"), imported from the path VARIANTS gives."""
+    """The class of `family`'s ("rnn" or "self") variant `name`."""
     module, _, cls = VARIANTS[family][name].cls.rpartition(".")
     return getattr(importlib.import_module(module), cls)

@@ -8,18 +8,17 @@ import torch.nn.functional as F
 from nmt.models.attention.base import SelfAttention
 
 _EPS = 1e-6
-CHUNK = 64  # causal positions taken together: masked scores within a chunk, running sums across chunks
+CHUNK = 64  # causal positions per chunk; running sums across chunks
 
 
 def _phi(x: torch.Tensor) -> torch.Tensor:
-    """The positive feature map of linear attention."""
     return F.elu(x) + 1.0
 
 
 def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Numerator and normaliser of causal linear attention, by chunks, with no (B, h, T, d, dv) tensor."""
+    """Causal numerator and normaliser by chunks, never a (B, h, T, d, dv) tensor."""
     nums, dens = [], []
-    state = norm = None  # sum phi(k) v^T (B, h, d, dv) and sum phi(k) (B, h, d) of the chunks so far
+    state = norm = None  # sum phi(k) v^T (B, h, d, dv), sum phi(k) (B, h, d)
     length = fq.shape[2]
     for start in range(0, length, CHUNK):
         q, k, val = (x[:, :, start:start + CHUNK] for x in (fq, fk, v))  # (B, h, C, d), (B, h, C, d), (B, h, C, dv)
@@ -30,7 +29,7 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
         nums.append(num)
         dens.append(den)
         if start + CHUNK >= length:
-            break  # no chunk follows to read the sums
+            break
         chunk_state, chunk_norm = k.transpose(-2, -1) @ val, k.sum(2)  # (B, h, d, dv), (B, h, d)
         state = chunk_state if state is None else state + chunk_state
         norm = chunk_norm if norm is None else norm + chunk_norm
@@ -38,19 +37,19 @@ def _causal(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor) -> tuple[torch.
 
 
 class LinearAttention(SelfAttention):
-    """phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1. Without a softmax, temperature and
-    attention dropout do not apply; `need_weights` gives phi(q) phi(k)^T normalised over the keys."""
+    """phi(q) (sum phi(k) v^T) / phi(q) . (sum phi(k)), phi = elu + 1; no softmax, so no temperature or
+    attention dropout."""
 
     def build_mask(self, length: int, key_mask: torch.Tensor | None, causal: bool,
                    device: torch.device) -> torch.Tensor | None:
-        """Padding only, (B, 1, 1, T); causality is the cumulative form in `forward`."""
+        """Padding only, (B, 1, 1, T)."""
         return None if key_mask is None else key_mask[:, None, None, :]
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                 causal: bool = False, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         fq, fk = _phi(q), _phi(k)  # (B, h, T, d), (B, h, S, d)
         if mask is not None:
-            fk = fk * mask.transpose(-2, -1).to(fk.dtype)  # padded keys contribute nothing
+            fk = fk * mask.transpose(-2, -1).to(fk.dtype)
         if need_weights:
             scores = fq @ fk.transpose(-2, -1)  # (B, h, T, S)
             if causal:
