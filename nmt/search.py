@@ -134,7 +134,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
 def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tensor, eos: int,
             k: int) -> tuple[torch.Tensor, ...]:
     """Each sentence's best 2K expansions (only EOS in rows `at_limit`), via each row's best 2K to avoid an
-    (n, width * V) sum. Returns masked log-probs, row tokens (n*width, C), and candidate scores, rows, tokens (n, 2K)."""
+    (n, width * V) sum. Returns masked log-probs, row tokens (n*width, C), candidate scores, rows, tokens (n, 2K)."""
     n, width = scores.shape
     if at_limit.any():
         only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
@@ -342,7 +342,8 @@ Candidate = tuple[float, float, int, int, Standing]  # summed log-prob, score, r
 
 
 def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
-    """Dynamic beam allocation: `ranked` reordered so banks take turns, fullest first; each with its rank in its bank."""
+    """Dynamic beam allocation: `ranked` reordered so banks take turns, fullest first; each with its bank rank."""
+
     if len({candidate[4].bank for candidate in ranked}) < 2:
         return list(enumerate(ranked))
     seen: dict[int, int] = {}

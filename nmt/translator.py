@@ -129,7 +129,8 @@ class Translator:
         """The best translation of a str, or of each text of a sequence ("" for a blank one).
 
         `glossary` (a `Glossary`, mapping, pairs or TSV/CSV path) and `constraints` (per text) name terms the output
-        must contain; `decoding` overrides decode.* settings; `warn` hears (text index, subwords) of truncated sentences.
+        must contain; `decoding` overrides decode.* settings; `warn` hears (text index, subwords) of truncations.
+
         """
         lines, one = _lines(text)
         constraints = [constraints] if one and constraints is not None else constraints
