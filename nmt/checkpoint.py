@@ -1,17 +1,8 @@
 """The one checkpoint type: a versioned bundle, saved atomically and verified, loaded as data, never as code.
 
-File layout (version 3): exactly what `torch.save` writes, a zip archive, whose archive comment holds the sha256
-of everything before the comment's length field ("nmt-checkpoint sha256=<hex>"). Loading checks the digest first,
-so a truncated or corrupted file is refused before anything is unpickled, then reads the archive with
-`weights_only=True`.
-
-The archive holds a flat mapping (the keys below) of tensors, numbers, strings, bytes, lists and dicts only, so a
-bundle is readable without this module and without an allow-list of classes:
-`torch.load("best.pt", weights_only=True, map_location="cpu")` (map_location for a file saved from a GPU on a
-machine without one). Versions 1 and 2 were the same mapping behind a line "NMTCKPT1" and the sha256 of the
-archive, which torch.load cannot read; this module still loads them. Version 1 files carry no "version" key;
-version 2 adds it and the RNG state of every rank ("rng_ranks"); version 3 drops "model_config", a copy of
-config["model"] that nothing read.
+Version 3 is a `torch.save` zip archive whose comment holds the sha256 of everything before the comment's length
+field, checked before anything is unpickled. It holds a flat mapping of plain data, readable with
+`torch.load(path, weights_only=True)`. Versions 1 and 2 (a "NMTCKPT1" line and sha256 before the archive) still load.
 """
 
 from __future__ import annotations
@@ -32,10 +23,11 @@ from nmt.models import Seq2Seq, build_model, check_weights
 from nmt.run.folder import RunDir
 from nmt.tokenizer import Tokenizer
 
-LEGACY_MAGIC = b"NMTCKPT1\n"  # versions 1 and 2: this line, then the archive's sha256 and a newline, then the archive
-ZIP_START, ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # a zip archive's first record; its 22-byte end record
+LEGACY_MAGIC = b"NMTCKPT1\n"  # versions 1 and 2: this line, the sha256 and a newline, then the archive
+ZIP_START, ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # a zip's first record; its 22-byte end record
 DIGEST_NOTE = b"nmt-checkpoint sha256="
-NOTE_LENGTH = len(DIGEST_NOTE) + 64  # the archive comment: the note and 64 hex digits
+NOTE_LENGTH = len(DIGEST_NOTE) + 64
+
 VERSION = 3
 INFERENCE_KEYS = ("model", "config", "vocab", "tokenizer", "tokenizer_id")
 TRAINING_KEYS = ("optimizer", "scaler", "plateau", "sampler", "rng")
@@ -49,11 +41,11 @@ class TrainingState:
     scaler: dict[str, Any]
     plateau: dict[str, Any]
     sampler: dict[str, Any]
-    rng: dict[str, Any]  # rank 0's RNG states (all a version-1 file has)
-    rng_ranks: list[dict[str, Any]] = field(default_factory=list)  # every rank's, by rank
+    rng: dict[str, Any]  # rank 0's RNG states
+    rng_ranks: list[dict[str, Any]] = field(default_factory=list)  # every rank's
 
     def rng_for(self, rank: int, world: int) -> dict[str, Any]:
-        """The RNG states `rank` saved in a run of `world` ranks (a CheckpointError when they are not there)."""
+        """The RNG states `rank` saved in a run of `world` ranks; CheckpointError if absent."""
         if len(self.rng_ranks) == world:
             return self.rng_ranks[rank]
         if world == 1 and not self.rng_ranks:
@@ -63,22 +55,22 @@ class TrainingState:
 
 @dataclass
 class CheckpointContents:
-    """What a checkpoint file holds: config, vocabulary, tokenizer, weights, the run's progress, any training state."""
+    """What a checkpoint file holds."""
 
     config: dict[str, Any]  # to_dict(Config)
     vocab: dict[str, Any]
     tokenizer: bytes
     tokenizer_id: str
     model: dict[str, torch.Tensor]
-    progress: dict[str, Any] = field(default_factory=dict)  # the trainer's step, elapsed seconds, best list, ...
+    progress: dict[str, Any] = field(default_factory=dict)  # trainer's step, elapsed seconds, best list, ...
     training: TrainingState | None = None
-    averaged: list[str] = field(default_factory=list)  # the checkpoints an averaged bundle came from
+    averaged: list[str] = field(default_factory=list)  # sources of an averaged bundle
     version: int = VERSION
 
     @classmethod
     def build(cls, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, progress: dict[str, Any],
               training: TrainingState | None = None) -> CheckpointContents:
-        """Assemble a bundle from a run's parts (weights are the model's own tensors, not copies)."""
+        """A bundle of a run's parts (the model's own tensors, not copies)."""
         return cls(to_dict(cfg), vars(tokenizer.vocab).copy(), tokenizer.to_bytes(), tokenizer.identity,
                    model.state_dict(), progress, training)
 
@@ -94,7 +86,7 @@ class CheckpointContents:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any], path: str | Path) -> CheckpointContents:
-        """Check the version and keys of a loaded mapping; errors name the file and what differs."""
+        """Check a loaded mapping's version and keys."""
         version = payload.get("version", 1)
         if not isinstance(version, int) or not 1 <= version <= VERSION:
             raise CheckpointError(f"{path}: checkpoint format version {version!r}, but this nmt reads versions "
@@ -119,8 +111,7 @@ class CheckpointContents:
 
 
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
-    """Write `payload` to `path` atomically (temporary file in the same folder, fsync, rename), as torch.save's
-    archive with its sha256 in the archive comment."""
+    """Write `payload` atomically as torch.save's archive with its sha256 in the archive comment."""
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     archive = buffer.getvalue()
@@ -133,8 +124,7 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
 
 
 def _verified(data: bytes, path: Path) -> bytes:
-    """The archive of a checkpoint file's bytes, once its sha256 matches (either layout); CheckpointError
-    otherwise."""
+    """The archive of a checkpoint file's bytes once its sha256 matches; CheckpointError otherwise."""
     if data.startswith(LEGACY_MAGIC):
         start = len(LEGACY_MAGIC) + 65
         if len(data) < start:
@@ -172,10 +162,10 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     except FileError as err:
         raise CheckpointError(str(err)) from None
     try:
-        with warnings.catch_warnings():  # torch's warnings about a foreign file would add lines to the one error
+        with warnings.catch_warnings():  # keep the error to one line
             warnings.simplefilter("ignore")
             payload = torch.load(io.BytesIO(body), map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means the same thing here
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means the same
         raise CheckpointError(f"{path}: checkpoint cannot be read as data ({type(err).__name__})") from None
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path}: checkpoint does not hold a mapping")
@@ -198,7 +188,7 @@ class LoadedModel:
     tokenizer: Tokenizer
     cfg: Config
     path: Path
-    progress: dict[str, Any]  # the trainer's step, elapsed seconds, ... when the checkpoint was written
+    progress: dict[str, Any]
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -216,19 +206,19 @@ def find_checkpoint(path: str | Path) -> Path:
 
 
 def load_model(path: str | Path, device: torch.device) -> LoadedModel:
-    """The inference loader: rebuild model, tokenizer and config from a checkpoint (or run folder) alone."""
+    """Rebuild model, tokenizer and config from a checkpoint (or run folder) alone."""
     ckpt = find_checkpoint(path)
     bundle = load_contents(ckpt)
     try:
         cfg = config_from_dict(bundle.config)
         tokenizer = Tokenizer.from_bytes(bundle.tokenizer)
-        check_weights(cfg.model, tokenizer.vocab, bundle.model)  # before a model of an untrusted size is built
+        check_weights(cfg.model, tokenizer.vocab, bundle.model)  # before building a model of untrusted size
         model = build_model(cfg.model, tokenizer.vocab)
         model.load_state_dict(bundle.model)
     except CheckpointError as err:
         raise CheckpointError(f"{ckpt}: checkpoint does not match its config: {err}") from None
     except (KeyError, ConfigError, TokenizerError, RuntimeError, ValueError, TypeError) as err:
-        detail = " ".join(str(err).split())  # load_state_dict lists each mismatch on a line of its own
+        detail = " ".join(str(err).split())  # load_state_dict gives a line per mismatch
         raise CheckpointError(f"{ckpt}: checkpoint is incomplete or does not match its config ({detail})") from None
     return LoadedModel(model.to(device).eval(), tokenizer, cfg, ckpt, bundle.progress)
 
@@ -237,11 +227,7 @@ def load_model(path: str | Path, device: torch.device) -> LoadedModel:
 
 
 def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int = 1) -> CheckpointContents:
-    """The resume loader: a bundle with training state whose vocabulary, model settings and number of processes
-    (`world`) match this run.
-
-    Everything stays on the CPU; the trainer copies weights and optimizer state to its device.
-    """
+    """A bundle with training state whose vocabulary, model settings and process count match this run (on the CPU)."""
     bundle = load_contents(path)
     if bundle.training is None:
         missing = ", ".join(k for k in TRAINING_KEYS if k not in bundle.payload())
@@ -268,11 +254,8 @@ def load_for_resume(path: str | Path, cfg: Config, tokenizer_id: str, world: int
 
 
 def average_checkpoints(paths: list[Path]) -> CheckpointContents:
-    """The first checkpoint's inference bundle with the element-wise mean of all their weights.
-
-    Every checkpoint must have the same model settings, tokenizer and weight shapes; integer buffers are taken
-    from the first. The progress is that of the furthest-trained one.
-    """
+    """The first checkpoint's inference bundle with the mean of all their float weights (same settings, tokenizer
+    and shapes required); progress of the furthest-trained one."""
     bundles = [load_contents(path) for path in paths]
     first = bundles[0]
     shapes = {key: value.shape for key, value in first.model.items()}
@@ -303,42 +286,36 @@ class RunCheckpoints:
 
     def __init__(self, run: RunDir, keep_best: int) -> None:
         self.run, self.folder, self.keep_best = run, run.checkpoints, keep_best
-        self.dropped: list[str] = []  # step files out of the best k, deleted once last.pt no longer lists them
+        self.dropped: list[str] = []  # step files out of the best k, deleted after the next last.pt
 
-    OWN = (RunDir.LAST, RunDir.BEST, RunDir.AVERAGED, RunDir.STEPS)  # the files a run writes here
+    OWN = (RunDir.LAST, RunDir.BEST, RunDir.AVERAGED, RunDir.STEPS)
 
     def _cut_off(self) -> list[Path]:
-        """Temporary files of this run's own writes (atomic_output's .<name>.<random>.tmp) that a kill left."""
+        """Temporary files (.<name>.<random>.tmp) left by killed writes."""
         return [p for name in self.OWN for p in self.folder.glob(f".{name}.*.tmp")]
 
     def clear(self) -> None:
-        """Remove every checkpoint of an earlier run (a fresh start leaves nothing behind)."""
+        """Remove every checkpoint of an earlier run."""
         self.folder.mkdir(parents=True, exist_ok=True)
         for stale in [*self.folder.glob("*.pt"), *self._cut_off()]:
             stale.unlink()
 
     def tidy(self, best: list[dict[str, Any]]) -> None:
-        """After a resume: remove temporary files of writes that were cut off, and step files that `best` (the
-        resumed last.pt's list) does not hold, written after that last.pt by a run that was then killed."""
+        """After a resume: remove leftover temporary files and step files that `best` does not list."""
         listed = {b["path"] for b in best}
         for stale in [*self._cut_off(), *self.folder.glob(RunDir.STEPS)]:
             if stale.name not in listed:
                 stale.unlink(missing_ok=True)
 
     def save_last(self, bundle: CheckpointContents) -> None:
-        """Write last.pt, then delete the step files that dropped out of the best k: until last.pt is written,
-        the previous last.pt still lists them, and a resume from it must find them."""
+        """Write last.pt, then delete dropped step files (the previous last.pt listed them until now)."""
         save_contents(bundle, self.run.last)
         for name in self.dropped:
             self.run.checkpoint(name).unlink(missing_ok=True)
         self.dropped = []
 
     def keep(self, best: list[dict[str, Any]], score: float, step: int, bundle: CheckpointContents) -> None:
-        """Write step_`step`.pt if `score` ranks among the best k (higher is better), best.pt if it is first.
-
-        `best` ([{"score", "step", "path"}], best first) is updated in place; files that drop out are deleted by
-        the next `save_last`.
-        """
+        """Write step_`step`.pt if `score` ranks among the best k, best.pt if first; updates `best` in place."""
         improved = not best or score > best[0]["score"]
         if len(best) < self.keep_best or score > best[-1]["score"]:
             path = self.run.step(step)
@@ -355,8 +332,8 @@ class RunCheckpoints:
         return average_checkpoints([self.run.checkpoint(b["path"]) for b in best[:k]])
 
     def final(self, averaged: CheckpointContents | None) -> Path:
-        """Make the run folder stand for its final model: `averaged` written to averaged.pt, or with None,
-        averaged.pt removed so that best.pt is found first. Returns the final model's path."""
+        """Write `averaged` to averaged.pt (or remove it, so best.pt is found first); the final model's path."""
+
         if averaged is None:
             self.run.averaged.unlink(missing_ok=True)
             return self.run.best

@@ -1,5 +1,4 @@
-"""Attention diagnostics: cross-attention rows near uniform (unsure where to look) or on one source token (possible
-over-fitting), and the sentences with many of them."""
+"""Attention diagnostics: near-uniform or over-focused cross-attention rows, and sentences with many of them."""
 
 from __future__ import annotations
 
@@ -7,20 +6,20 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the functions take tensors, but importing Thresholds (the CLI's flags) needs no torch
+if TYPE_CHECKING:  # Thresholds is importable without torch
     import torch
 
-DIAG_SENTENCES, HEATMAPS = 200, 3  # a comparison's defaults (nmt.compare): test sentences diagnosed, drawn as heatmaps
+DIAG_SENTENCES, HEATMAPS = 200, 3  # nmt.compare's defaults: sentences diagnosed, heatmaps drawn
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """When a row counts as over-focused or near-uniform, and when a sentence is flagged for it."""
 
-    focused: float = 0.9  # a row whose largest weight exceeds this is over-focused
-    uniform: float = 0.9  # a row whose entropy exceeds this share of log(n) is near-uniform
-    max_focused_share: float = 0.95  # a sentence with more over-focused rows than this share is flagged
-    max_uniform_share: float = 0.5  # a sentence with more near-uniform rows than this share is flagged
+    focused: float = 0.9  # over-focused: largest weight above this
+    uniform: float = 0.9  # near-uniform: entropy above this share of log(n)
+    max_focused_share: float = 0.95  # flag a sentence above this share of over-focused rows
+    max_uniform_share: float = 0.5  # ... of near-uniform rows
 
     def __post_init__(self) -> None:
         for name in ("focused", "uniform", "max_focused_share", "max_uniform_share"):
@@ -36,11 +35,11 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
 
 
 def row_classes(weights: torch.Tensor, thresholds: Thresholds | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which rows of (T, S) attention are over-focused and which near-uniform: two (T,) bool tensors."""
+    """Over-focused and near-uniform rows of (T, S) attention: two (T,) bool tensors."""
     thresholds = thresholds or Thresholds()
     cols = weights.shape[-1]
     focused = weights.max(dim=-1).values > thresholds.focused  # (T,)
-    if cols < 2:  # one source position: a zero-entropy row is not near-uniform (log(1) = 0 would say it is)
+    if cols < 2:  # log(1) = 0 would call every row near-uniform
         return focused, focused.new_zeros(focused.shape)
     uniform = row_entropy(weights) > thresholds.uniform * math.log(cols)  # (T,)
     return focused, uniform
@@ -70,7 +69,7 @@ def attention_stats(weights: torch.Tensor, thresholds: Thresholds | None = None,
 
 
 def flags(stats: dict[str, Any], thresholds: Thresholds | None = None) -> list[str]:
-    """Reasons to doubt a translation: attention mostly near-uniform, or almost every row on a single token."""
+    """Reasons to doubt a translation: attention mostly near-uniform or over-focused."""
     thresholds = thresholds or Thresholds()
     out = []
     if stats["uniform_share"] > thresholds.max_uniform_share:
@@ -95,5 +94,6 @@ def summarize(per_sentence: list[dict[str, Any]], thresholds: Thresholds | None 
     flagged = [s for s in per_sentence if flags(s, thresholds)]
     summary["flagged_share"] = round(len(flagged) / len(per_sentence), 4)
     summary["mean_uniform_entropy"] = round(sum(math.log(max(s["source_len"], 1)) * s["rows"]
-                                                for s in per_sentence) / rows, 4)  # log(n): the ceiling
+                                                for s in per_sentence) / rows, 4)
+
     return summary

@@ -1,5 +1,4 @@
-"""Rank, world size and devices of a run, and collectives. Every rank must take the same branch at every
-collective, so each decides from the same all-reduced `UpdateTally`, never from its own state."""
+"""Rank, world size, devices and collectives; ranks decide from the same all-reduced `UpdateTally`."""
 
 from __future__ import annotations
 
@@ -13,17 +12,17 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class Dist:
-    """Where this process stands: its rank, the world size, its device and the device collectives use."""
+    """This process's rank, world size, device and collectives' device."""
 
     rank: int = 0
     world: int = 1
     device: torch.device = torch.device("cpu")
     comm_device: torch.device = torch.device("cpu")  # NCCL takes CUDA tensors only, gloo CPU tensors
-    group: bool = False  # a process group is joined (torchrun), even one of a single rank
+    group: bool = False  # a process group is joined, even of one rank
 
     @property
     def main(self) -> bool:
-        """True on rank 0, the rank that validates and writes files."""
+        """True on rank 0, which validates and writes files."""
         return self.rank == 0
 
 
@@ -46,7 +45,7 @@ def joined() -> bool:
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group at the end of a run, so NCCL frees its communicators."""
+    """Leave the process group, so NCCL frees its communicators."""
     if joined():
         dist.destroy_process_group()
 
@@ -60,13 +59,13 @@ def current(device: torch.device) -> Dist:
 
 
 def barrier(d: Dist) -> None:
-    """Wait for every rank (a no-op in a single process)."""
+    """Wait for every rank."""
     if d.group:
         dist.barrier(device_ids=[d.comm_device.index] if d.comm_device.type == "cuda" else None)
 
 
 def all_true(d: Dist, flag: bool) -> bool:
-    """Whether `flag` holds on every rank (one all-reduce; the flag itself in a single process)."""
+    """Whether `flag` holds on every rank."""
     if not d.group:
         return flag
     failed = torch.tensor([0.0 if flag else 1.0], device=d.comm_device)  # (1,)
@@ -75,7 +74,7 @@ def all_true(d: Dist, flag: bool) -> bool:
 
 
 def gather_objects(d: Dist, obj: Any) -> list[Any]:
-    """Every rank's `obj`, by rank, on every rank (picklable plain data)."""
+    """Every rank's picklable `obj`, by rank, on every rank."""
     if not d.group:
         return [obj]
     out: list[Any] = [None] * d.world
@@ -85,21 +84,22 @@ def gather_objects(d: Dist, obj: Any) -> list[Any]:
 
 @dataclass
 class UpdateTally:
-    """One update's facts that decide what every rank does next; a field may be a 0-d tensor on the device."""
+    """One update's facts that decide what every rank does next; fields may be 0-d device tensors."""
 
     tokens: float = 0.0  # target tokens of the update
     loss: float | torch.Tensor = 0.0  # summed label-smoothed loss
     nll: float | torch.Tensor = 0.0  # summed negative log-likelihood
-    nonfinite: float | torch.Tensor = 0.0  # ranks whose loss or gradient was not finite: every rank skips the update
-    stop: float = 0.0  # ranks asking to stop after this update (rank 0's clock for the time budget)
-    interrupt: float = 0.0  # ranks that received SIGINT/SIGTERM: stop after this update, save without validating
-    early_stop: float = 0.0  # rank 0's early-stopping verdict from the last validation: drop this update, stop
-    exhausted: float = 0.0  # ranks with no batch after this update (epoch limit)
-    grad_norm: float | torch.Tensor = 0.0  # rank 0's gradient norm; the others add 0 (DDP gave all the same gradients)
-    save: float = 0.0  # rank 0's checkpoint clock: every rank writes last.pt with it after this update
+    nonfinite: float | torch.Tensor = 0.0  # ranks with a non-finite loss or gradient: all skip the update
+    stop: float = 0.0  # ranks asking to stop (rank 0's time budget)
+    interrupt: float = 0.0  # ranks signalled: stop, save without validating
+    early_stop: float = 0.0  # rank 0's early-stopping verdict: drop this update, stop
+    exhausted: float = 0.0  # ranks out of batches (epoch limit)
+    grad_norm: float | torch.Tensor = 0.0  # rank 0's only (DDP gradients are equal)
+    save: float = 0.0  # rank 0's checkpoint clock: all write last.pt
 
     def agree(self, d: Dist) -> UpdateTally:
-        """The sum over ranks: one all-reduce, then the update's one read back to the host."""
+        """The sum over ranks, in one all-reduce and one read back to the host."""
+
         values = astuple(self)
         measured = [v for v in values if isinstance(v, torch.Tensor)]
         if not d.group and not measured:

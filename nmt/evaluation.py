@@ -1,8 +1,6 @@
-"""Score a translator's output with sacrebleu and write evaluation reports that say how to reproduce them.
+"""Score a translator's output with sacrebleu and write reproducible evaluation reports.
 
-Sources go through the `Translator` (normalized as the training data was); references are normalized the same
-way, as validation and the end-of-training report see them, so `nmt-evaluate` on a run gives the figures of
-the report `nmt-train` wrote.
+References are normalized as the sources are, so `nmt-evaluate` on a run gives the figures `nmt-train` reported.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ from nmt.translator import Translator
 
 
 class Scorer:
-    """BLEU, lowercased BLEU, chrF and TER against one set of references, with their sacrebleu signatures; the
-    references are tokenized once (sacrebleu's cached references) for every hypothesis file scored."""
+    """BLEU, lowercased BLEU, chrF and TER against one set of references (tokenized once), with signatures."""
 
     def __init__(self, refs: list[str]) -> None:
         self.metrics = {
@@ -57,8 +54,7 @@ def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
 
 
 def split_pair(cfg: Config, split: str) -> tuple[list[str], list[str]]:
-    """Sources and references of a split of the config's dataset (a run's: `Translator.cfg`), read from its
-    files as they are (the translator and `Translator.normalize` normalize them as training did)."""
+    """Sources and references of a split of the config's dataset, as in its files (not normalized)."""
     files = evaluation_files(cfg, split, log=lambda _msg: None)
     if files is None:
         raise DataError(f"split {short_repr(split)}: the dataset of {cfg.name} has the splits "
@@ -102,7 +98,7 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
         "config_sha256": hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest(),
         "experiment": cfg.name,
         "parameters": engine.parameter_count,
-        # How long the evaluated model had trained when its checkpoint was written (the latest of an average).
+        # training progress when the checkpoint was written (the latest of an average)
         "checkpoint_progress": {"steps": first.steps, "minutes": first.minutes},
         "tokenizer_id": translator.tokenizer.identity,
     }
@@ -110,14 +106,12 @@ def evaluate(translator: Translator, sources: list[str], refs: list[str], split:
 
 
 def write_report(report: dict[str, Any], hyps: list[str], json_path: Path, hyp_path: Path) -> None:
-    """Write the hypotheses and the JSON report as a pair: both go to temporary files first; when both are on
-    disk in full, the hypotheses are renamed into place, then the report. A failure while writing either
-    leaves both files as they were."""
+    """Write the hypotheses and JSON report as a pair: a failure while writing either leaves both as they were."""
     with atomic_output(json_path) as handle:
         json.dump(report, handle, indent=2)
         handle.write("\n")
         handle.flush()
-        os.fsync(handle.fileno())  # a full disk shows here, before the hypotheses replace anything
+        os.fsync(handle.fileno())  # a full disk fails before the hypotheses replace anything
         with atomic_output(hyp_path) as hyp_handle:
             hyp_handle.writelines(h + "\n" for h in hyps)
 
@@ -140,13 +134,7 @@ TUNING_SUMMARY = ("split", "sentences", "beam", "stop", "searches", "seconds", "
 
 
 def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUNED_PENALTIES) -> dict[str, Any]:
-    """Validation BLEU at each length penalty, and the best one (ties: the one nearest UNTUNED_PENALTY).
-
-    Reads the validation split and nothing else. Each penalty is a search of its own, with everything else as
-    `translator` decodes: under `stop: finished` the search itself does not depend on the penalty, but where more
-    than `beam` hypotheses end at once, which ones are kept does (in CTranslate2 by its own form of the penalty),
-    so one search ranked under each penalty could differ from decoding at it.
-    """
+    """Validation BLEU at each length penalty (a search each), and the best one (ties: nearest UNTUNED_PENALTY)."""
     sources, refs = split_pair(translator.cfg, "val")
     refs = [translator.normalize(r) for r in refs]
     decode = translator.decode
@@ -161,28 +149,26 @@ def tune_length_penalty(translator: Translator, penalties: Sequence[float] = TUN
              for alpha, hyps in outputs.items()]
     best = max(table, key=lambda row: (row["bleu"], -abs(row["length_penalty"] - UNTUNED_PENALTY)))
     settings = translator.settings()
-    del settings["decode"]["length_penalty"]  # the table's penalties are the ones searched
+    del settings["decode"]["length_penalty"]  # the table lists them
     return {"split": "val", "sentences": len(sources), "beam": decode.beam, "stop": decode.stop,
             "searches": len(penalties), "seconds": round(seconds, 3), "bleu_signature": str(bleu.get_signature()),
             "table": table, "best": best["length_penalty"], **settings}
 
 
 def store_length_penalty(model: str | Path, alpha: float) -> Path:
-    """Write `alpha` into the decoding settings of a checkpoint (a run folder's final one) or an export's
-    manifest, atomically; returns the file written."""
+    """Write `alpha` atomically into a checkpoint's or export manifest's decoding settings; the file written."""
     if is_export(model):
         return store_decode(model, {"length_penalty": alpha})
     path = find_checkpoint(model)
     payload = load_checkpoint(path)
     payload["config"]["decode"]["length_penalty"] = alpha
-    config_from_dict(payload["config"])  # the checkpoint must load as before
+    config_from_dict(payload["config"])  # must still load
     save_checkpoint(payload, path)
     return path
 
 
 def tune_and_store(translator: Translator, model: str | Path) -> dict[str, Any]:
-    """Tune the length penalty of `model` (one checkpoint, run folder or export) on the validation split with
-    `translator`, store the best in it; the tuning report, naming the file written and its new sha256."""
+    """Tune `model`'s length penalty on the validation split and store the best in it; the tuning report."""
     tuning = tune_length_penalty(translator)
     stored = store_length_penalty(model, tuning["best"])
     return tuning | {"stored_in": str(stored), "stored_sha256": sha256_file(stored)}
@@ -199,9 +185,7 @@ def penalty_table(tuning: dict[str, Any]) -> str:
 
 
 def report_paths(model: str, name: str, output: str | None, language: str) -> tuple[Path, Path]:
-    """Where nmt-evaluate writes the report and hypotheses (in `language`, the model's target) of `name` (a split,
-    or file_<stem> for --src): beside --output, else in the run folder of `model` (the checkpoint or export folder
-    decoded)."""
+    """Where nmt-evaluate writes `name`'s report and hypotheses: at --output, else in `model`'s run folder."""
     if output:
         return Path(output), Path(output).with_suffix(".hyp.txt")
     run = RunDir.of(model)
@@ -209,7 +193,7 @@ def report_paths(model: str, name: str, output: str | None, language: str) -> tu
 
 
 def check_tuning(split: str, src: str | None, models: int, length_penalty: float | None) -> None:
-    """--tune-length-penalty chooses on the validation split, for one model, and chooses the penalty itself."""
+    """--tune-length-penalty needs the validation split, one model, and no given penalty."""
     if split != "val" or src:
         raise ConfigError("--tune-length-penalty: the penalty is chosen on the validation split only; give "
                           "--split val (and no --src/--ref)")
@@ -222,8 +206,8 @@ def check_tuning(split: str, src: str | None, models: int, length_penalty: float
 
 def tune_command(translator: Translator, model: str, output: str | None, inputs: list[tuple[str, Path]],
                  command: str) -> str:
-    """nmt-evaluate --tune-length-penalty: validation BLEU at each penalty, the best stored with `model`, the
-    report written to `output` (default: the run folder's length_penalty.json); returns what to print."""
+    """nmt-evaluate --tune-length-penalty: tune, store, write the report to `output`; returns what to print."""
+
     out = Path(output) if output else RunDir.of(model).length_penalty
     check_output("report", out, inputs)
     tuning = tune_and_store(translator, model)

@@ -1,9 +1,6 @@
 """Fine-tuning (`train.init_from`): the parent model a child run starts from, and the child's config.
 
-The child takes the parent's weights, tokenizer and model settings; its optimizer, schedule, step counter and
-early-stopping state start anew, and `train.*` (lr, warmup, ...) are the child's own. A `model.*` key that the
-child sets to something other than its default and the parent's value is an error naming both values; a key
-left at its default takes the parent's value. Settings that only act in training (dropout) are the child's.
+The child takes the parent's weights, tokenizer and model settings (except dropout); training state starts anew.
 """
 
 from __future__ import annotations
@@ -22,25 +19,25 @@ from nmt.errors import CheckpointError, ConfigError, ExportError, TokenizerError
 from nmt.fileio import sha256_file
 from nmt.tokenizer import Tokenizer
 
-TRAINING_ONLY = ("dropout", "attention_dropout")  # model settings that do not change what the weights compute
+TRAINING_ONLY = ("dropout", "attention_dropout")  # a child may set these
 
 
 @dataclass
 class Parent:
     """The model a child run starts from."""
 
-    path: Path  # the checkpoint file (a run folder's final model)
+    path: Path  # the checkpoint file
     sha256: str
     cfg: Config
     tokenizer: Tokenizer
     weights: dict[str, torch.Tensor]
 
     def record(self) -> dict[str, Any]:
-        """What the child's checkpoints, reports and run folder record of its parent."""
+        """What the child records of its parent."""
         return {"path": str(self.path), "sha256": self.sha256}
 
     def child_config(self, cfg: Config) -> Config:
-        """`cfg` with the parent's model and tokenizer settings, refusing a model key that contradicts them."""
+        """`cfg` with the parent's model and tokenizer settings; ConfigError for a model key set otherwise."""
         defaults, mine, theirs = to_dict(ModelConfig()), to_dict(cfg.model), to_dict(self.cfg.model)
         for key, value in mine.items():
             if key in TRAINING_ONLY or value == theirs.get(key) or value == defaults.get(key):
@@ -57,7 +54,8 @@ class Parent:
 
 
 def load_parent(cfg: Config) -> Parent:
-    """The parent that `cfg.train.init_from` names: a run folder (its final model) or a checkpoint file."""
+    """The parent `cfg.train.init_from` names (a run folder or checkpoint)."""
+
     given = cfg.train.init_from
     if is_export(given):
         raise ExportError(f"train.init_from {given}: an exported model holds no weights that train; give the run "

@@ -1,4 +1,4 @@
-"""The fast paths of a training step, each beside the plain PyTorch it stands for (tests/test_kernels.py)."""
+"""The fast paths of a training step, each beside the plain PyTorch it stands for."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
 
 
 def keep_freed_memory() -> bool:
-    """Let glibc keep freed blocks for reuse rather than unmap the large buffers every step allocates anew;
-    True if it took effect."""
+    """Let glibc keep freed large blocks for reuse instead of unmapping them; True if it took effect."""
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -23,29 +22,28 @@ def keep_freed_memory() -> bool:
 
 
 def real_targets(tgt_out: torch.Tensor, positions: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A model's `keep` for the real targets of `tgt_out` (B, T), and those targets (N,): a mask on the CPU, the
-    host's `positions` elsewhere (no wait for the device)."""
+    """A model's `keep` for the real targets of `tgt_out` (B, T), and those targets (N,): a mask on the CPU,
+    `positions` elsewhere (no device wait)."""
     if tgt_out.device.type == "cpu":
         keep = tgt_out != pad_id  # (B, T)
         return keep, tgt_out[keep]  # (B, T), (N,)
     return positions, tgt_out.flatten().index_select(0, positions)  # (N,), (N,)
 
 
-_LEVELS = 1 << 16  # values of the 16 random bits per element
+_LEVELS = 1 << 16
 
 
 def drop_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[torch.Tensor, float]:
-    """A mask of `shape`, True where dropped, and the kept ones' scale, from 16 random bits per element (cheaper
-    on the CPU than a Bernoulli draw)."""
+    """A mask of `shape`, True where dropped, and the kept ones' scale, from 16 random bits per element."""
     count = shape.numel()
     cut = round(p * _LEVELS)
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)  # (n/4,)
-    bits = words.view(torch.int16)[:count].view(shape)  # 16 uniform bits per element, as -32768..32767
+    bits = words.view(torch.int16)[:count].view(shape)  # -32768..32767
     return bits < cut - _LEVELS // 2, _LEVELS / (_LEVELS - cut)
 
 
 class _Dropout(torch.autograd.Function):
-    """x with a fresh mask's elements zeroed and the rest scaled; the same mask, kept as booleans, backward."""
+    """Dropout whose backward reuses the boolean mask."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
@@ -87,8 +85,7 @@ class Dropout(nn.Module):
 
 def reference_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What `label_smoothed_loss` computes, in plain PyTorch: epsilon is spread over the classes other than the
-    reference and padding (`F.cross_entropy`'s `label_smoothing` includes them)."""
+    """`label_smoothed_loss` in plain PyTorch: epsilon spread over classes other than the reference and padding."""
     real = target != pad_id  # (N,)
     smoothed = torch.full_like(logits[real], epsilon / (logits.size(-1) - 2))  # (N', V)
     smoothed[:, pad_id] = 0.0
@@ -98,12 +95,12 @@ def reference_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
     return loss, nll.detach(), real.sum()
 
 
-ROWS = 256  # rows of logits per block on the CPU, small enough to stay in cache
+ROWS = 256  # rows of logits per block on the CPU, to stay in cache
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Summed label-smoothed loss and NLL of logits (N, V) against target (N,), reading the logits (the largest
-    tensor) once, in blocks that stay in cache; the softmax - target goes straight into the gradient."""
+    """Summed label-smoothed loss and NLL of logits (N, V) against target (N,), reading the logits once in cached
+    blocks and writing the gradient in place."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
@@ -112,11 +109,11 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         count, vocab = logits.shape
         real = target != pad_id  # (N,)
         keep = real.to(dtype)  # (N,)
-        share = epsilon / (vocab - 2) if epsilon > 0.0 else 0.0  # smoothed mass of each non-reference class
+        share = epsilon / (vocab - 2) if epsilon > 0.0 else 0.0  # per non-reference class
         want_grad = ctx.needs_input_grad[0]
         grad = torch.empty(count, vocab, dtype=dtype, device=logits.device) if want_grad else None  # (N, V)
         lse = torch.empty(count, dtype=dtype, device=logits.device)  # (N,)
-        total = torch.empty(count, dtype=dtype, device=logits.device)  # (N,) sum of the logits of a row
+        total = torch.empty(count, dtype=dtype, device=logits.device)  # (N,) row sums of the logits
         if logits.device.type != "cpu":
             rows = max(count, 1)
         for start in range(0, count, rows):
@@ -135,14 +132,13 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                     exps.sub_((share * weight)[:, None])
         index = target[:, None]  # (N, 1)
         picked = logits.gather(1, index).squeeze(1).to(dtype)  # (N,)
-        nll = torch.where(real, lse - picked, 0.0)  # (N,) no NaN from a padding row's non-finite logits
+        nll = torch.where(real, lse - picked, 0.0)  # (N,) no NaN from padding rows
         loss = nll
         if share:
-            # -sum of log-probabilities over the classes other than the reference and padding.
             other = (vocab - 2) * lse - (total - logits[:, pad_id].to(dtype) - picked)  # (N,)
             loss = (1.0 - epsilon) * nll + share * torch.where(real, other, 0.0)
         if grad is not None:
-            if share:  # padding is not a smoothing class: its column keeps the plain softmax
+            if share:  # padding is not a smoothing class
                 grad[:, pad_id] += share * keep
             grad.scatter_add_(1, index, (-(1.0 - epsilon - share) * keep)[:, None])
             ctx.save_for_backward(grad)
@@ -153,8 +149,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (grad,) = ctx.saved_tensors  # (N, V), the gradient of the summed loss
-        # grad_loss is 1 in training: skipped on the CPU; on a GPU the check would wait for the device.
+        (grad,) = ctx.saved_tensors  # (N, V)
+        # grad_loss is 1 in training; not checked on a GPU, where the check would wait for the device
         if grad.device.type != "cpu" or not torch.equal(grad_loss, torch.ones_like(grad_loss)):
             grad = grad * grad_loss
         return grad.to(ctx.input_dtype), None, None, None, None
@@ -163,7 +159,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
                         rows: int = ROWS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed label-smoothed loss, summed NLL (no gradient) and real-token count of logits (..., V) against
-    target (...); `rows` sets the speed, not the result."""
+    target (...)."""
+
     flat_logits = logits.reshape(-1, logits.size(-1))  # (N, V)
     flat_target = target.reshape(-1)  # (N,)
     loss, nll = _SmoothedCrossEntropy.apply(flat_logits, flat_target, float(epsilon), pad_id, rows)

@@ -1,5 +1,4 @@
-"""The one loader of a model, whatever its form: run folders and checkpoint files (decoded by the PyTorch engine,
-several as an ensemble) or a CTranslate2 export folder, each opened as a `Translator`."""
+"""The one loader of a model (run folders, checkpoints, an ensemble, or a CTranslate2 export) as a `Translator`."""
 
 from __future__ import annotations
 
@@ -32,10 +31,7 @@ def member_of(loaded: LoadedModel) -> Member:
 
 def from_loaded(loaded: Sequence[LoadedModel], device: torch.device, precision: str = "fp32",
                 decode: DecodeConfig | None = None) -> Translator:
-    """A PyTorch translator over one model or an ensemble; `decode` defaults to the first model's settings.
-
-    Ensemble members must share the tokenizer (and so both vocabularies and the segmentation).
-    """
+    """A PyTorch translator over one model or an ensemble (sharing a tokenizer); `decode` defaults to the first's."""
     first = loaded[0]
     for other in loaded[1:]:
         if other.tokenizer.identity != first.tokenizer.identity:
@@ -53,7 +49,7 @@ def from_loaded(loaded: Sequence[LoadedModel], device: torch.device, precision: 
 
 
 def from_export(folder: str | Path, device: torch.device, precision: str = "fp32") -> Translator:
-    """A translator decoding with CTranslate2 from a checked export folder, with the run's decoding settings."""
+    """A CTranslate2 translator from a checked export folder, with the run's decoding settings."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     if precision != "fp32":
@@ -68,8 +64,7 @@ def from_export(folder: str | Path, device: torch.device, precision: str = "fp32
 
 
 def model_inputs(path: str | Path) -> list[tuple[str, Path]]:
-    """The files the loader reads of a model, named for path checks: the checkpoint given, each one a run folder
-    may resolve to, or an export folder's files (reports written into the folder are not inputs)."""
+    """The files the loader may read of a model, named for path checks."""
     given = Path(path)
     if is_export(given):
         return [("exported model", p) for p in export_files(given)] + [("export manifest", given / MANIFEST)]
@@ -83,10 +78,10 @@ def load_translator(paths: str | Path | Sequence[str | Path], device: str | torc
                     label: Callable[[str], str] = lambda key: f"decode.{key}") -> Translator:
     """A translator for run folders, checkpoint files (several: an ensemble) or one CTranslate2 export folder.
 
-    `device` is a name (auto, cpu, cuda, cuda:N) or a torch.device. `changes` (None values ignored) override
-    the decoding settings stored with the model; the result is validated, with `label` naming the offending
-    setting (a config key or a command-line flag), and checked against what the engine can do.
+    `device`: auto, cpu, cuda, cuda:N or a torch.device. `changes` (None ignored) override the stored decoding
+    settings and are validated, `label` naming the offending setting.
     """
+
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths or not all(isinstance(p, (str, Path)) for p in paths):
         raise CheckpointError("give a model: a run folder, checkpoint file or export folder (a str or Path)")

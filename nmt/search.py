@@ -1,16 +1,9 @@
-"""Greedy, beam, constrained and ensemble search over batches of ids, against `nmt.models.base.Seq2Seq` only.
+"""Greedy, beam, constrained and ensemble search over batches of ids, against `nmt.models.base.Seq2Seq`.
 
-A sentence of `n` source tokens gets at most floor(a * n + b) output tokens, then EOS is forced. Finished sentences
-leave the batch (`reorder_state`), and rows stay grouped by sentence.
-
-Every hypothesis scores log_prob / lp with the GNMT penalty lp = ((5 + length) / 6) ** alpha (length counts EOS), so
-beam 1 gives greedy's tokens and scores. Each beam step takes the sentence's best 2 * beam expansions; the EOS ones
-among the first `beam` finish, the best `beam` others go on. A sentence ends at its length cap or by `stop`: `finished`
-(as CTranslate2, fairseq and Hugging Face) once `beam` hypotheses have finished; `bound` once the best active beam,
-scored at its current length, cannot beat the worst of them (exact for alpha <= 0, a heuristic above).
-
-`constrained_beam_search` keeps target terms in its outputs (`nmt.constraints`) and gives a sentence without terms
-`beam_search`'s result. An `Ensemble` is itself a `Seq2Seq`. Call `model.eval()` first.
+Output is capped at floor(a * source length + b) tokens, then EOS is forced; finished sentences leave the batch.
+Scores are log_prob / ((5 + length) / 6) ** alpha (GNMT, length counts EOS), so beam 1 equals greedy. `stop`:
+`finished` ends a sentence once `beam` hypotheses finished; `bound` once the best active beam cannot beat the worst
+of them (exact for alpha <= 0). Call `model.eval()` first.
 """
 
 from __future__ import annotations
@@ -26,37 +19,35 @@ from nmt.constraints import Constraints, Standing
 from nmt.models.base import Memory, Seq2Seq, State
 
 NEG_INF = float("-inf")
-BLOCK = 64  # vocabulary entries per block of `row_argmax` and `row_topk`
+BLOCK = 64  # vocabulary entries per block in `row_argmax` and `row_topk`
 
 
 @dataclass
 class Hypothesis:
-    """One translation: target ids without BOS/EOS, its ranking score and its summed log-probability."""
+    """One translation: target ids without BOS/EOS, ranking score and summed log-probability."""
 
     tokens: list[int]
     score: float
     log_prob: float
     attention: torch.Tensor | None = None  # (len(tokens) + 1, real source length), last row for EOS
-    unmet: int = 0  # constraints it lacks: only a hypothesis ended by the length cap lacks any
+    unmet: int = 0  # constraints lacking (only when ended by the length cap)
 
 
 def gnmt_penalty(length: int, alpha: float) -> float:
-    """GNMT length penalty ((5 + length) / 6) ** alpha; `length` counts the scored tokens, EOS included."""
+    """GNMT length penalty ((5 + length) / 6) ** alpha; `length` includes EOS."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
 def max_lengths(src_mask: torch.Tensor, max_len_a: float, max_len_b: float,
                 max_positions: int | None = None) -> torch.Tensor:
-    """Per-sentence cap on output tokens before EOS: floor(a * real source length + b), at least 0 and at most
-    what `max_positions` covers (BOS and the outputs before EOS take one position each)."""
+    """Per-sentence cap on output tokens before EOS: floor(a * source length + b), within `max_positions`."""
     real = src_mask.sum(dim=1).double()  # (B,)
     most = 2**31 - 1 if max_positions is None else max_positions - 1
     return (real * max_len_a + float(max_len_b)).floor().clamp(0, most).long()  # (B,)
 
 
 def row_argmax(x: torch.Tensor) -> torch.Tensor:
-    """`x.argmax(dim=1)` of (n, V), found on the CPU through the maxima of blocks of BLOCK entries, which is faster than
-    argmax's own scan; the same indices (the first maximum)."""
+    """`x.argmax(dim=1)` of (n, V), faster on the CPU through block maxima; same indices."""
     n, size = x.shape
     blocks = size // BLOCK
     if blocks < 2 or x.device.type != "cpu":
@@ -64,15 +55,15 @@ def row_argmax(x: torch.Tensor) -> torch.Tensor:
     maxima = x[:, :blocks * BLOCK].view(n, blocks, BLOCK).amax(2)  # (n, blocks)
     if size > blocks * BLOCK:
         maxima = torch.cat([maxima, x[:, blocks * BLOCK:].amax(1, keepdim=True)], 1)  # (n, blocks+1) with the tail
-    # the tail's window is the last BLOCK entries: the ones it shares with the block before are below the maximum
+    # the tail's window is the last BLOCK entries; those shared with the previous block are below the maximum
     start = (maxima.argmax(1) * BLOCK).clamp_(max=size - BLOCK)  # (n,)
     window = x.gather(1, start[:, None] + torch.arange(BLOCK, device=x.device))  # (n, BLOCK)
     return start + window.argmax(1)
 
 
 def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`x.topk(k, dim=1)` of (n, V), on the CPU from the k + 1 blocks with the highest maxima (and the tail), whose best
-    k + 1 entries hold the row's best k where strictly ordered; other rows (ties, -inf, NaN) go to `topk`."""
+    """`x.topk(k, dim=1)` of (n, V), on the CPU from the k + 1 blocks with the highest maxima (and the tail); rows
+    with ties, -inf or NaN fall back to `topk`."""
     n, size = x.shape
     blocks = size // BLOCK
     if blocks < 2 * (k + 1) or x.device.type != "cpu":
@@ -97,15 +88,14 @@ def row_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch.Tensor:
-    """One hypothesis's cross-attention over its sentence's real source tokens, on the CPU."""
+    """One hypothesis's cross-attention over its real source tokens, on the CPU."""
     return history[row][:, src_mask].cpu()  # (T, S_real)
 
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
                   return_attention: bool = False) -> list[Hypothesis]:
-    """Most probable next token at each step; one hypothesis per sentence, scored as in beam search. Reads
-    `cfg`'s length limits and penalty (`cfg.alpha`); its beam, n_best and stop do not apply."""
+    """Most probable token at each step; one hypothesis per sentence, scored as in beam search."""
     length_penalty = cfg.alpha
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
@@ -143,9 +133,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
 
 def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tensor, eos: int,
             k: int) -> tuple[torch.Tensor, ...]:
-    """One beam step's best 2K expansions of each sentence, only EOS allowed in the rows `at_limit`: each row's best 2K
-    first, then each sentence's, so no (n, width * V) sum is formed. Returns the masked log-probs, each row's best
-    tokens (n*width, C), and each sentence's candidates' scores, rows and tokens (n, 2K)."""
+    """Each sentence's best 2K expansions (only EOS in rows `at_limit`), via each row's best 2K to avoid an
+    (n, width * V) sum. Returns masked log-probs, row tokens (n*width, C), candidate scores, rows, tokens (n, 2K)."""
     n, width = scores.shape
     if at_limit.any():
         only_eos = torch.full_like(log_probs, NEG_INF)  # (n*width, V)
@@ -164,11 +153,7 @@ def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tenso
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
                 return_attention: bool = False) -> list[list[Hypothesis]]:
-    """Batched beam search (B * cfg.beam rows) at penalty `cfg.alpha` with the stopping rule `cfg.stop` ("finished"
-    or "bound"); returns `cfg.n_best` hypotheses per sentence, best first.
-
-    Fewer come back only when the model gives fewer than `n_best` finite-probability candidates.
-    """
+    """Batched beam search; `cfg.n_best` hypotheses per sentence, best first (fewer only if fewer are finite)."""
     beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
         raise ValueError(f"n_best ({n_best}) must be between 1 and beam ({beam})")
@@ -177,7 +162,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
     k, eos = beam, model.eos_id
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
-    width = 1  # rows per active sentence: one (BOS) at the first step, `beam` from then on
+    width = 1  # rows per active sentence: 1 at the first step, then `beam`
     active = torch.arange(batch, device=device)  # (n,) sentence of each active group of rows
     limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
     worst = torch.full((batch,), NEG_INF, device=device)  # (n,) score of the k-th finished, -inf until k exist
@@ -213,7 +198,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
                 if len(kept) == k:
                     worst[group] = kept[-1].score
         alive_scores, pick = top_scores.masked_fill(is_eos, NEG_INF).topk(min(k, top_scores.size(1)), dim=1)  # (n, <=K)
-        if pick.size(1) < k:  # fewer candidates than beams (a vocabulary under K): the missing beams start dead
+        if pick.size(1) < k:  # fewer candidates than beams: the missing beams start dead
             missing = k - pick.size(1)
             alive_scores = torch.cat([alive_scores, alive_scores.new_full((n, missing), NEG_INF)], dim=1)  # (n, K)
             pick = torch.cat([pick, pick.new_zeros(n, missing)], dim=1)  # (n, K)
@@ -238,14 +223,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: 
 def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
                             constraints: Sequence[Sequence[Sequence[int]]], *, return_attention: bool = False,
                             continuations: frozenset[int] = frozenset()) -> list[list[Hypothesis]]:
-    """Beam search whose outputs contain every target term of their sentence (`constraints`: per sentence, terms as
-    ids), by dynamic beam allocation (Hu et al. 2019), with `beam_search`'s settings and scores.
+    """Beam search whose outputs contain their sentence's target terms (`constraints`: per sentence, terms as ids),
+    by dynamic beam allocation (Hu et al. 2019).
 
-    The candidates are beam search's, each row's best token and every token that takes an unmet term further; the banks
-    (constraint tokens produced) take turns, fullest first, so that neither hypotheses with terms met nor those with
-    none are crowded out. EOS waits until every term is met, except at the length cap, where a hypothesis lacking terms
-    ends with `unmet` set and ranks after complete ones. After a term's last token no token of `continuations` may
-    follow, so that a term stands as a whole word.
+    EOS waits until every term is met, except at the length cap, where the hypothesis gets `unmet` and ranks after
+    complete ones. No token of `continuations` may follow a term, so it stands as a whole word.
     """
     beam, n_best, stop, length_penalty = cfg.beam, cfg.n_best, cfg.stop, cfg.alpha
     if not 1 <= n_best <= beam:
@@ -257,7 +239,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     k, eos = beam, model.eos_id
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
-    width = 1  # rows per active sentence: one (BOS) at the first step, `beam` from then on
+    width = 1  # rows per active sentence: 1 at the first step, then `beam`
     active = list(range(batch))  # sentence of each active group of rows
     limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
     limits = limit.tolist()
@@ -269,7 +251,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
     attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n*width, t, S)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     step = 0
-    word_goes_on = None  # (V,) True at the tokens of `continuations`, made at the first step
+    word_goes_on = None  # (V,) True at the tokens of `continuations`
     while active:
         n = len(active)
         log_probs, state = model.step(prev, state)
@@ -280,8 +262,8 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
             eos_column = torch.zeros_like(log_probs, dtype=torch.bool)  # (n*width, V)
             eos_column[:, eos] = lacking
             log_probs = log_probs.masked_fill(eos_column, NEG_INF)  # (n*width, V)
-        ended_rows = [p.completed for p in standings] if continuations else []  # a term just ended at this row
-        if any(ended_rows):  # the term stands as a whole word
+        ended_rows = [p.completed for p in standings] if continuations else []  # a term just ended here
+        if any(ended_rows):
             if word_goes_on is None:
                 word_goes_on = torch.zeros(log_probs.size(1), dtype=torch.bool, device=device)  # (V,)
                 word_goes_on[sorted(continuations)] = True
@@ -290,9 +272,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n*width, t+1, S)
         log_probs, row_tokens, top_scores, top_rows, top_tokens = _expand(log_probs, scores, at_limit, eos, k)
-        # A sentence with terms: each row's best token and the tokens its unmet terms want, scored in one gather;
-        # EOS competes as any token does (a row that has met its terms ends where EOS is among its best, never
-        # because it may). A sentence without terms has beam search's candidates only
+        # sentences with terms also consider each row's best token and the tokens its unmet terms want
         extra = [(row, token) for row, p in enumerate(standings) if p.unmet for token in p.wanted()]
         extra += [(row, token) for row, token in enumerate(row_tokens[:, 0].tolist())
                   if standings[row].constraints.terms]
@@ -300,7 +280,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
         extra_tokens = torch.tensor([token for _, token in extra], dtype=torch.long, device=device)  # (E,)
         extra_scores = scores.view(-1)[extra_rows] + log_probs[extra_rows, extra_tokens]  # (E,)
         penalty = gnmt_penalty(step + 1, length_penalty)  # every candidate has step+1 tokens
-        # (row, token) -> (summed log-prob, score), the score divided on the device as `beam_search` divides it
+        # (row, token) -> (summed log-prob, score), divided on the device as in `beam_search`
         by_group: list[dict[tuple[int, int], tuple[float, float]]] = [{} for _ in range(n)]
         for group, (rows, tokens, values, normed) in enumerate(zip(
                 top_rows.tolist(), top_tokens.tolist(), top_scores.tolist(), (top_scores / penalty).tolist(),
@@ -352,7 +332,7 @@ def constrained_beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.T
 
 
 def _finish(kept: list[Hypothesis], k: int, hyp: Hypothesis) -> None:
-    """Add a finished hypothesis to a sentence's `k` best, those lacking fewer terms first, then by score."""
+    """Add a finished hypothesis to a sentence's `k` best, ordered by unmet terms, then score."""
     kept.append(hyp)
     kept.sort(key=lambda h: (h.unmet, -h.score))
     del kept[k:]
@@ -362,9 +342,8 @@ Candidate = tuple[float, float, int, int, Standing]  # summed log-prob, score, r
 
 
 def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
-    """Dynamic beam allocation: `ranked` (best first) reordered so that the banks take turns, the fullest first,
-    every bank's r-th best coming before any bank's (r + 1)-th; each with its rank r in its bank. A single bank
-    keeps its order."""
+    """Dynamic beam allocation: `ranked` reordered so banks take turns, fullest first; each with its bank rank."""
+
     if len({candidate[4].bank for candidate in ranked}) < 2:
         return list(enumerate(ranked))
     seen: dict[int, int] = {}
@@ -379,8 +358,7 @@ def _allocate(ranked: list[Candidate]) -> list[tuple[int, Candidate]]:
 @torch.inference_mode()
 def forced_log_probs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                      tgt_out: torch.Tensor) -> torch.Tensor:
-    """(B, T) log-probability of each `tgt_out` token after reading the `tgt_in` prefix (BOS first), step by step
-    as the searches read them, so an ensemble scores with its members' mean; 0 where `tgt_out` is padding."""
+    """(B, T) log-probability of each `tgt_out` token given the `tgt_in` prefix, stepped as in search; 0 at padding."""
     state = model.init_state(model.encode(src, src_mask), src_mask)
     columns = []
     for t in range(tgt_in.size(1)):
@@ -397,11 +375,8 @@ class EnsembleState(State):
 
 
 class Ensemble(Seq2Seq):
-    """Several models decoding as one: each keeps its own state, the step's log-probabilities are their mean.
-
-    The members may be of any architecture; they must share the special ids and the target vocabulary size
-    (the caller checks that they share the vocabulary itself).
-    """
+    """Several models decoding as one, averaging their log-probabilities; they must share special ids and vocabulary
+    size (the caller checks the vocabulary itself)."""
 
     def __init__(self, members: Sequence[Seq2Seq]) -> None:
         super().__init__()
@@ -436,8 +411,8 @@ class Ensemble(Seq2Seq):
 
 
 class Suppressing(Seq2Seq):
-    """A model whose steps give the tokens of `suppressed` a log-probability of -inf, so no search emits them; the
-    other tokens keep the model's own log-probabilities (not renormalized), so scores are the model's."""
+    """A model that never emits the tokens of `suppressed` (-inf); other log-probabilities are not renormalized."""
+
 
     def __init__(self, model: Seq2Seq, suppressed: frozenset[int]) -> None:
         super().__init__()

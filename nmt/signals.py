@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from types import FrameType
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
-ECHO_SECONDS = 1.0  # under torchrun, the same signal again within this time is the launcher passing it on
-_received: list[tuple[int, float]] = []  # (signal number, monotonic time) received while `graceful_stop` is active
+ECHO_SECONDS = 1.0  # under torchrun, a repeat within this time is the launcher passing it on
+_received: list[tuple[int, float]] = []  # (signal number, monotonic time) during `graceful_stop`
 
 
 class Interrupted(BaseException):
-    """A signal that ends the command now (a BaseException, so only the command wrapper catches it)."""
+    """A signal that ends the command now (a BaseException, caught only by the command wrapper)."""
 
     def __init__(self, signum: int, again: bool = False) -> None:
         super().__init__(f"{'a second ' if again else ''}{signal_name(signum)}")
@@ -26,7 +26,7 @@ class Interrupted(BaseException):
 
 
 def exit_status(signum: int) -> int:
-    """The shell's convention for a process ended by a signal: 128 + its number (130 SIGINT, 143 SIGTERM)."""
+    """The shell's exit status for a process ended by a signal: 128 + its number."""
     return 128 + signum
 
 
@@ -36,7 +36,7 @@ def signal_name(signum: int) -> str:
 
 
 def stop_signal() -> int:
-    """The first signal received while `graceful_stop` is active, or 0: the trainer's 'stop requested' flag."""
+    """The first signal received during `graceful_stop`, or 0."""
     return _received[0][0] if _received else 0
 
 
@@ -45,7 +45,7 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def _echo(signum: int, now: float) -> bool:
-    """Whether `signum` is torchrun passing the first signal on to a worker that already received it."""
+    """Whether `signum` is torchrun passing on a signal the worker already received."""
     first, when = _received[0]
     return "TORCHELASTIC_RUN_ID" in os.environ and signum == first and now - when < ECHO_SECONDS
 
@@ -63,7 +63,7 @@ def _handle(signum: int, _frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def _handlers(handler: signal.Handlers | object, signums: tuple[int, ...]) -> Iterator[None]:
-    """Install `handler` for `signums` inside the block (main thread only: Python's rule for handlers)."""
+    """Install `handler` for `signums` inside the block (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -82,8 +82,8 @@ def terminate_cleanly() -> contextlib.AbstractContextManager:
 
 @contextlib.contextmanager
 def graceful_stop() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as training wants inside the block; afterwards the previous handlers are back
-    and `stop_signal` is 0 again."""
+    """Handle SIGINT and SIGTERM as training wants inside the block."""
+
     _received.clear()
     try:
         with _handlers(_handle, HANDLED):

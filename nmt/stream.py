@@ -1,5 +1,4 @@
-"""Translation of files: text streamed with constant memory, line order and count kept; a marked-up document
-(HTML, XML) whole, its markup kept; output written atomically."""
+"""Translation of files: text streamed line by line, marked-up documents whole; output written atomically."""
 
 from __future__ import annotations
 
@@ -28,12 +27,8 @@ UTF8_NAMES = ("utf-8", "utf8", "us-ascii", "ascii")
 class Stream:
     """Translates lines chunk by chunk with a `Translator`, writing text, scores, n-best lists and diagnostics.
 
-    Each line is split into sentences (`split_sentences`: on, off or nonewlines) that are translated in one batch
-    and joined back with the line's own whitespace. Output formats: one translation per line; with `scores`, the
-    translation, its score, its per-token mean log-probability and its confidence (that mean's exp), separated by
-    tabs; with n-best > 1, Moses lines `index ||| text ||| score`, with `scores` a fourth field
-    `mean_log_prob confidence`. The score is the same in greedy and beam search: the summed log-probability (EOS
-    included) divided by the GNMT length penalty ((5 + length) / 6) ** alpha, summed over a line's sentences.
+    Output: a translation per line (with `scores`: tab-separated score, mean log-probability, confidence); with
+    n-best > 1, Moses lines `index ||| text ||| score` (with `scores`: `||| mean_log_prob confidence`).
     """
 
     def __init__(self, translator: Translator, chunk_lines: int = 2000, scores: bool = False,
@@ -41,7 +36,7 @@ class Stream:
                  thresholds: Thresholds | None = None, split_sentences: str = "on",
                  glossary: Glossary | None = None) -> None:
         self.translator, self.chunk_lines, self.scores = translator, chunk_lines, scores
-        self.glossary = glossary  # its target terms must appear in the translations of sentences that call for them
+        self.glossary = glossary
         if glossary is not None:
             check_targets(glossary, translator.encode_terms)
         self.plot_dir = Path(plot_dir) if plot_dir else None
@@ -52,8 +47,7 @@ class Stream:
 
     def translate_chunk(self, numbered: list[tuple[int, str]], name: str = "<input>",
                         constraints: list[list[str]] | None = None) -> list[list[Translation]]:
-        """N-best lists for (line number, text) pairs; lines without words give empty lists. `constraints`: per line,
-        target terms its translations must contain, besides those of the glossary (`Translator.prepare`)."""
+        """N-best lists for (line number, text) pairs; `constraints`: per line, target terms besides the glossary's."""
         limit = self.translator.decode.max_source_tokens
 
         def warn(index: int, length: int) -> None:
@@ -71,8 +65,7 @@ class Stream:
         return results
 
     def _format(self, index: int, found: list[Translation]) -> list[str]:
-        """The output lines of one input line; a line break inside it (\\r, \\u2028, ...) is written as a space, so
-        the output keeps the input's line count."""
+        """The output lines of one input line, its inner line breaks written as spaces."""
         if self.translator.decode.n_best > 1:
             return [f"{index} ||| {one_line(t.text)} ||| {t.score:.4f}"
                     + (f" ||| {t.mean_log_prob:.4f} {t.confidence:.4f}" if self.scores else "") for t in found]
@@ -101,7 +94,7 @@ class Stream:
                               "flags": flags(stats, self.thresholds)}
                     stats_handle.write(json.dumps(record) + "\n")
                 if self.plot_dir is not None and self.plotted < self.plot_count:
-                    from nmt.plots import attention_heatmap  # matplotlib takes about a second to import: only to plot
+                    from nmt.plots import attention_heatmap  # matplotlib is slow to import
 
                     src, tgt = self.translator.attention_labels(sentence, hyp)
                     suffix = "" if len(sentences) == 1 else f"_{number}"
@@ -111,8 +104,7 @@ class Stream:
 
     def run(self, lines: Iterable[str], name: str, output: str | None,
             constraints: Iterable[list[str]] | None = None) -> int:
-        """Translate every line to `output` (atomically) or stdout; returns the number of lines. `constraints`
-        gives each line's target terms, one list per line."""
+        """Translate every line to `output` or stdout, with each line's `constraints`; returns the line count."""
         count = 0
         terms = None if constraints is None else iter(constraints)
         out_ctx = atomic_output(output) if output else nullcontext(sys.stdout)
@@ -139,7 +131,7 @@ def _chunks(items: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 
 
 def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    """Lines of a binary stream as text, failing clearly on the first invalid UTF-8 line."""
+    """Lines of a binary stream as text; DataError at invalid UTF-8."""
     for line_number, raw in enumerate(stream, 1):
         try:
             yield raw.decode("utf-8").rstrip("\r\n")
@@ -149,8 +141,7 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
 
 def check_paths(models: list[str], source: str | None, output: str | None, stats: str | None,
                 plots: str | None, glossary: str | None = None, constraints: str | None = None) -> None:
-    """nmt-translate's files, before any model is loaded: inputs that exist, outputs that are none of them (nor
-    each other), and standard streams that are open where no file replaces them."""
+    """Check nmt-translate's inputs and outputs (distinct, standard streams open) before a model is loaded."""
     inputs = [item for path in models for item in model_inputs(path)]
     for flag, path in (("-i/--input", source), ("--glossary", glossary), ("--constraints", constraints)):
         if path:
@@ -169,8 +160,8 @@ def check_paths(models: list[str], source: str | None, output: str | None, stats
 
 
 def translate_file(stream: Stream, source: str | None, output: str | None, constraints: str | None = None) -> int:
-    """Translate the file `source` (None: stdin) to `output` (None: stdout), each line's translation holding the
-    target terms of the same line of the file `constraints` (tab-separated); returns the number of lines."""
+    """Translate `source` (None: stdin) to `output` (None: stdout) with the file `constraints` (tab-separated
+    terms per line); returns the line count."""
     name = source or "<stdin>"
     with ExitStack() as stack:
         terms = None
@@ -183,7 +174,7 @@ def translate_file(stream: Stream, source: str | None, output: str | None, const
 
 
 def _spelled(stream: Stream, terms: list[str], where: str) -> list[str]:
-    """`terms` once the model's vocabulary can write each (else DataError naming `where`)."""
+    """`terms`, once the model's vocabulary can write each."""
     try:
         stream.translator.encode_terms(terms)
     except DataError as err:
@@ -192,7 +183,7 @@ def _spelled(stream: Stream, terms: list[str], where: str) -> list[str]:
 
 
 def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:
-    """`path` opened for reading in binary, closed with `stack`; DataError if it cannot be."""
+    """`path` opened in binary, closed with `stack`; DataError if it cannot be."""
     try:
         return stack.enter_context(open(path, "rb"))
     except OSError as err:
@@ -201,13 +192,13 @@ def _open(stack: ExitStack, path: str, what: str) -> BinaryIO:
 
 def translate_document_file(translator: Translator, format: str, source: str | None, output: str | None, *,
                             split_sentences: str = "nonewlines", ignore_tags: Collection[str] = ()) -> None:
-    """Translate the marked-up document in the file `source` (None: stdin; `format` "html" or "xml") to `output`
-    (None: stdout) with `Translator.translate_markup`: its markup, entities and line breaks as written, its text
-    translated. A file that is not UTF-8 (or whose XML declaration names another encoding) is a DataError, a
-    document that cannot be read or is longer than MAX_DOCUMENT_CHARS a MarkupError, both naming the file; nothing
-    is written then. A truncated sentence is a warning on stderr, as for plain text."""
+    """Translate the HTML or XML document `source` (None: stdin) to `output` (None: stdout), its markup kept.
+
+    DataError for a file not in UTF-8, MarkupError for one unreadable or over MAX_DOCUMENT_CHARS; nothing is
+    written then."""
     name = source or "<stdin>"
-    with ExitStack() as stack:  # read no more than the longest document (in UTF-8) and one byte
+    with ExitStack() as stack:  # the longest document (in UTF-8) and one byte
+
         data = (_open(stack, source, "input") if source else sys.stdin.buffer).read(4 * MAX_DOCUMENT_CHARS + 1)
     try:
         document = data.decode("utf-8")

@@ -59,16 +59,16 @@ class Progress:
     skipped: int = 0
     nonfinite_in_row: int = 0
     bad_validations: int = 0
-    pending_validation: bool = False  # stopped by a signal where a validation was due: the resume runs it first
+    pending_validation: bool = False  # a signal skipped a due validation: the resume runs it first
     best: list[dict] = field(default_factory=list)  # [{"score", "step", "path"}], best first
-    parent: dict[str, str] = field(default_factory=dict)  # train.init_from: the parent's path and sha256
+    parent: dict[str, str] = field(default_factory=dict)  # train.init_from's path and sha256
 
 
 @dataclass
 class TrainingOutcome:
     """How a run ended (rank 0): its final model, how that was chosen, and its test report."""
 
-    checkpoint: Path  # the final model
+    checkpoint: Path
     choice: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] | None = None
 
@@ -78,20 +78,20 @@ class StepResult:
     """What one `train_step` did, as every rank agreed."""
 
     applied: bool  # False: skipped (non-finite) or dropped (early stop)
-    stop: bool  # the run should stop after this update
-    early_stop: bool  # dropped: the last validation's early-stopping verdict ends the run
-    interrupted: bool  # a rank received SIGINT/SIGTERM: stop after this update without validating
+    stop: bool
+    early_stop: bool
+    interrupted: bool  # stop without validating
     stats: dict[str, float]  # loss, nll, lr, grad_norm, tokens
-    save: bool = False  # the checkpoint clock asks for last.pt after this update
+    save: bool = False  # write last.pt after this update
 
 
 @dataclass
 class Outlook:
-    """Where the run is heading: its pace and what is left before the limit that ends it first."""
+    """The run's pace and what is left before the first limit ends it."""
 
-    rate: float  # updates per second over this session, validations included
-    updates: float  # updates left (inf: not known yet)
-    seconds: float  # seconds left at `rate`
+    rate: float  # updates per second this session, validations included
+    updates: float  # inf: not known yet
+    seconds: float
     limit: str  # the train.* key that ends the run first
 
     def describe(self) -> str:
@@ -101,7 +101,7 @@ class Outlook:
         return f"{duration(self.seconds)} left ({self.limit})"
 
     def record(self) -> dict[str, Any]:
-        """The fields of a metrics.jsonl training record (None where not known yet)."""
+        """The fields of a metrics.jsonl training record."""
         known = math.isfinite(self.seconds)
         return {"updates_left": round(self.updates) if known else None,
                 "seconds_left": round(self.seconds, 1) if known else None, "limit": self.limit}
@@ -115,7 +115,7 @@ def duration(seconds: float) -> str:
 
 
 class Trainer:
-    """Trains one model on prepared data; rank 0 validates and writes everything under the run folder."""
+    """Trains one model on prepared data; rank 0 validates and writes the run folder."""
 
     def __init__(self, cfg: Config, data: Prepared, device: torch.device) -> None:
         self.cfg, self.data, tcfg = cfg, data, cfg.train
@@ -125,7 +125,7 @@ class Trainer:
         _set_up_device(device, tcfg.tf32)
         seed_everything(tcfg.seed)  # the same initial weights on every rank
         self.model = build_model(cfg.model, self.vocab).to(device)
-        seed_everything(rank_seed(tcfg.seed, self.rank))  # dropout noise of this rank's own
+        seed_everything(rank_seed(tcfg.seed, self.rank))  # per-rank dropout noise
         self.n_params = count_parameters(self.model)
         self.net: torch.nn.Module = self.model
         if self.dist.group:
@@ -142,34 +142,33 @@ class Trainer:
         self.progress = Progress()
         self.checkpoints = RunCheckpoints(RunDir(cfg.run_dir), tcfg.keep_best)
         self.metrics = MetricsLog(cfg.run_dir, self.dist.main, tcfg.tensorboard)
-        self.early_stop = self.interrupted = False  # rank 0's last early-stopping verdict; stopped for a signal
-        self.clock = (time.monotonic(), 0.0)  # (start, progress.elapsed at start) of the running session
-        self.saved_at = self.logged_at = time.monotonic()  # the last last.pt written; the last training log line
+        self.early_stop = self.interrupted = False
+        self.clock = (time.monotonic(), 0.0)  # this session's (start, progress.elapsed at start)
+        self.saved_at = self.logged_at = time.monotonic()  # last last.pt; last training log line
 
     def contents(self, training: bool = True, rngs: list[dict] | None = None) -> CheckpointContents:
-        """The run as checkpoint contents, with the resumable training state (and `rngs`, every rank's RNG)."""
+        """The run as checkpoint contents, with training state (`rngs`: every rank's RNG)."""
         rngs = rngs or [rng_state(self.device)]
         state = TrainingState(self.optimizer.state_dict(), self.scaler.state_dict(), self.plateau.state_dict(),
                               self.sampler.state_dict(), rngs[0], rngs) if training else None
         return CheckpointContents.build(self.cfg, self.data.tokenizer, self.model, vars(self.progress).copy(), state)
 
     def resume(self, path: Path) -> None:
-        """Restore the state saved by `bundle`: the weights, optimizer, loss scale, plateau, sampler, progress
-        and this rank's RNG of `path`, refusing an incompatible checkpoint; the metrics log is cut back to its
-        step and the checkpoint folder tidied to its best list."""
+        """Restore the whole training state of `path` (CheckpointError if incompatible), cutting the metrics log and
+        checkpoint folder back to it."""
         bundle = load_for_resume(path, self.cfg, self.data.tokenizer.identity, self.world)
         state = bundle.training
         self.model.load_state_dict(bundle.model)
         try:
             for part, saved in ((self.optimizer, state.optimizer), (self.scaler, state.scaler),
                                 (self.plateau, state.plateau), (self.sampler, state.sampler)):
-                if saved or part is not self.scaler:  # a run saved in fp32/bf16 has no loss scale: fp16 starts one
+                if saved or part is not self.scaler:  # fp32/bf16 runs save no loss scale
                     part.load_state_dict(saved)
         except (ValueError, RuntimeError, KeyError, TypeError) as err:
             detail = f"no entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
             raise CheckpointError(f"{path}: its training state does not fit this run ({detail})") from None
         self.progress = Progress(**bundle.progress)
-        self.early_stop = 0 < self.cfg.train.patience <= self.progress.bad_validations  # it had stopped early
+        self.early_stop = 0 < self.cfg.train.patience <= self.progress.bad_validations
         if self.dist.main:
             self.checkpoints.tidy(self.progress.best)
         try:
@@ -180,8 +179,7 @@ class Trainer:
         log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.sampler.epoch)
 
     def start_from(self, parent: Parent) -> None:
-        """A fine-tuning child's fresh start: the parent's weights; optimizer, schedule, steps and early stopping
-        start anew (train.init_from)."""
+        """A fine-tuning child's fresh start from the parent's weights."""
         try:
             self.model.load_state_dict(parent.weights)
         except RuntimeError as err:
@@ -192,7 +190,7 @@ class Trainer:
         log.info("fine-tuning from %s (sha256 %s)", parent.path, parent.sha256[:12])
 
     def batches(self) -> Iterator[Batch]:
-        """This rank's training batches on the device until the epoch limit (see `stream_batches`)."""
+        """This rank's training batches on the device until the epoch limit."""
         return stream_batches(self.data.splits["train"], self.sampler, self.vocab.pad_id, self.device,
                               self.cfg.train.max_epochs)
 
@@ -211,15 +209,14 @@ class Trainer:
         return self.dist.main and 0 < limit <= time.monotonic() - self.saved_at
 
     def _wants_stop(self) -> bool:
-        """This rank's reason to stop: rank 0's time budget (rank 0's clock only)."""
+        """Rank 0's time budget is spent."""
         limit = self.cfg.train.max_minutes * 60
         return self.dist.main and 0 < limit <= self.clock[1] + time.monotonic() - self.clock[0]
 
     def train_step(self, group: list[Batch]) -> StepResult:
-        """Forward/backward over `group` (accumulating), one control exchange, one optimizer step unless skipped.
+        """Forward/backward over `group`, one control exchange, one optimizer step unless skipped.
 
-        Gradients are sums over target tokens (in fp16 first scaled by a fixed token guess, to stay in range),
-        then divided by the global token count from the exchange.
+        Gradients are sums over target tokens (in fp16 scaled by a token guess), divided by the global token count.
         """
         tcfg = self.cfg.train
         self.net.train()
@@ -248,7 +245,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update()
             return StepResult(False, stop, bool(tally.early_stop), bool(tally.interrupt), stats, bool(tally.save))
-        # DDP averaged the gradients over ranks: undo that and the guess, dividing by the global token count.
+        # undo DDP's averaging and the guess
         factor = self.world / (guess * tally.tokens)
         grad_norm = norm * factor
         limit = tcfg.clip_norm if tcfg.clip_norm > 0 else math.inf
@@ -285,8 +282,7 @@ class Trainer:
         self.checkpoints.save_last(self.contents(rngs=rngs))
 
     def _validate(self) -> None:
-        """Rank 0: score the validation split, translate the example sentences, record and log both, keep the best
-        checkpoints and redraw the run's learning curve."""
+        """Rank 0: score the validation split and examples, record them, keep the best checkpoints, redraw the curve."""
         prog = self.progress
         prog.pending_validation = False
         result = validation_scores(self.model, self.data, self.cfg, self.device)
@@ -301,17 +297,17 @@ class Trainer:
         self.metrics.draw_curve(self.cfg.name)
 
     def fit(self) -> Progress:
-        """Train until a stop condition that every rank agrees on; writes checkpoints and metrics (rank 0)."""
+        """Train until every rank agrees to stop; rank 0 writes checkpoints and metrics."""
         tcfg, prog = self.cfg.train, self.progress
         if self.dist.main:
-            if prog.step == 0:  # a fresh start (or --restart) leaves nothing of an earlier run behind
+            if prog.step == 0:  # nothing of an earlier run stays
                 self.metrics.truncate(0)
                 self.checkpoints.clear()
             save_config(self.cfg, RunDir(self.cfg.run_dir).config)
         self.clock = (time.monotonic(), prog.elapsed)
         self.saved_at = self.logged_at = self.clock[0]
         first_step = prog.step
-        if prog.pending_validation:  # as the run would have done had the signal come a moment later
+        if prog.pending_validation:
             self._checkpoint()
         first = UpdateTally(stop=self._wants_stop(), early_stop=self.early_stop,
                             exhausted=self._out_of_epochs()).agree(self.dist)
@@ -326,7 +322,7 @@ class Trainer:
             result = self.train_step(group)
             prog.elapsed = self.clock[1] + time.monotonic() - self.clock[0]
             self.metrics.count(result.stats["tokens"], self.world * sum(b.n_src_tokens for b in group))
-            if result.early_stop:  # the state of the validation that decided it is saved already
+            if result.early_stop:  # already saved by its validation
                 break
             if not result.applied:
                 self._skipped()
@@ -340,17 +336,17 @@ class Trainer:
                     bar.update(1)
                 if prog.step % tcfg.log_every == 0 or 0 < tcfg.log_minutes * 60 <= time.monotonic() - self.logged_at:
                     self._log_training(result.stats, outlook)
-            self.interrupted = result.interrupted  # a signal on some rank: save last.pt without validating
-            # prog.step and the samplers' positions are the same on every rank, so these tests agree too.
+            self.interrupted = result.interrupted
+            # step and sampler positions agree across ranks, so these tests do too
             finish = 0 < tcfg.max_steps <= prog.step or (result.stop and not result.interrupted)
-            epoch_end, epoch = self.sampler.epoch != epoch and tcfg.eval_every == 0, self.sampler.epoch  # this update
+            epoch_end, epoch = self.sampler.epoch != epoch and tcfg.eval_every == 0, self.sampler.epoch
             due = bool(tcfg.eval_every and prog.step % tcfg.eval_every == 0 and result.applied) or epoch_end or finish
             stop = result.stop or finish
             if due or stop:
                 prog.pending_validation = due and result.interrupted
                 self._checkpoint(validate=due and not result.interrupted)
             elif result.save or (tcfg.save_every and result.applied and prog.step % tcfg.save_every == 0):
-                self._checkpoint(validate=False)  # the cadence's last.pt: a crash loses what came after it only
+                self._checkpoint(validate=False)
             if stop:
                 break
         bar.close()
@@ -358,8 +354,7 @@ class Trainer:
         return prog
 
     def outlook(self, rate: float) -> Outlook:
-        """The updates and time left before the first of max_steps, max_epochs and max_minutes ends the run, at
-        `rate` updates per second."""
+        """Updates and time left before max_steps, max_epochs or max_minutes ends the run, at `rate` updates/s."""
         tcfg, prog, sampler = self.cfg.train, self.progress, self.sampler
         left: dict[str, float] = {}
         if tcfg.max_steps:
@@ -375,7 +370,7 @@ class Trainer:
         return Outlook(rate, left[limit], left[limit] / rate if rate > 0 else math.inf, limit)
 
     def _log_training(self, stats: dict[str, float], outlook: Outlook) -> None:
-        """Rank 0's training line: metrics.jsonl's record and the log's line, with the pace and the time left."""
+        """Rank 0's training record and log line."""
         prog = self.progress
         self.logged_at = time.monotonic()
         entry = self.metrics.train(prog.step, self.sampler.epoch, stats, prog.skipped, prog.elapsed, outlook.record())
@@ -383,8 +378,7 @@ class Trainer:
                  entry["loss"], entry["lr"], entry["updates_s"], entry["tgt_tok_s"], outlook.describe())
 
     def finish(self, evaluate_test: bool, command: str) -> TrainingOutcome:
-        """Rank 0 after training: the final model, its length penalty (auto: tuned on the validation split and
-        stored in it) and its test report (eval_test.json), each written into the run folder."""
+        """Rank 0 after training: the final model, its length penalty (tuned if auto) and its test report."""
         cfg, run = self.cfg, RunDir(self.cfg.run_dir)
         tune, test = cfg.decode.length_penalty == AUTO, evaluate_test and "test" in self.data.splits
         final, choice, model, progress = self.final_model()
@@ -399,7 +393,7 @@ class Trainer:
             log.info("length penalty chosen on the validation split: %g\n%s", tuning["best"], penalty_table(tuning))
         if not test:
             return outcome
-        translator = from_loaded([loaded], self.device, cfg.train.precision)  # names the file as it is now
+        translator = from_loaded([loaded], self.device, cfg.train.precision)
         report, hyps = evaluate(translator, *split_pair(translator.cfg, "test"), "test", command)
         report["train"] = {"steps": self.progress.step, "minutes": round(self.progress.elapsed / 60, 2),
                            "parameters": self.n_params}
@@ -413,12 +407,8 @@ class Trainer:
         return outcome
 
     def final_model(self) -> tuple[Path, dict[str, Any], torch.nn.Module, dict[str, Any]]:
-        """The final checkpoint, how it was chosen, its model in memory and its progress record.
-
-        With train.average_last k > 1 it is the average of the best k checkpoints when that validates at least as
-        well as best.pt, else best.pt: an average that takes in an early, much worse checkpoint can score below the
-        best one alone. averaged.pt exists only for an average that was chosen.
-        """
+        """The final checkpoint, how it was chosen, its model and its progress record: the average of the best k
+        (train.average_last) where it validates at least as well as best.pt, else best.pt."""
         best, k, checkpoints = self.progress.best, self.cfg.train.average_last, self.checkpoints
         model = build_model(self.cfg.model, self.vocab).to(self.device)
         choice: dict[str, Any] = {}
@@ -426,7 +416,7 @@ class Trainer:
             averaged = checkpoints.average(best, k)
             model.load_state_dict(averaged.model)
             metric, score = ranking(self.cfg.train, validation_scores(model, self.data, self.cfg, self.device))
-            sign = 1.0 if metric == "bleu" else -1.0  # the loss is ranked by its negative
+            sign = 1.0 if metric == "bleu" else -1.0  # loss is ranked negated
             choice = {"averaged_steps": [b["step"] for b in best[:k]], "metric": metric, "average": sign * score,
                       "best": sign * best[0]["score"]}
             if score >= best[0]["score"]:
@@ -469,7 +459,7 @@ def ranking(tcfg: TrainConfig, result: dict[str, float]) -> tuple[str, float]:
 
 
 def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:
-    """Indices of the pairs whose source and target (each with EOS or BOS) fit in `max_positions` (None: all)."""
+    """Indices of the pairs whose source and target (with EOS or BOS) fit in `max_positions` (None: all)."""
     fits = np.arange(len(split))  # (P,)
     if max_positions is None:
         return fits
@@ -477,15 +467,12 @@ def pairs_within(split: Split, max_positions: int | None) -> np.ndarray:
 
 
 def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, device: torch.device) -> dict[str, float]:
-    """Loss and perplexity on the validation split, and greedy BLEU when train.eval_bleu is set.
-
-    The loss leaves out pairs longer (with BOS or EOS) than the model's positions; BLEU translates every
-    sentence, truncating such sources as translation does.
-    """
+    """Loss and perplexity on the validation pairs within the model's positions, and greedy BLEU on all of them
+    when train.eval_bleu is set."""
     split, pad_id = data.splits["val"], data.tokenizer.vocab.pad_id
     model.eval()
     total, nll_sum = 0, torch.zeros((), dtype=torch.float64, device=device)
-    fits = pairs_within(split, model.max_positions)  # (P,) the pairs the loss is computed on
+    fits = pairs_within(split, model.max_positions)  # (P,)
     sampler = TokenBatchSampler(split.src_lens[fits], split.tgt_lens[fits], cfg.train.batch_tokens, shuffle=False)
     with torch.inference_mode(), autocast(device, cfg.train.precision):
         for indices in sampler:
@@ -500,14 +487,15 @@ def validation_scores(model: torch.nn.Module, data: Prepared, cfg: Config, devic
         greedy = replace(cfg.decode, beam=1, n_best=1)
         translator = Translator(TorchEngine(model, device, cfg.train.precision), data.tokenizer, greedy,
                                 cfg.data.lowercase, cfg=cfg)
-        hyps = [translator.detokenize(found[0]) if found else ""  # line by line: references are aligned
+        hyps = [translator.detokenize(found[0]) if found else ""  # unsplit: aligned with references
                 for found in translator.hypotheses(split.src_raw)]
         result["bleu"] = sacrebleu.corpus_bleu(hyps, [split.tgt_raw]).score
     return result
 
 
 def example_indices(n_pairs: int, count: int) -> list[int]:
-    """`count` validation pairs spread evenly over the split, the same at every validation of every run."""
+    """`count` validation pairs spread evenly over the split."""
+
     return sorted({round(i * (n_pairs - 1) / max(count - 1, 1)) for i in range(min(count, n_pairs))})
 
 

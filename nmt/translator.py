@@ -1,10 +1,4 @@
-"""The Translator: text to text through one engine, and the ids-level calls under it.
-
-`translate` splits texts into sentences, normalizes, encodes and truncates them, searches them in one batch, detokenizes
-and joins them; `prepare` and `translations` are its two halves, for a caller that searches several requests at once
-(the server). `hypotheses` searches lines whole; `encode`, `search_batch`, `score_batch` and `detokenize` take token
-ids, as CTranslate2's `translate_batch` and `score_batch` do. `nmt.loader` builds one.
-"""
+"""The Translator: text to text through one engine, and the ids-level calls under it (built by `nmt.loader`)."""
 
 from __future__ import annotations
 
@@ -36,7 +30,7 @@ Warn = Callable[[int, int], None]  # (line index, subwords) of a truncated sourc
 
 @dataclass(frozen=True)
 class Member:
-    """One model a translator decodes with, as the reports name it."""
+    """One model a translator decodes with, as reports name it."""
 
     path: str
     sha256: str
@@ -44,48 +38,47 @@ class Member:
     arch: str
     steps: int | None = None  # training updates when the checkpoint was written
     minutes: float | None = None
-    source_sha256: str = ""  # an export folder: the checkpoint it was converted from
+    source_sha256: str = ""  # an export folder's source checkpoint
 
 
 @dataclass(frozen=True)
 class ReferenceScore:
     """A reference translation's log-probability under the model (`Translator.score`)."""
 
-    log_prob: float  # summed natural-log probability of its subwords and EOS
-    tokens: int  # the subwords scored, EOS included
+    log_prob: float  # summed over its subwords and EOS
+    tokens: int  # EOS included
 
     @property
     def per_token(self) -> float:
-        """The mean log-probability per scored subword (EOS included)."""
+        """Mean log-probability per scored subword."""
         return self.log_prob / self.tokens
 
 
 @dataclass(frozen=True)
 class Translation:
-    """One entry of a text's n-best list: each sentence translated, the text's whitespace kept."""
+    """One entry of a text's n-best list, the text's whitespace kept."""
 
     text: str
-    score: float  # the sum of its sentences' Hypothesis.score
-    log_prob: float  # summed over its subwords and each sentence's EOS
-    tokens: int  # subwords scored, each sentence's EOS included
-    unmet: int = 0  # target terms it lacks (the search reached the length cap)
+    score: float  # sum of its sentences' Hypothesis.score
+    log_prob: float
+    tokens: int  # each sentence's EOS included
+    unmet: int = 0  # target terms it lacks
     hypotheses: tuple[Hypothesis | None, ...] = field(default=(), compare=False, repr=False)  # one per sentence
 
     @property
     def mean_log_prob(self) -> float:
-        """The token-weighted mean log-probability; NaN without tokens."""
+        """Mean log-probability per token; NaN without tokens."""
         return self.log_prob / self.tokens if self.tokens else math.nan
 
     @property
     def confidence(self) -> float:
-        """exp(mean_log_prob): the geometric mean of the model's probability for each token it chose; how sure the model
-        was, not an estimate of quality."""
+        """exp(mean_log_prob): how sure the model was, not an estimate of quality."""
         return math.exp(self.mean_log_prob)
 
 
 @dataclass(frozen=True)
 class Texts:
-    """Texts split into sentences, with each sentence's target terms (None: no glossary or constraints)."""
+    """Texts split into sentences, with each sentence's target terms (or None)."""
 
     pieces: tuple[Pieces, ...]
     terms: list[list[str]] | None = None
@@ -95,18 +88,18 @@ class Texts:
         return [sentence for piece in self.pieces for sentence in piece.sentences]
 
     def owners(self) -> list[int]:
-        """For each sentence, the index of its text."""
+        """Each sentence's text index."""
         return [index for index, piece in enumerate(self.pieces) for _ in piece.sentences]
 
     @staticmethod
     def joined(parts: Sequence[Texts]) -> Texts:
-        """Several as one, so that one search serves them all; all with terms or all without."""
+        """Several as one, for one search; all with terms or all without."""
         terms = None if parts[0].terms is None else [terms for part in parts for terms in part.terms or []]
         return Texts(tuple(piece for part in parts for piece in part.pieces), terms)
 
 
 class Translator:
-    """Text in, text out, with one engine, one tokenizer and one validated decoding configuration."""
+    """Text in, text out, with one engine, tokenizer and decoding configuration."""
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, lowercase: bool,
                  members: Sequence[Member] = (), cfg: Config | None = None) -> None:
@@ -115,12 +108,11 @@ class Translator:
             decode = dataclasses.replace(decode, max_source_tokens=engine.max_positions - 1)
         self.engine, self.tokenizer, self.decode, self.lowercase = engine, tokenizer, decode, lowercase
         self.members = list(members)
-        self.cfg = cfg  # the (first) member's training config
+        self.cfg = cfg  # first member's training config
         self.languages = (cfg.data if cfg is not None else DataConfig()).languages  # (source, target)
 
     def with_decode(self, decode: DecodeConfig | None = None, **changes: Any) -> Translator:
-        """The same models with other search settings: `decode`, and/or decode.* keywords (`beam=5`), checked as the
-        config's are and against the engine; itself when nothing changes."""
+        """The same models with other search settings (`decode` and/or decode.* keywords such as `beam=5`), checked."""
         if decode is None and not changes:
             return self
         decode = decode_with(decode or self.decode, changes)
@@ -128,18 +120,17 @@ class Translator:
         return Translator(self.engine, self.tokenizer, decode, self.lowercase, self.members, self.cfg)
 
     def normalize(self, line: str) -> str:
-        """The text the model reads, cleaned as the training data was."""
+        """The text the model reads, cleaned as in training."""
         return normalize(line, self.lowercase)
 
     def translate(self, text: str | Sequence[str], warn: Warn | None = None, *, split_sentences: str | bool = "on",
                   glossary: GlossaryLike = None, constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                   **decoding: Any) -> str | list[str]:
-        """The best translation of a text (a str), or of each text of a sequence (a list; "" for a blank one).
+        """The best translation of a str, or of each text of a sequence ("" for a blank one).
 
-        `split_sentences` (on, off, nonewlines) as `nmt.sentences.split`; `glossary` (a `Glossary`, a mapping, pairs or
-        a TSV/CSV path) and `constraints` (target terms of a str, or one list per text) name terms the translation must
-        contain; `decoding` overrides decode.* settings for this call; `warn` hears (text index, subwords) of each
-        truncated sentence.
+        `glossary` (a `Glossary`, mapping, pairs or TSV/CSV path) and `constraints` (per text) name terms the output
+        must contain; `decoding` overrides decode.* settings; `warn` hears (text index, subwords) of truncations.
+
         """
         lines, one = _lines(text)
         constraints = [constraints] if one and constraints is not None else constraints
@@ -152,9 +143,8 @@ class Translator:
                         glossary: GlossaryLike = None,
                         constraints: Sequence[str] | Sequence[Sequence[str]] | None = None,
                         **decoding: Any) -> list[Translation] | list[list[Translation]]:
-        """The n best translations (default decode.n_best) as `Translation`s, best first: one list for a str, one per
-        text for a sequence. A text of several sentences gives the combinations of one hypothesis per sentence with
-        the highest summed score. Arguments as `translate`'s."""
+        """The n best `Translation`s (default decode.n_best), best first: a list for a str, one per text for a
+        sequence. Arguments as `translate`'s."""
         lines, one = _lines(text)
         constraints = [constraints] if one and constraints is not None else constraints
         texts = self.prepare(lines, split_sentences, glossary=glossary, constraints=constraints)
@@ -163,16 +153,14 @@ class Translator:
 
     def prepare(self, texts: Sequence[str], split_sentences: str | bool = "on", *, glossary: GlossaryLike = None,
                 constraints: Sequence[Sequence[str]] | None = None) -> Texts:
-        """The first half of `translate`: texts split into sentences, with their target terms; `DataError` for a
-        malformed glossary or constraint."""
+        """`translate`'s first half: texts split, with target terms; `DataError` for a bad glossary or constraint."""
         mode = split_mode(split_sentences)
         pieces = tuple(split(text, mode, language=self.languages[0]) for text in texts)
         return Texts(pieces, sentence_terms(pieces, glossary, constraints))
 
     def translations(self, texts: Texts, warn: Warn | None = None,
                      return_attention: bool = False) -> list[list[Translation]]:
-        """The second half of `translate`: every sentence searched in one batch, each text's n-best list made of its
-        sentences' (empty for a text without subwords)."""
+        """`translate`'s second half: all sentences searched in one batch; each text's n-best list."""
         owner, constraints = texts.owners(), self._constraints(texts.terms)
         sources = self.encode(texts.sentences, None if warn is None else lambda j, n: warn(owner[j], n))
         nbest = self.engine.search(sources, self.decode, return_attention, **constraints)
@@ -183,8 +171,7 @@ class Translator:
         return out
 
     def _combine(self, pieces: Pieces, nbest: Sequence[list[Hypothesis]]) -> list[Translation]:
-        """A text's n-best list from its sentences': the first takes each sentence's best, each later one differs from
-        an earlier one in one sentence, which takes its next hypothesis."""
+        """A text's n-best list: combinations of one hypothesis per sentence with the highest summed score."""
         if not any(nbest):
             return []
         options = [hyps or [None] for hyps in nbest]
@@ -212,8 +199,7 @@ class Translator:
 
     def hypotheses(self, lines: Sequence[str], *, terms: Sequence[Sequence[str]] | None = None,
                    warn: Warn | None = None, return_attention: bool = False) -> list[list[Hypothesis]]:
-        """Each line's n-best hypotheses, the line searched whole (as evaluation needs: references are aligned);
-        `terms`: per line, the target terms its translations must contain."""
+        """Each line's n-best hypotheses, the line searched whole; `terms`: per line, target terms to contain."""
         constraints = self._constraints(terms)
         return self.engine.search(self.encode(lines, warn), self.decode, return_attention, **constraints)
 
@@ -230,15 +216,14 @@ class Translator:
 
     def search_batch(self, sources: Sequence[Sequence[int]], *, terms: Sequence[Sequence[Sequence[int]]] | None = None,
                      return_attention: bool = False) -> list[list[Hypothesis]]:
-        """Each source's n-best hypotheses: ids (no EOS) searched as given; `terms` per source, as target ids, each a
-        whole word; a source without ids gives an empty list."""
+        """Each source's n-best hypotheses (ids without EOS); `terms` per source, as target ids, each a whole word."""
         constraints = self._constraints(terms, encoded=True)
         return self.engine.search([np.asarray(ids, dtype=np.int64) for ids in sources], self.decode, return_attention,
                                   **constraints)
 
     def encode_terms(self, terms: Sequence[str]) -> list[np.ndarray]:
-        """Target terms as the search reads them: normalized and encoded alone, so a term opens a word; a DataError
-        for a term the target vocabulary cannot write (its subwords hold the unknown piece)."""
+        """Target terms as search reads them, each encoded alone so it opens a word; DataError for one that
+        encodes to the unknown piece."""
         ids = self.tokenizer.encode_tgt([self.normalize(term) for term in terms]) if terms else []
         for term, pieces in zip(terms, ids):
             if UNK_ID in pieces:
@@ -247,8 +232,7 @@ class Translator:
         return [np.asarray(term, dtype=np.int64) for term in ids if len(term)]
 
     def _constraints(self, terms: Sequence[Sequence[Any]] | None, encoded: bool = False) -> dict[str, Any]:
-        """The engine's arguments beside the sources: the ids it never emits and per-line target terms (text, or ids
-        where `encoded`)."""
+        """The engine's keyword arguments: ids never emitted and per-line target terms (text, or ids if `encoded`)."""
         if terms is not None and not self.engine.abilities.constraints:
             raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
         never_emit = {"never_emit": self.tokenizer.never_emit}
@@ -259,7 +243,7 @@ class Translator:
         return {"constraints": ids, "continuations": self.tokenizer.tgt_word_continuations, **never_emit}
 
     def _name(self) -> str:
-        """How errors name the model: its (first) member's path."""
+        """How errors name the model."""
         return self.members[0].path if self.members else "this model"
 
     def detokenize(self, hyp: Hypothesis) -> str:
@@ -267,14 +251,13 @@ class Translator:
         return self.tokenizer.decode_tgt(hyp.tokens)
 
     def attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
-        """The labels of `hyp`'s attention: source subwords as searched, target subwords, each ending in EOS."""
+        """Source and target subword labels of `hyp`'s attention, each ending in EOS."""
         src = self.tokenizer.src_pieces(self.normalize(line))[:self.decode.max_source_tokens]
         return src + ["</s>"], self.tokenizer.tgt_id_pieces(hyp.tokens) + ["</s>"]
 
     def aligned(self, sentences: Sequence[str], layer: int | None = None, warn: Warn | None = None) -> list[Aligned]:
-        """Each sentence's best translation with its word alignment: decoder layer `layer`'s cross-attention (default
-        ALIGNMENT_LAYER) averaged over heads and members and summed into words; a GRU's own attention; none where the
-        engine gives no attention. `warn` hears of truncated sentences."""
+        """Each sentence's best translation with its word alignment from decoder layer `layer`'s cross-attention
+        (default ALIGNMENT_LAYER); none where the engine gives no attention."""
         attention = self.engine.abilities.attention
         out = []
         for sentence, hyps in zip(sentences, self.hypotheses(sentences, warn=warn, return_attention=attention)):
@@ -295,9 +278,8 @@ class Translator:
 
     def score(self, sources: str | Sequence[str],
               references: str | Sequence[str]) -> ReferenceScore | list[ReferenceScore]:
-        """The log-probability the model gives each reference translation of its source (forced decoding, no length
-        penalty): one `ReferenceScore` for a str pair, a list for two sequences. For the search's own output it
-        equals `Hypothesis.log_prob`."""
+        """Each reference's log-probability given its source (forced decoding, no length penalty): a
+        `ReferenceScore` for a str pair, a list for two sequences."""
         (src_lines, one), (ref_lines, _) = _lines(sources, "score"), _lines(references, "score")
         if isinstance(references, str) != one:
             raise ConfigError("score: give a str source with a str reference, or a sequence of each")
@@ -309,7 +291,7 @@ class Translator:
         return out[0] if one else out
 
     def score_batch(self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Each target's token log-probabilities given its source, EOS's last (ids without BOS or EOS)."""
+        """Each target's token log-probabilities given its source, EOS last (ids without BOS or EOS)."""
         if not self.engine.abilities.scores:
             raise ExportError(f"{self._name()}: the {self.engine.name} "
                               "engine does not score given references; load a checkpoint or run folder")
@@ -321,8 +303,8 @@ class Translator:
         return self.engine.score([np.asarray(ids, dtype=np.int64) for ids in sources], targets, self.decode)
 
     def attention(self, sentence: str, thresholds: Thresholds | None = None, **decoding: Any) -> dict[str, Any]:
-        """One sentence's best translation with its cross-attention (every layer and head of a Transformer) and the
-        attention diagnostics under `thresholds`: what nmt-serve's /attention gives."""
+        """One sentence's best translation with its cross-attention (every layer and head) and diagnostics, as
+        nmt-serve's /attention gives."""
         if not isinstance(sentence, str):
             raise ConfigError(f"attention: expected one sentence (a str), got {type(sentence).__name__}")
         if not self.engine.abilities.attention:
@@ -347,17 +329,15 @@ class Translator:
 
     def translate_markup(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
                          split_sentences: str | bool = "nonewlines", **decoding: Any) -> str:
-        """An HTML or XML document translated with its markup kept (`nmt.markup`): inline tags placed by `aligned`, or
-        at their sentence's edges where the engine gives no attention; code, pre, translate="no" and `ignore_tags`
-        elements left alone."""
+        """An HTML or XML document translated with its markup kept (`nmt.markup`); code, pre, translate="no" and
+        `ignore_tags` elements left alone."""
         return self.translate_markup_scored(document, format, ignore_tags=ignore_tags,
                                             split_sentences=split_sentences, **decoding).text
 
     def translate_markup_scored(self, document: str, format: str = "html", *, ignore_tags: Collection[str] = (),
                                 split_sentences: str | bool = "nonewlines", warn: Warn | None = None,
                                 **decoding: Any) -> Translation:
-        """`translate_markup`'s document as a `Translation` summed over the sentences it translated; `warn` hears of
-        truncated sentences by their number in the document."""
+        """`translate_markup` as a `Translation` summed over its sentences."""
         aligner, done = self.with_decode(**decoding).aligned, []
 
         def translate(sentences: list[str]) -> list[Aligned]:
@@ -371,7 +351,7 @@ class Translator:
                            sum(a.tokens for a in done))
 
     def settings(self) -> dict[str, Any]:
-        """Everything that decides the output, for reports (the length penalty as searched, even where `auto`)."""
+        """Everything that decides the output, for reports."""
         decode = dataclasses.asdict(self.decode) | {"length_penalty": self.decode.alpha}
         return {"decode": decode, "engine": self.engine.name,
                 "precision": self.engine.precision, "lowercase": self.lowercase,
@@ -380,8 +360,8 @@ class Translator:
 
 def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
                    constraints: Sequence[Sequence[str]] | None = None) -> list[list[str]] | None:
-    """Per sentence, the target terms its translation must contain: the glossary's entries found in it, and its text's
-    `constraints` (refused for a text of several sentences: which one a term belongs to is unknown)."""
+    """Per sentence, the target terms to contain: glossary entries found in it and its text's `constraints` (refused
+    for a text of several sentences)."""
     if constraints is not None:
         line_terms([" ".join(piece.sentences) for piece in pieces], None, constraints)  # checked per text
         for number, (piece, terms) in enumerate(zip(pieces, constraints), 1):
@@ -393,8 +373,7 @@ def sentence_terms(pieces: Sequence[Pieces], glossary: GlossaryLike = None,
 
 
 def alignment_attention(layers: Sequence[tuple[str, torch.Tensor]], layer: int | None = None) -> torch.Tensor:
-    """The attention that aligns words: decoder layer `layer` (from 1; negative from the last) of each model, averaged
-    over heads and models; (T, S)."""
+    """Decoder layer `layer`'s attention (from 1; negative from the last), averaged over heads and models; (T, S)."""
     by_model: dict[str, list[torch.Tensor]] = {}
     for name, heads in layers:
         by_model.setdefault(name.rpartition("layer")[0], []).append(heads)
@@ -409,7 +388,8 @@ def _rounded(weights: torch.Tensor) -> list:
 
 
 def _lines(text: str | Sequence[str], what: str = "translate") -> tuple[list[str], bool]:
-    """The lines of a str or a sequence of them, and whether it was a single str."""
+    """The lines of a str or sequence, and whether it was a str."""
+
     if isinstance(text, str):
         return [text], True
     lines = list(text)

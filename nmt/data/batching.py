@@ -19,7 +19,7 @@ from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 class BatchList(Sequence[list[int]]):
-    """The sampler's fixed batches, kept as one index array and the batch boundaries (not as Python lists)."""
+    """The sampler's fixed batches as one index array and boundaries (not Python lists)."""
 
     def __init__(self, order: np.ndarray, bounds: np.ndarray) -> None:
         self.order, self.bounds = order, bounds
@@ -35,10 +35,7 @@ class BatchList(Sequence[list[int]]):
 
 
 def _stable_order(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
-    """Indices sorting by (source length, target length), ties kept in input order (as np.lexsort would).
-
-    The two lengths are packed into one key; a key that fits 16 bits is radix-sorted, in linear time.
-    """
+    """Stable indices sorting by (source length, target length), as np.lexsort but faster on one packed key."""
     if not len(src):
         return np.zeros(0, dtype=np.int64)
     key = src.astype(np.int64) * (int(tgt.max()) + 1) + tgt
@@ -48,11 +45,8 @@ def _stable_order(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
 
 
 def _greedy_cuts(costs: np.ndarray, budget: int) -> np.ndarray:
-    """Batch boundaries: each batch grows while its size times its largest cost stays within the budget.
-
-    Vectorized per batch (a window of costs at a time, widened when no cut lies inside), so that millions of
-    pairs are cut in about a second; the result is the element-by-element greedy cut.
-    """
+    """Greedy batch boundaries: a batch grows while its size times its largest cost fits the budget (vectorized
+    over widening windows)."""
     n, bounds, start, width = len(costs), [0], 0, 64
     while start < n:
         while True:
@@ -72,20 +66,14 @@ def _greedy_cuts(costs: np.ndarray, budget: int) -> np.ndarray:
 class TokenBatchSampler(Sampler[list[int]]):
     """Length-bucketed batches under a token budget, shuffled per epoch, resumable mid-epoch and shardable.
 
-    A batch of n pairs costs n * max(longest source + 1, longest target + 1): the source carries EOS and the
-    shifted target (BOS + y as input, y + EOS as output) is one longer than y, so the cost is the padded size of
-    the larger of the source and target tensors. Pairs are sorted by (source length, target length) with a
-    seeded random tie-break and cut greedily; a pair over the budget on its own forms its own batch. The batches
-    are fixed; their order is shuffled each epoch with a generator seeded by seed + epoch. `position` counts the
-    batches handed out in the current epoch; handing out an epoch's last batch advances to the next epoch
-    (position 0). With num_replicas > 1 the epoch's batch list is padded by repeating its first
-    batches until it divides evenly, then rank r takes every num_replicas-th batch starting at r.
-    Only the lengths are needed: a rank reads the sentences of its own batches and no others.
+    A batch of n pairs costs n * max(longest source, longest target) + n (EOS/BOS). The batches are fixed; their
+    order is shuffled with seed + epoch. With num_replicas > 1 the epoch's list is padded by repeating its first
+    batches, and rank r takes every num_replicas-th from r.
     """
 
     def __init__(self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
                  batch_tokens: int, shuffle: bool = True, seed: int = 1, num_replicas: int = 1, rank: int = 0) -> None:
-        # int32 lengths and indices: a corpus of millions of pairs costs a few bytes per pair here
+        # int32 to keep large corpora small
         src, tgt = np.asarray(src_lens, dtype=np.int32), np.asarray(tgt_lens, dtype=np.int32)
         if len(src) != len(tgt):
             raise ValueError(f"{len(src)} source lengths but {len(tgt)} target lengths")
@@ -119,17 +107,17 @@ class TokenBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         order = self._epoch_order()
         for k in range(self.position, len(order)):
-            # Handing out the last batch completes the epoch, so a state saved after it resumes at the next one.
+            # the last batch completes the epoch, so a state saved after it resumes at the next
             self.epoch, self.position = (self.epoch + 1, 0) if k + 1 == len(order) else (self.epoch, k + 1)
             yield self.batches[order[k]]
 
     def state_dict(self) -> dict:
-        """Epoch and batches already yielded in it, plus what identifies the batching."""
+        """Epoch, position in it, and what identifies the batching."""
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "num_batches": len(self.batches),
                 "num_replicas": self.num_replicas, "rank": self.rank}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a position saved by `state_dict`: the next iteration yields the rest of that epoch."""
+        """Restore a position saved by `state_dict`."""
         mine = self.state_dict()
         for key in ("seed", "num_batches", "num_replicas"):
             if state[key] != mine[key]:
@@ -160,16 +148,16 @@ class Batch:
     tgt_out: torch.Tensor  # (B, T) long, padding after EOS
     n_src_tokens: int
     n_tgt_tokens: int
-    src_lengths: torch.Tensor  # (B,) long, always on the CPU: what packing a GRU's input needs on the host
-    tgt_positions: torch.Tensor  # (N,) long, flat indices into B * T of the real (non-padding) target tokens
+    src_lengths: torch.Tensor  # (B,) long, on the CPU (GRU packing needs it there)
+    tgt_positions: torch.Tensor  # (N,) long, flat indices into B * T of real target tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        """The tensors on `device` (but `src_lengths`); non_blocking copies from pinned memory do not wait."""
+        """The tensors on `device` (but `src_lengths`)."""
         return dataclasses.replace(self, **{name: getattr(self, name).to(device, non_blocking=non_blocking)
                                             for name in _DEVICE_FIELDS})
 
     def pin_memory(self) -> Batch:
-        """The tensors in page-locked memory, so that a copy to the GPU runs while the GPU computes."""
+        """The tensors in page-locked memory, for asynchronous copies."""
         return dataclasses.replace(self, **{name: getattr(self, name).pin_memory() for name in _DEVICE_FIELDS})
 
 
@@ -198,16 +186,13 @@ T = TypeVar("T")
 
 
 def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
-    """`items`, produced up to `depth` ahead by a background thread (an error there is raised here).
-
-    The thread stops when the consumer closes the iterator or drops it.
-    """
+    """`items`, produced up to `depth` ahead by a background thread whose errors are raised here."""
     ready: queue.Queue = queue.Queue(maxsize=depth)
     closed = threading.Event()
     end = object()
 
     def offer(entry: tuple) -> bool:
-        """Put `entry` in the queue unless the consumer has gone; False when it has."""
+        """Queue `entry`; False once the consumer has gone."""
         while not closed.is_set():
             try:
                 ready.put(entry, timeout=0.1)
@@ -222,7 +207,7 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
                 if not offer((item, None)):
                     return
             offer((end, None))
-        except BaseException as err:  # handed to the consumer, which raises it in its own thread
+        except BaseException as err:  # raised by the consumer
             offer((end, err))
 
     worker = threading.Thread(target=produce, name="nmt-prefetch", daemon=True)
@@ -240,20 +225,16 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
 
 
 def _until(sampler: TokenBatchSampler, max_epochs: int) -> Iterator[list[int]]:
-    """The batches `sampler` hands out until `max_epochs` epochs are complete (0: no end)."""
+    """`sampler`'s batches until `max_epochs` epochs are complete (0: no end)."""
     while not 0 < max_epochs <= sampler.epoch:
         yield from sampler
 
 
 def stream_batches(split: Split, sampler: TokenBatchSampler, pad_id: int, device: torch.device,
                    max_epochs: int = 0) -> Iterator[Batch]:
-    """The batches of `sampler` over `split` on `device`; the sampler's state says where the stream is.
+    """The batches of `sampler` over `split` on `device`. Off the CPU a thread builds them ahead from a copy of the
+    sampler (`sampler` follows what is handed out, for resuming) and each is copied one batch early."""
 
-    On the CPU each is built when asked for. Elsewhere a background thread reads and pads them ahead (from a
-    copy of the sampler: `sampler` itself follows what is handed out, so a checkpoint resumes at the right
-    batch) into pinned memory, and each is copied to the device one batch early without waiting, so the device
-    never waits for data.
-    """
     def build(indices: list[int]) -> Batch:
         return collate([(split.src[i], split.tgt[i]) for i in indices], pad_id)
 

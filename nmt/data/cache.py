@@ -1,5 +1,4 @@
-"""The data cache's identity and reading: the key of a preparation's inputs and settings, and opening a complete
-cache folder with every part checked."""
+"""The data cache's key (a preparation's inputs and settings) and checked opening of a cache folder."""
 
 from __future__ import annotations
 
@@ -23,9 +22,8 @@ DROP_REASONS = ("empty", "duplicate", "too_long", "ratio")
 
 
 def cache_key(files: dict[str, Any], cfg: Config, tokenizer_id: str | None = None) -> str:
-    """Hash of the input files' identities (content hash and how each is read, see `file_identity`), the weights
-    and tags of data.train_corpora, the tokenizer settings (sample included), or the identity of the given
-    tokenizer that encodes them, and the cleaning settings."""
+    """Hash of the input files' identities, corpus weights and tags, tokenizer settings (or the given tokenizer's
+    identity) and cleaning settings."""
     d = cfg.data
     tokenizer: Any = dataclasses.asdict(cfg.tokenizer) if tokenizer_id is None else {"given": tokenizer_id}
     spec = {"format": CACHE_FORMAT, "sentencepiece": sentencepiece.__version__, "files": files,
@@ -36,12 +34,12 @@ def cache_key(files: dict[str, Any], cfg: Config, tokenizer_id: str | None = Non
 
 
 def file_identity(path: Path) -> dict[str, Any]:
-    """What of a file decides the data read from it: its bytes and whether they are read as gzip."""
+    """What of a file decides the data read from it."""
     return {"sha256": sha256_file(path), "gzip": is_gzip(path)}
 
 
 def check_stats(stats: Any, splits: dict[str, Split], vocab: VocabInfo) -> None:
-    """ValueError unless stats.json holds what `prepare` and the summary read, agreeing with the splits and vocab."""
+    """ValueError unless stats.json is complete and agrees with the splits and vocab."""
     required = {"pairs_read": set(splits), "pairs_kept": set(splits), "dropped": set(DROP_REASONS),
                 "vocab": {"src", "tgt", "joint"}, "tokenizer_sample": {"pairs", "sha256"}}
     for key, fields in required.items():
@@ -57,8 +55,8 @@ def check_stats(stats: Any, splits: dict[str, Split], vocab: VocabInfo) -> None:
 
 
 def open_cache(cache: Path, names: list[str]) -> tuple[Tokenizer, dict[str, Split], dict]:
-    """The tokenizer, the named splits and the stats of a complete cache folder, each checked (cheaply: one pass
-    over the ids, in blocks); anything missing or inconsistent is one DataError saying to delete the folder."""
+    """The tokenizer, named splits and stats of a cache folder, checked; DataError if damaged."""
+
     try:
         tokenizer = Tokenizer.load(cache)
         sizes = {"src": tokenizer.vocab.src_size, "tgt": tokenizer.vocab.tgt_size}

@@ -21,12 +21,9 @@ def worker_count(d: DataConfig) -> int:
 
 @contextlib.contextmanager
 def worker_pool(workers: int) -> Iterator[Executor | None]:
-    """A pool of `workers` processes for one pass (None: work in this process), shut down at the end.
+    """A pool of `workers` processes for one pass (None: work in this process).
 
-    fork: the workers share the parent's imports and never re-run the caller's main module (as spawn would).
-    But not once CUDA (or NCCL, which needs it) is initialised: a forked child of a process with CUDA's threads
-    can deadlock, so such a process (nmt-train under torchrun on GPUs) spawns its workers.
-    Each pass has its own pool so that no worker is alive while sentencepiece trains (the largest allocation).
+    Forks (no re-import of the main module) unless CUDA is initialised, where a fork can deadlock and it spawns.
     """
     if workers <= 1:
         yield None
@@ -41,13 +38,14 @@ def worker_pool(workers: int) -> Iterator[Executor | None]:
 
 
 def _cuda_initialized() -> bool:
-    """Whether this process has initialised CUDA (without importing torch when nothing has)."""
+    """Whether this process has initialised CUDA (without importing torch)."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.cuda.is_initialized()
 
 
 def ordered(pool: Executor | None, fn: Callable, tasks: Iterable[tuple], window: int) -> Iterator[Any]:
-    """fn(*task) for each task, in order, with at most `window` tasks in flight (so memory stays bounded)."""
+    """fn(*task) for each task, in order, at most `window` in flight."""
+
     if pool is None:
         for task in tasks:
             yield fn(*task)

@@ -1,5 +1,4 @@
-"""The human-readable summary of prepared data: counts per split and corpus, drops, vocabularies, padding; and
-the warning of a vocabulary too large for its corpus."""
+"""The summary of prepared data, and the warning of a vocabulary too large for its corpus."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from nmt.data.pipeline import Prepared
 
 
 def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str:
-    """Pairs per split (and per training corpus) before and after cleaning, drops, vocabularies, and the padding of
-    the training batches: those of `sampler` (a trainer's), else of a sampler made here with the train settings."""
+    """Pairs per split and corpus, drops, vocabularies, and the padding of `sampler`'s (or a new sampler's) batches."""
     stats, cfg = prepared.stats, prepared.config
     d = cfg.data
     lines = [f"dataset {d.dataset}, cache {stats['cache_key']} ({'hit' if stats['cache_hit'] else 'built'})",
@@ -38,13 +36,13 @@ def summary(prepared: Prepared, sampler: TokenBatchSampler | None = None) -> str
     return "\n".join(lines)
 
 
-FREQUENT = 100  # occurrences in the training data that make a subword well learned (Gowda & May, 2020)
-FREQUENT_SHARE = 0.95  # the share of the vocabulary that should be that frequent
-CHUNK_IDS = 1 << 24  # ids counted at a time: a large corpus is never read into memory whole
+FREQUENT = 100  # occurrences that make a subword well learned (Gowda & May, 2020)
+FREQUENT_SHARE = 0.95  # share of the vocabulary that should be that frequent
+CHUNK_IDS = 1 << 24  # ids counted at a time
 
 
 def _counts(ids: object, size: int) -> np.ndarray:
-    """How often each id in [0, size) occurs in a side's flat id array, read in chunks."""
+    """How often each id in [0, size) occurs in a side's flat ids."""
     flat = ids.flat  # type: ignore[attr-defined]
     counts = np.zeros(size, dtype=np.int64)
     for start in range(0, len(flat), CHUNK_IDS):
@@ -53,12 +51,8 @@ def _counts(ids: object, size: int) -> np.ndarray:
 
 
 def vocabulary_warning(prepared: Prepared) -> str | None:
-    """A warning when the vocabulary is large for the training corpus, else None.
+    """A warning when under 95% of the subwords occur 100 times in the training data (Gowda & May, 2020), else None."""
 
-    The rule is Gowda and May's ("Finding the Optimal Vocabulary Size for Neural Machine Translation", Findings
-    of EMNLP 2020): take the largest vocabulary in which at least 95% of the subwords occur 100 times or more in
-    the training data. Counted over both sides for a joint vocabulary, else per side; the special ids are left out.
-    """
     train, vocab = prepared.splits["train"], prepared.tokenizer.vocab
     sides = ([("joint", _counts(train.src, vocab.src_size) + _counts(train.tgt, vocab.src_size))] if vocab.joint else
              [("source", _counts(train.src, vocab.src_size)), ("target", _counts(train.tgt, vocab.tgt_size))])

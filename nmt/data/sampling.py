@@ -1,5 +1,4 @@
-"""Stream samplers of the first preparation pass: a seeded reservoir sample for the tokenizer, and the first
-occurrence of each pair for deduplication. Both see the stream once, in pieces, with bounded memory."""
+"""One-pass, bounded-memory stream samplers: a reservoir sample for the tokenizer, first occurrences for dedup."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ import numpy as np
 
 
 class Reservoir:
-    """A uniform random sample of k items from a stream, seeded (Li's algorithm L: it skips ahead, so only the
-    chosen items are touched). With at most k items it is all of them, in stream order."""
+    """A seeded uniform sample of k items from a stream (Li's algorithm L, which skips ahead)."""
 
     def __init__(self, k: int, seed: int) -> None:
         self.k, self.rng = k, random.Random(seed)
@@ -29,7 +27,7 @@ class Reservoir:
         return int(math.log(self._uniform()) / math.log1p(-self.w))
 
     def offer(self, start: int, lines: Callable[[], list[bytes]], n: int) -> None:
-        """Consider items start .. start + n - 1 of the stream; `lines()` gives them when any is chosen."""
+        """Consider items start .. start + n - 1; `lines()` gives them when any is chosen."""
         chosen: list[bytes] | None = None
         for i in range(start, min(start + n, self.k)):
             chosen = chosen or lines()
@@ -46,15 +44,14 @@ class Reservoir:
 
 
 class FirstSeen:
-    """Marks the first occurrence of each hash in a stream given in pieces. The hashes seen so far are kept as
-    sorted runs, each more than twice as long as the next (a new run is merged into the one before until that
-    holds), so memory is 8 bytes per distinct hash and there are O(log n) runs to search and merges per hash."""
+    """Marks the first occurrence of each hash in a stream of pieces, keeping seen hashes as sorted runs each over
+    twice the next's length (O(log n) runs)."""
 
     def __init__(self) -> None:
         self.runs: list[np.ndarray] = []
 
     def mark(self, hashes: np.ndarray) -> np.ndarray:
-        """(n,) bool: True where hashes[i] appears neither earlier in `hashes` nor in an earlier call."""
+        """(n,) bool: True where hashes[i] is seen for the first time."""
         unique, index = np.unique(hashes, return_index=True)  # (u,) sorted, (u,) first positions
         new = np.ones(len(unique), dtype=bool)
         for run in self.runs:
@@ -66,5 +63,6 @@ class FirstSeen:
             self.runs.append(unique[new])
             while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
                 last = self.runs.pop()
-                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")  # two sorted runs
+                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")
+
         return first

@@ -1,8 +1,6 @@
-"""The id store: one flat id array and one offsets array per split and side, written in pieces; the offsets are
-read memory-mapped, the ids slice by slice from the file.
+"""The id store: a flat id array and an offsets array per split and side, and complete cache folders.
 
-A cache folder is complete only when it holds the marker file, which is written last, inside a temporary
-folder that is renamed into place; a folder without the marker (a killed or failed build) is never read.
+A cache folder is complete only with its marker file, written last in a temporary folder renamed into place.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ class ArrayWriter:
         self.size += len(values)
 
     def close(self) -> None:
-        """Fix the header's shape (numpy pads the header so that it keeps its length) and close the file."""
+        """Fix the header's shape (same length, as numpy pads it) and close the file."""
         end = self._file.tell()
         if self._write_header() != self._header_len:
             raise OSError(f"{self.path}: the .npy header changed length")
@@ -55,7 +53,7 @@ class ArrayWriter:
 
 
 class IdWriter:
-    """Sentences of one split and side, appended chunk by chunk as flat ids plus their lengths."""
+    """Sentences of one split and side, appended as flat ids plus lengths."""
 
     def __init__(self, prefix: Path) -> None:
         self.ids = ArrayWriter(prefix.with_name(prefix.name + ".ids.npy"), ID_DTYPE)
@@ -64,7 +62,7 @@ class IdWriter:
         self._end = 0
 
     def append(self, flat: np.ndarray, lengths: np.ndarray) -> None:
-        """Add sentences given as their concatenated ids and each one's length."""
+        """Add sentences as concatenated ids and lengths."""
         self.ids.append(flat)
         self.offsets.append(self._end + np.cumsum(lengths, dtype=OFFSET_DTYPE))
         self._end += int(np.sum(lengths, dtype=OFFSET_DTYPE))
@@ -75,12 +73,8 @@ class IdWriter:
 
 
 class IdFile:
-    """The ids of a 1-D .npy file, read slice by slice with `os.pread`, as a memory map would give them.
-
-    A memory map keeps every page it has touched (and the neighbours the kernel maps around each fault) in the
-    process's resident memory, so random access over an epoch would grow it towards the file's size (1.6 GB for
-    5M pairs); pages read here stay in the page cache, shared and reclaimable, outside this process.
-    """
+    """The ids of a 1-D .npy file, read slice by slice with `os.pread`: unlike a memory map, the pages read do not
+    grow this process's resident memory."""
 
     def __init__(self, path: Path) -> None:
         with open(path, "rb") as f:
@@ -111,7 +105,7 @@ class IdFile:
         return whole if dtype is None else whole.astype(dtype)
 
     def __getstate__(self) -> dict:
-        """Pickled by path (for a worker process): the file is opened again on arrival."""
+        """Pickled by path; reopened on arrival."""
         return {key: value for key, value in self.__dict__.items() if key != "_fd"}
 
     def __setstate__(self, state: dict) -> None:
@@ -125,14 +119,14 @@ class IdFile:
 
 
 class RaggedIds(Sequence[np.ndarray]):
-    """A sequence of id arrays over one flat array and its offsets; only the sentences asked for are read."""
+    """A sequence of id arrays over one flat array and its offsets, read on demand."""
 
     def __init__(self, flat: np.ndarray | IdFile, offsets: np.ndarray) -> None:
         self.flat, self.offsets = flat, offsets
 
     @classmethod
     def from_lists(cls, ids: Sequence[Sequence[int]]) -> RaggedIds:
-        """An in-memory store of the given sentences (as prepared ids would be stored)."""
+        """An in-memory store of the given sentences."""
         offsets = np.zeros(len(ids) + 1, dtype=OFFSET_DTYPE)
         np.cumsum([len(x) for x in ids], out=offsets[1:])
         flat = np.fromiter((i for x in ids for i in x), dtype=ID_DTYPE, count=int(offsets[-1]))
@@ -153,19 +147,15 @@ class RaggedIds(Sequence[np.ndarray]):
 
     @property
     def lengths(self) -> np.ndarray:
-        """Each sentence's length, as int32 (written straight into the result: no int64 copy of the offsets)."""
+        """Each sentence's length, as int32 (no int64 copy)."""
         out = np.empty(len(self), dtype=np.int32)
         np.subtract(self.offsets[1:], self.offsets[:-1], out=out, casting="unsafe")
         return out
 
 
 def load_ids(prefix: Path, vocab_size: int) -> RaggedIds:
-    """The store that `IdWriter` wrote under `prefix`: offsets memory-mapped, ids read on demand.
-
-    Both files are checked (in blocks, so memory stays bounded) so that a damaged cache fails here, with a
-    ValueError naming the file, rather than deep inside training: offsets rise from 0 to the number of ids and
-    every id lies in [0, vocab_size).
-    """
+    """The store `IdWriter` wrote under `prefix`, checked in blocks; ValueError for offsets that do not rise from 0
+    to the id count or ids outside [0, vocab_size)."""
     flat = IdFile(prefix.with_name(prefix.name + ".ids.npy"))
     offsets = np.load(prefix.with_name(prefix.name + ".offsets.npy"), mmap_mode="r", allow_pickle=False)
     if (flat.dtype != ID_DTYPE or offsets.dtype != OFFSET_DTYPE or offsets.ndim != 1 or len(offsets) < 1
@@ -183,7 +173,7 @@ def load_ids(prefix: Path, vocab_size: int) -> RaggedIds:
 
 
 def save_ids(prefix: Path, ids: Sequence[Sequence[int]]) -> None:
-    """Write a whole split side at once (for the small validation and test splits)."""
+    """Write a whole split side at once."""
     store = RaggedIds.from_lists(ids)
     writer = IdWriter(prefix)
     writer.append(store.flat, store.lengths)
@@ -192,12 +182,12 @@ def save_ids(prefix: Path, ids: Sequence[Sequence[int]]) -> None:
 
 @dataclass(eq=False)
 class Split:
-    """One split: subword ids (no BOS/EOS) and, for validation and test, the normalised text, aligned by index."""
+    """One split: subword ids (no BOS/EOS) and, except for training, the normalised text."""
 
     name: str
     src: Sequence[np.ndarray]
     tgt: Sequence[np.ndarray]
-    src_raw: list[str] | None = field(default=None)  # None for training: its text is not kept
+    src_raw: list[str] | None = field(default=None)
     tgt_raw: list[str] | None = field(default=None)
 
     def __len__(self) -> int:
@@ -226,8 +216,7 @@ def write_text(path: Path, lines: list[str]) -> None:
 
 
 def load_split(directory: Path, split: str, vocab_sizes: dict[str, int], text: bool) -> Split:
-    """A split of a complete cache folder: ids checked against `vocab_sizes` (per side) and, with `text`, the
-    normalised text that must be there; a missing or inconsistent file is a ValueError."""
+    """A split of a cache folder, checked against `vocab_sizes`, with its text if `text`; ValueError if damaged."""
     sides = {}
     for side in ("src", "tgt"):
         ids = load_ids(directory / f"{split}.{side}", vocab_sizes[side])
@@ -253,10 +242,8 @@ def is_complete(folder: Path) -> bool:
 
 
 def new_build_folder(cache: Path) -> Path:
-    """A fresh temporary folder beside `cache` (a dot-name, so it is never taken for a cache).
+    """A fresh dot-named temporary folder beside `cache`, removing those of dead processes."""
 
-    Temporary folders of the same cache left by processes that no longer run (killed builds) are removed.
-    """
     cache.parent.mkdir(parents=True, exist_ok=True)
     for old in cache.parent.glob(f".{cache.name}.*.tmp"):
         pid = old.name.split(".")[2]

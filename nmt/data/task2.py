@@ -1,9 +1,6 @@
-"""Multi30k task 2 as monolingual text: the five independent English and five German descriptions of each
-training image, read from a mirror or downloaded with checksums, without any line that also appears (normalized
-as the training data is) in task 1's validation or test sets.
+"""Multi30k task 2's training descriptions as monolingual text, without lines of task 1's validation or test sets.
 
-Only the ten training files are known here: task 2's own validation and test files hold task 1's evaluation
-sentences and are never fetched.
+Task 2's own validation and test files hold task 1's evaluation sentences and are never fetched.
 """
 
 from __future__ import annotations
@@ -46,13 +43,13 @@ HELD_OUT = {"val": MULTI30K_SPLITS["val"], "test": MULTI30K_SPLITS["test"]} | MU
 
 @dataclass
 class Monolingual:
-    """One language of task 2: its lines in file order (train.1 to train.5), and how many were dropped."""
+    """One language of task 2: its lines in file order, and how many were dropped."""
 
     language: str
     lines: list[str]
     read: int
     empty: int  # blank after normalization
-    held_out: int  # equal to a line of a validation or test set
+    held_out: int  # equal to a validation or test line
 
     def summary(self) -> str:
         return (f"multi30k task 2 {self.language}: {self.read} lines read, {len(self.lines)} kept, {self.empty} "
@@ -60,8 +57,7 @@ class Monolingual:
 
 
 def task2_files(data: DataConfig, language: str, log: Log = print) -> list[Path]:
-    """The five training files of `language`, from the task 2 mirror folder if one is set, else downloaded once
-    into data.download_dir/multi30k-task2; checksums verified."""
+    """The five training files of `language`, from the mirror if set, else downloaded; checksums verified."""
     if language not in TASK2_LANGUAGES:
         raise DataError(f"multi30k task 2: language {language!r} is not one of {', '.join(TASK2_LANGUAGES)}")
     mirror = data.task2_mirror or os.environ.get(TASK2_MIRROR_ENV, "")
@@ -73,7 +69,7 @@ def task2_files(data: DataConfig, language: str, log: Log = print) -> list[Path]
 
 
 def held_out_lines(data: DataConfig, log: Log = print) -> set[str]:
-    """Both sides of Multi30k task 1's validation and four test sets, normalized as the training data is."""
+    """Both sides of task 1's validation and test sets, normalized."""
     held: set[str] = set()
     for pair in fetch_multi30k(data, log, HELD_OUT).values():
         for path in pair:
@@ -82,8 +78,7 @@ def held_out_lines(data: DataConfig, log: Log = print) -> set[str]:
 
 
 def task2_monolingual(data: DataConfig, language: str, log: Log = print) -> Monolingual:
-    """Task 2's `language` text as nmt trains on it: every line whose normalized text is blank or equals a
-    validation or test line (either side, `held_out_lines`) dropped and counted; the others as read."""
+    """Task 2's `language` text, dropping (and counting) blank lines and those equal to a held-out line."""
     files = task2_files(data, language, log)
     held = held_out_lines(data, log)
     out = Monolingual(language, [], 0, 0, 0)
@@ -103,8 +98,8 @@ def task2_monolingual(data: DataConfig, language: str, log: Log = print) -> Mono
 
 
 def write_monolingual(data: DataConfig, language: str, output: str | Path, log: Log = print) -> Monolingual:
-    """`task2_monolingual` written to `output` (one line each; gzipped when the name ends in .gz), atomically:
-    the file is whole or absent."""
+    """`task2_monolingual` written atomically to `output` (gzipped for .gz)."""
+
     text = task2_monolingual(data, language, log)
     output = Path(output)
     body = "".join(line + "\n" for line in text.lines).encode()

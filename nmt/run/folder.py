@@ -1,16 +1,6 @@
-"""The layout of a run folder, known in one place, and the one reader of its metrics log.
+"""The layout of a run folder (run_root/name), in one place, and the one reader of its metrics log.
 
-A run folder (run_root/name) holds what `nmt-train` writes and later commands read:
-
-    config.yaml            the resolved config          train.log        the log of every session
-    metrics.jsonl          one JSON record per line     tensorboard/     the same figures, when asked for
-    tokenizer/             the sentencepiece model(s)   train.lock       held while a training runs
-    checkpoints/           last.pt (resumable), best.pt, step_N.pt (the best k), averaged.pt
-    eval_<split>.json      an evaluation report         <split>.hyp.<target language>   its translations
-    length_penalty.json    the length-penalty tuning    train_failed.txt why a suite's training failed
-    curve.png              the learning curve, redrawn at each validation
-
-This module knows names and paths only: it creates, locks and writes nothing.
+Names and paths only: this module creates, locks and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ from typing import Any
 
 
 class RunDir:
-    """The paths of one run folder's files (nothing is created or checked)."""
+    """The paths of one run folder's files."""
 
     CONFIG = "config.yaml"
     LOG = "train.log"
@@ -34,8 +24,8 @@ class RunDir:
     CURVE = "curve.png"
     CHECKPOINTS = "checkpoints"
     LAST, BEST, AVERAGED = "last.pt", "best.pt", "averaged.pt"
-    STEPS = "step_*.pt"  # the checkpoints of the best k validations, named by `step`
-    FINAL_ORDER = (AVERAGED, BEST, LAST)  # the checkpoint a run folder stands for: the first of these found
+    STEPS = "step_*.pt"  # the best k validations' checkpoints
+    FINAL_ORDER = (AVERAGED, BEST, LAST)  # a run folder stands for the first found
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -45,8 +35,7 @@ class RunDir:
 
     @classmethod
     def of(cls, model: str | Path) -> RunDir:
-        """The run folder a model path belongs to: the folder itself, the run of a file in its checkpoints/
-        folder, else the folder the file is in."""
+        """The run folder a model path (folder, checkpoint, or other file) belongs to."""
         model = Path(model)
         if model.is_dir():
             return cls(model)
@@ -54,7 +43,7 @@ class RunDir:
 
     @property
     def name(self) -> str:
-        """The run's name (its folder's)."""
+        """The run's folder name."""
         return self.path.name
 
     @property
@@ -110,26 +99,25 @@ class RunDir:
         return self.checkpoints / self.AVERAGED
 
     def checkpoint(self, name: str) -> Path:
-        """A file in checkpoints/ by name (as last.pt's list of the best k names them)."""
+        """A file in checkpoints/ by name."""
         return self.checkpoints / name
 
     def step(self, step: int) -> Path:
-        """The checkpoint kept for the validation at `step` while it ranks among the best k."""
+        """The checkpoint kept for the validation at `step`."""
         return self.checkpoints / f"step_{step}.pt"
 
     def finals(self) -> list[Path]:
-        """The checkpoints the run folder may stand for, in the order a loader prefers them."""
+        """The checkpoints the run folder may stand for, preferred first."""
         return [self.checkpoints / name for name in self.FINAL_ORDER]
 
     @staticmethod
     def report_name(split: str) -> str:
-        """The file name of a split's evaluation report (eval_test.json for the test split)."""
+        """A split's evaluation report's file name."""
         return f"eval_{split}.json"
 
     @staticmethod
     def hypotheses_name(split: str, language: str) -> str:
-        """The file name of the translations into `language` an evaluation of `split` wrote (test.hyp.en for the
-        test split of a model into English)."""
+        """The file name of an evaluation's translations (test.hyp.en)."""
         return f"{split}.hyp.{language}"
 
     def report(self, split: str) -> Path:
@@ -137,23 +125,22 @@ class RunDir:
         return self.path / self.report_name(split)
 
     def hypotheses(self, split: str, language: str) -> Path:
-        """The translations into `language` an evaluation of `split` wrote."""
+        """An evaluation's translations."""
         return self.path / self.hypotheses_name(split, language)
 
     def outputs(self, language: str, tokenizer_files: tuple[str, ...] = ()) -> list[Path]:
-        """The files nmt-train writes for a model into `language`, with the tokenizer's files named by
-        `tokenizer_files` (nmt.tokenizer's)."""
+        """The files nmt-train writes for a model into `language`, with `tokenizer_files`."""
         return [self.config, self.log, self.metrics, self.report("test"), self.hypotheses("test", language),
                 self.length_penalty, self.curve, *(self.tokenizer / name for name in tokenizer_files), self.last,
                 self.best, self.averaged]
 
     def read_metrics(self) -> MetricRecords:
-        """The records of this run's metrics.jsonl (see `read_metrics`)."""
+        """The records of this run's metrics.jsonl."""
         return read_metrics(self.metrics)
 
 
 class MetricRecords(list):
-    """The records of a metrics log, in file order; `skipped` holds the numbers (from 1) of the lines left out."""
+    """A metrics log's records in order; `skipped`: numbers (from 1) of the lines left out."""
 
     def __init__(self, records: list[dict[str, Any]], skipped: list[int]) -> None:
         super().__init__(records)
@@ -161,12 +148,9 @@ class MetricRecords(list):
 
 
 def read_metrics(path: str | Path) -> MetricRecords:
-    """The records of a metrics log: every line that is a JSON object with an integer "step".
+    """The records of a metrics log: lines that are JSON objects with an integer "step"; others are `skipped`
+    (a missing file has none)."""
 
-    The one policy for every reader: a missing file has no records, bytes that are not UTF-8 are replaced,
-    and any other line (one cut off by a crash or a full disk, or not a record) is left out and its number
-    listed in `skipped`, for a caller that must refuse a damaged log.
-    """
     path = Path(path)
     if not path.exists():
         return MetricRecords([], [])

@@ -1,11 +1,5 @@
-"""A training run's whole life, in order: checks, the process group, the run folder's lock, data preparation,
-the trainer (a fresh start, a resume, or a child of `train.init_from`), the training itself, then the end the
-trainer owns (final model, length penalty, test report).
-
-`train_run` is what `nmt.train` and nmt-train call; `prepare_trainer` is only its set-up (config -> data ->
-Trainer), for benchmarks. Nothing here exits the process or configures the root logger: the run logs to the
-`nmt` logger, and to the run folder's train.log while it runs.
-"""
+"""A training run's whole life: checks, process group, lock, data, trainer (fresh, resumed or a child), training
+and the trainer's end. `train_run` backs `nmt.train` and nmt-train; `prepare_trainer` is only its set-up."""
 
 from __future__ import annotations
 
@@ -45,36 +39,34 @@ def _quiet(_msg: str) -> None:
 
 @dataclass
 class Run:
-    """A finished training run: its folder, final model and test report (what `nmt.train` returns)."""
+    """A finished training run (what `nmt.train` returns)."""
 
     path: Path
     config: Config
     steps: int
     minutes: float
-    checkpoint: Path | None = None  # the final model (averaged.pt or best.pt); None on the ranks other than 0
-    report: dict[str, Any] | None = None  # the test report (eval_test.json), when the test split was scored
+    checkpoint: Path | None = None  # the final model; None on ranks other than 0
+    report: dict[str, Any] | None = None  # eval_test.json, when the test split was scored
     final_model: dict[str, Any] = field(default_factory=dict)  # how the final model was chosen
 
     def translator(self, device: str | torch.device = "auto", **decoding: Any) -> Translator:
-        """A translator for the final model (or the run folder's best checkpoint), as `nmt.load` gives it."""
+        """A translator for the final model, as `nmt.load` gives it."""
         from nmt.loader import load_translator
 
         return load_translator([self.checkpoint or self.path], device, changes=decoding)
 
 
 def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, command: str = "nmt.train") -> Run:
-    """Train `cfg` in its run folder from start (or resume) to the final report.
+    """Train `cfg` in its run folder from start (or resume) to the final report; every torchrun rank runs this.
 
-    Under torchrun every rank runs this; rank 0 holds the lock, validates and writes. `restart` deletes an
-    earlier run's checkpoints and metrics; `evaluate_test` False skips the test evaluation (an `auto` length
-    penalty is still tuned); `command` is what the report records. A signal (Ctrl-C, SIGTERM) saves last.pt and
-    raises TrainingInterrupted, which says how to resume; signal handlers are installed only during the call.
+    `restart` deletes an earlier run's checkpoints; `evaluate_test` False skips the test evaluation; `command` is
+    recorded in the report. A signal saves last.pt and raises TrainingInterrupted.
     """
-    cfg = absolute_paths(cfg)  # a run folder's config and checkpoints name their data from any folder
-    parent = load_parent(cfg) if cfg.train.init_from else None  # a bad parent is refused before anything is written
-    if parent is not None:  # the child's config, made here once: every step below takes it
+    cfg = absolute_paths(cfg)  # valid from any working folder
+    parent = load_parent(cfg) if cfg.train.init_from else None  # refused before anything is written
+    if parent is not None:
         cfg = parent.child_config(cfg)
-    own_group = not joined()  # a group the caller joined before (a test's worker) stays the caller's to end
+    own_group = not joined()  # a group the caller joined stays the caller's to end
     device = init_distributed(cfg.train.device) or resolve_device(cfg.train.device)
     try:
         with contextlib.ExitStack() as resources:
@@ -82,12 +74,12 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
             resources.enter_context(_run_log(RunDir(cfg.run_dir), current(device).rank))
             return _train(cfg, restart, evaluate_test, command, owner, device, parent)
     finally:
-        if own_group:  # a run that ended: NCCL's communicators freed, not left to the interpreter's exit
+        if own_group:  # free NCCL's communicators now, not at interpreter exit
             shutdown_distributed()
 
 
 class _QuietFileHandler(logging.FileHandler):
-    """train.log: a full disk surfaces once, as the checkpoint's one-line error, not as a traceback per line."""
+    """train.log, without a traceback per line when the disk is full."""
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         pass
@@ -95,8 +87,7 @@ class _QuietFileHandler(logging.FileHandler):
 
 @contextlib.contextmanager
 def _run_log(run: RunDir, rank: int) -> Iterator[None]:
-    """Rank 0's `nmt` log lines also go to the run's train.log while the run lasts; the logger's level is INFO
-    meanwhile (unless the caller set one), and both come back as they were."""
+    """Rank 0's `nmt` log also goes to train.log (at INFO unless set) while the run lasts."""
     logger = logging.getLogger("nmt")
     if rank != 0:
         yield
@@ -117,8 +108,7 @@ def _run_log(run: RunDir, rank: int) -> Iterator[None]:
 
 
 def _start(cfg: Config, restart: bool, device: torch.device, resources: contextlib.ExitStack) -> str:
-    """Every rank checks, then all agree: a rank that stopped here while the others trained would pair its next
-    collective with theirs. Rank 0 takes the run folder's lock for every rank; returns the lock's previous owner."""
+    """Every rank checks, then all agree (so none stops alone); rank 0 takes the lock. Returns its previous owner."""
     dist = current(device)
     owner, problem = "", None
     try:
@@ -138,7 +128,7 @@ def _start(cfg: Config, restart: bool, device: torch.device, resources: contextl
 
 def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previous_owner: str,
            device: torch.device, parent: Parent | None) -> Run:
-    """The run while the run folder is locked: set up, resume or start, train, then the trainer's end."""
+    """The run while the folder is locked: set up, resume or start, train, finish."""
     run, rank = RunDir(cfg.run_dir), current(device).rank
     if previous_owner:
         log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
@@ -155,15 +145,15 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
                      f"nothing to resume in {run.checkpoints} (no {RunDir.LAST})")
         if parent is not None:
             trainer.start_from(parent)
-    if rank == 0:  # only now: a refused resume leaves the run's tokenizer as it was
+    if rank == 0:  # after resume, so a refused resume keeps the old tokenizer
         trainer.data.tokenizer.save(run.tokenizer)
     try:
         with graceful_stop():
             progress = trainer.fit()
-            signum = stop_signal()  # the signal that stopped it here; 0 once the block ends
+            signum = stop_signal()  # 0 once the block ends
     except FileError as err:
         raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
-    if trainer.interrupted:  # every rank agrees, also one that received no signal itself
+    if trainer.interrupted:  # agreed by every rank
         signum = signum or signal.SIGTERM
         raise TrainingInterrupted(f"stopped by {signal_name(signum)} at step {progress.step}; last.pt is saved in "
                                   f"{run.checkpoints}: train the same config again to resume", signum)
@@ -178,14 +168,9 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
 
 def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: Callable[[str], None] = _quiet,
                     parent: Parent | None = None) -> Trainer:
-    """The set-up of a training without its run: the config's data prepared (cached, as nmt-prepare does) and
-    a Trainer on `device` (None: train.device). Nothing is written to the run folder. With a `parent`
-    (train.init_from), `cfg` is the child's (`parent.child_config`) and the data is encoded with the parent's
-    tokenizer.
-
-    Under torchrun rank 0 prepares first and the others then read its cache (and meet its error, if any);
-    rank 0 tells `log_line` what it prepared.
-    """
+    """A Trainer on `device` (None: train.device) with the config's data prepared, writing nothing to the run
+    folder. With a `parent`, `cfg` is the child's and the data uses the parent's tokenizer. Under torchrun rank 0
+    prepares first and the others read its cache."""
     device = device or resolve_device(cfg.train.device)
     dist = current(device)
     if dist.rank:
@@ -197,14 +182,14 @@ def prepare_trainer(cfg: Config, device: torch.device | None = None, log_line: C
             barrier(dist)
     trainer = Trainer(cfg, data, device)
     if dist.main:
-        log_line(f"\n{summary(data, trainer.sampler)}")  # its batches: no second sampler sorts the corpus again
-        if parent is None and (advice := vocabulary_warning(data)):  # a parent's vocabulary is not the child's choice
+        log_line(f"\n{summary(data, trainer.sampler)}")  # reuses the trainer's sampler
+        if parent is None and (advice := vocabulary_warning(data)):  # a child cannot choose its vocabulary
             log.warning("%s", advice)
     return trainer
 
 
 def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
-    """The user's own data files, by config key (the sample and Multi30k files are the program's)."""
+    """The user's own data files, by config key."""
     corpora = [(f"data.train_corpora[{i}]", path) for i, entry in enumerate(cfg.data.corpora) for path in entry.files]
     if cfg.data.dataset != "files":
         return corpora
@@ -212,7 +197,7 @@ def _data_inputs(cfg: Config) -> list[tuple[str, str]]:
 
 
 def check_data_paths(cfg: Config) -> None:
-    """The folders nmt-prepare writes must be folders (or creatable) before any data is read."""
+    """Check data paths and nmt-prepare's output folders before any data is read."""
     check_output("data.cache_dir", cfg.data.cache_dir, folder=True)
     if cfg.data.dataset == "multi30k":
         check_output("data.download_dir", cfg.data.download_dir, folder=True)
@@ -221,11 +206,7 @@ def check_data_paths(cfg: Config) -> None:
 
 
 def _check_run_paths(cfg: Config) -> None:
-    """The run folder must be a folder, and nothing a training writes there may be one of its data files.
-
-    The config file itself may be the run's config.yaml: rewriting it with the resolved config is how a
-    run folder records what it ran.
-    """
+    """The run folder must be a folder, and no file a training writes there may be one of its data files."""
     check_output("run folder (run_root/name)", cfg.run_dir, folder=True)
     inputs = _data_inputs(cfg)
     for path in RunDir(cfg.run_dir).outputs(cfg.data.languages[1], (JOINT_FILE, SRC_FILE, TGT_FILE)):
@@ -236,14 +217,15 @@ def _check_run_paths(cfg: Config) -> None:
 
 
 def _check_fresh_start(run: RunDir, restart: bool) -> None:
-    """A folder with checkpoints but no last.pt to resume from is emptied only when --restart asks for it."""
+    """Refuse a folder with checkpoints but no last.pt unless --restart."""
     if not restart and not run.last.exists() and any(run.checkpoints.glob("*.pt")):
         raise CheckpointError(f"{run.checkpoints}: holds checkpoints of an earlier run but no last.pt to resume "
                               "from; give --restart to delete them and start over, or choose another name")
 
 
 def _check_validation_lengths(split: Split, max_positions: int | None, rank: int) -> None:
-    """Refuse a validation set the loss cannot read at all; say when it leaves out some pairs."""
+    """Refuse a validation set with no pair within `max_positions`; warn when some are left out."""
+
     fits = len(pairs_within(split, max_positions))
     if not fits:
         raise ConfigError(f"model.max_positions ({max_positions}): every validation pair is longer, so no "

@@ -16,7 +16,7 @@ INSTALL_TENSORBOARD = "pip install tensorboard (or make install, which installs 
 
 
 def check_tensorboard(wanted: bool) -> None:
-    """Fail before training starts when `train.tensorboard` asks for a package that is not installed."""
+    """Fail early when `train.tensorboard` is set but not installed."""
     if not wanted:
         return
     try:
@@ -34,15 +34,11 @@ class MetricsLog:
         self.path, self.tb_dir = run.metrics, run.tensorboard
         self.enabled, self.tensorboard = enabled, tensorboard
         self.tb = None
-        self.window = [time.monotonic(), 0.0, 0.0, 0.0]  # since the last train entry: start, target and source
-        # tokens, updates
+        self.window = [time.monotonic(), 0.0, 0.0, 0.0]  # start, target and source tokens, updates
         self.curve = run.curve
 
     def truncate(self, step: int) -> None:
-        """Keep the lines up to `step`, so the log matches a run resumed there (0: an empty log).
-
-        A line that is not a record (see `read_metrics`) is dropped. The log is rewritten atomically.
-        """
+        """Keep the records up to `step`, rewriting the log atomically, to match a run resumed there."""
         if not self.enabled or not self.path.exists():
             return
         kept = [entry for entry in read_metrics(self.path) if entry["step"] <= step]
@@ -50,14 +46,8 @@ class MetricsLog:
             handle.writelines(json.dumps(entry) + "\n" for entry in kept)
 
     def open(self) -> None:
-        """Start the throughput window, and TensorBoard event files too when `train.tensorboard` asks for them.
-
-        The event files are derived from metrics.jsonl: earlier ones are removed and a new one starts with the
-        records metrics.jsonl holds already, so TensorBoard shows what metrics.jsonl shows. After a kill and a
-        resume the steps replayed since the last checkpoint would otherwise appear twice, and those the killed
-        writer had not flushed would be missing (a purge event in a new file is not enough: a reader may still
-        meet the killed writer's truncated file after it).
-        """
+        """Start the throughput window, and TensorBoard if asked for, its event files rebuilt from metrics.jsonl so
+        a resume neither repeats nor loses steps."""
         self.window = [time.monotonic(), 0.0, 0.0, 0.0]
         if not self.enabled or not self.tensorboard:
             return
@@ -102,8 +92,8 @@ class MetricsLog:
 
     def train(self, step: int, epoch: int, stats: dict[str, float], skipped: int, elapsed: float,
               outlook: dict[str, Any]) -> dict[str, Any]:
-        """Record a training entry with the throughput since the previous one and the `outlook` (updates and
-        seconds left, the limit that ends the run first); returns the entry."""
+        """Record and return a training entry with the throughput since the previous one and the `outlook`."""
+
         seconds = max(time.monotonic() - self.window[0], 1e-9)
         entry = {"type": "train", "step": step, "epoch": epoch, **{k: v for k, v in stats.items() if k != "tokens"},
                  "ppl": math.exp(min(stats["nll"], 50.0)), "updates_s": self.window[3] / seconds,
