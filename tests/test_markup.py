@@ -424,6 +424,26 @@ def test_documents_in_the_servers_obey_the_sentence_limit_of_plain_text(service)
     assert normal.status_code == 200 and normal.json()["translations"][0]["text"].startswith("<p>")
 
 
+def test_every_api_s_answer_warns_of_a_truncated_sentence_in_plain_text_and_documents(service):
+    long = "Ein Hund " * 300 + "läuft"  # one sentence of far more than max_source_tokens subwords
+    answers = {
+        "native": service.post("/translate", json={"src": ["Ein Hund läuft.", long]}),
+        "deepl": service.post("/v2/translate", json={"text": ["Ein Hund läuft.", long], "target_lang": "EN-US"}),
+        "deepl html": service.post("/v2/translate", json={"text": [f"<p>Ein Hund läuft.</p><p>{long}</p>"],
+                                                          "target_lang": "EN-US", "tag_handling": "html"}),
+        "libre": service.post("/libretranslate/translate", json={"q": long, "source": "de", "target": "en"}),
+        "libre html": service.post("/libretranslate/translate", json={"q": f"<p>{long}</p>", "source": "de",
+                                                                      "target": "en", "format": "html"})}
+    where = {"native": "text 2", "deepl": "text 2", "deepl html": "text 1 sentence 2", "libre": "text 1",
+             "libre html": "text 1 sentence 1"}
+    for name, answer in answers.items():
+        assert answer.status_code == 200, answer.text
+        [warning] = answer.json()["warnings"]
+        assert warning.startswith(f"{where[name]}: ") and warning.endswith("subwords, truncated to 250"), name
+    short = service.post("/v2/translate", json={"text": ["Ein Hund läuft."], "target_lang": "EN-US"})
+    assert short.status_code == 200 and "warnings" not in short.json()
+
+
 def test_markup_faults_get_the_same_answer_from_every_api_and_the_server_stays_healthy(service, translator):
     def deepl(document: str, handling: str = "html") -> httpx.Response:
         return service.post("/v2/translate", json={"text": [document], "target_lang": "EN-US",

@@ -145,6 +145,19 @@ def queued_batcher(request: Request, limits: Limits) -> Batcher:
     return batcher
 
 
+def note_truncated(request: Request, where: str, length: int, limit: int) -> None:
+    """Record, for the answer's `warnings`, a sentence cut to the source-length limit."""
+    if not hasattr(request.state, "warnings"):
+        request.state.warnings = []
+    request.state.warnings.append(f"{where}: {length} subwords, truncated to {limit}")
+
+
+def answer_warnings(request: Request) -> dict[str, list[str]]:
+    """The answer's `warnings` field: what was cut short (absent when nothing was)."""
+    notes = getattr(request.state, "warnings", None)
+    return {"warnings": list(notes)} if notes else {}
+
+
 async def translate_texts(request: Request, translator: Translator, limits: Limits, texts: list[Any],
                           decode: DecodeConfig, split_sentences: str, glossary: Glossary | None = None,
                           constraints: list[Any] | None = None) -> list[list[Translation]]:
@@ -161,6 +174,9 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     count_sentences(request, sentences)
     if not sentences:
         return [[] for _ in texts]
+    owners, searcher = prepared.owners(), translator.with_decode(decode)
+    searcher.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n,
+                                                           searcher.decode.max_source_tokens))
     return await unless_gone(request, queued_batcher(request, limits).translate(prepared, decode))
 
 
@@ -306,7 +322,7 @@ def create_app(translator: Translator, limits: Limits | None = None, thresholds:
         if decode.n_best > 1:
             out["n_best"] = [[{"text": t.text, "score": round(t.score, 4), "mean_log_prob": round(t.mean_log_prob, 4),
                                "confidence": round(t.confidence, 4)} for t in found] for found in results]
-        return out
+        return out | answer_warnings(request)
 
     @app.post("/attention", dependencies=json_post)
     async def attention(request: Request) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from nmt.errors import MarkupError
 from nmt.markup import Aligned, splitter, translate_document
-from nmt.serve.app import ApiError, check_text, json_object, queued_batcher, read_body, unless_gone
+from nmt.serve.app import ApiError, check_text, json_object, note_truncated, queued_batcher, read_body, unless_gone
 from nmt.serve.limits import Limits
 from nmt.serve.metrics import count_sentences
 from nmt.translator import Translation, Translator
@@ -102,8 +102,11 @@ async def translate_documents(request: Request, translator: Translator, limits: 
                 return ApiError(400, f"text {number}: {err}" if len(texts) > 1 else str(err))
             except ApiError as err:
                 return err
-        return [translator.translate_markup_scored(text, format, ignore_tags=ignore_tags, split_sentences=mode)
-                for text in texts]
+        limit = translator.decode.max_source_tokens
+        return [translator.translate_markup_scored(
+            text, format, ignore_tags=ignore_tags, split_sentences=mode,
+            warn=lambda j, n, i=i: note_truncated(request, f"text {i + 1} sentence {j + 1}", n, limit))
+            for i, text in enumerate(texts)]
 
     result = await unless_gone(request, queued_batcher(request, limits).run(work))
     if isinstance(result, ApiError):

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from nmt.engines.ctranslate2 import NO_GLOSSARY
 from nmt.errors import DataError, short_repr
 from nmt.glossary import FORMATS, Glossary, check_targets
-from nmt.serve.app import ApiError, QueueFull, translate_texts
+from nmt.serve.app import ApiError, QueueFull, answer_warnings, translate_texts
 from nmt.serve.auth import IDENTITY, Access
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.glossaries import SHARED, GlossaryStore, Stored, TooMany
@@ -174,7 +174,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
                 raise DeepLError(_status(err), err.message) from None
             return {"translations": [{"detected_source_language": SOURCE.upper(), "text": output.text,
                                       "billed_characters": len(text), "confidence": confidence(output)}
-                                     for text, output in zip(texts, outputs)]}
+                                     for text, output in zip(texts, outputs)]} | answer_warnings(request)
         glossary = None
         if params.get("glossary_id") not in (None, ""):
             can_use_glossaries()
@@ -189,7 +189,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, characters:
         return {"translations": [
             {"detected_source_language": SOURCE.upper(), "text": found[0].text if found else "",
              "billed_characters": len(text), "confidence": confidence(found[0] if found else None)}
-            for text, found in zip(texts, results)]}
+            for text, found in zip(texts, results)]} | answer_warnings(request)
 
     @app.get("/v2/languages")
     async def languages(request: Request) -> list[dict[str, Any]]:

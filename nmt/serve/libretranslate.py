@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 
 from nmt.errors import short_repr
-from nmt.serve.app import ApiError, QueueFull, settings, translate_texts
+from nmt.serve.app import ApiError, QueueFull, answer_warnings, settings, translate_texts
 from nmt.serve.auth import Access, Denied, client_address, request_key
 from nmt.serve.compat import NAMES, SOURCE, TARGET, Params, confidence, read_params, translate_documents
 from nmt.serve.limits import Limits
@@ -102,7 +102,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
             documents = await translate_documents(request, translator, limits, texts, "html")
             best, scores = [doc.text for doc in documents], [confidence(doc) for doc in documents]
             return ({"translatedText": best[0] if single else best, "confidence": scores[0] if single else scores}
-                    | _detected(params, single, len(texts)))
+                    | _detected(params, single, len(texts)) | answer_warnings(request))
         decode = translator.decode
         if alternatives:
             wanted = {"n_best": alternatives + 1, "beam": max(decode.beam, alternatives + 1)}
@@ -115,7 +115,7 @@ def add_routes(app: FastAPI, translator: Translator, limits: Limits, access: Acc
                                "confidence": scores[0] if single else scores}
         if alternatives:
             out["alternatives"] = others[0] if single else others
-        return out | _detected(params, single, len(texts))
+        return out | _detected(params, single, len(texts)) | answer_warnings(request)
 
     browser_post = [Depends(app.state.origin_check)]  # forms need no CORS preflight: check the Origin
 
