@@ -238,7 +238,7 @@ class Tokenizer:
         """Subword ids of each target line, without BOS/EOS."""
         return self._encode(1, lines, threads)
 
-    def decode_tgt(self, ids: Iterable[int]) -> str:
+    def detokenize(self, ids: Iterable[int]) -> str:
         """Text of target ids; padding, BOS and EOS are dropped."""
         kept = [int(i) for i in ids if int(i) not in SPECIAL_IDS]
         if not self._tables:

@@ -248,7 +248,7 @@ class Translator:
 
     def detokenize(self, hyp: Hypothesis) -> str:
         """A hypothesis's text."""
-        return self.tokenizer.decode_tgt(hyp.tokens)
+        return self.tokenizer.detokenize(hyp.tokens)
 
     def attention_labels(self, line: str, hyp: Hypothesis) -> tuple[list[str], list[str]]:
         """Source and target subword labels of `hyp`'s attention, each ending in EOS."""

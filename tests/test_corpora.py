@@ -55,7 +55,7 @@ def test_weights_change_how_often_a_corpus_is_seen(tmp_path):
 
     def seen(prepared) -> Counter:
         tok, train = prepared.tokenizer, prepared.splits["train"]
-        return Counter(tok.decode_tgt(train.tgt[i]) for i in range(len(train)))
+        return Counter(tok.detokenize(train.tgt[i]) for i in range(len(train)))
 
     base = len(plain.splits["train"]) - len(SYNTHETIC)
     assert len(tripled.splits["train"]) == base + 3 * len(SYNTHETIC)
@@ -80,7 +80,7 @@ def test_a_tag_marks_its_corpus_sources_only_and_is_never_emitted(tmp_path):
     for split in ("val", "test"):  # evaluation reads the real data alone, untagged
         assert not any(tag in splits[split].src[i] for i in range(len(splits[split])))
     assert tok.encode_src(["<bt> ein hund"])[0][0] != tag, "typed text never turns into the tag"
-    assert tok.decode_tgt([tag, *tok.encode_tgt(["a dog"])[0]]) == "a dog"
+    assert tok.detokenize([tag, *tok.encode_tgt(["a dog"])[0]]) == "a dog"
 
 
 class Eager(Seq2Seq):

@@ -91,7 +91,7 @@ def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):
     assert s["pairs_kept"] == {"train": 40, "val": 7, "test": 5}
     assert s["dropped"] == {"empty": 2, "duplicate": 0, "too_long": 1, "ratio": 1}
     train = prep.splits["train"]
-    assert [prep.tokenizer.decode_tgt(x) for x in train.src] == [src for src, _ in good]  # a joint vocabulary
+    assert [prep.tokenizer.detokenize(x) for x in train.src] == [src for src, _ in good]  # a joint vocabulary
     assert train.src_raw is None, "the training text is not kept in the cache"
     val = prep.splits["val"]
     assert val.src_raw[-1] == "" and len(val.src[-1]) == 0 and val.tgt_raw[-1] == "an empty source"
@@ -103,7 +103,7 @@ def test_cleaning_counts_and_unfiltered_eval_splits(tmp_path):
 def test_lowercase_and_gz_files(tmp_path):
     train = [(s.capitalize(), t.capitalize()) for s, t in pairs(30)]
     prep = prepare(config(tmp_path, corpus(tmp_path / "c", train, ext=".gz"), lowercase=True), log=quiet)
-    assert prep.tokenizer.decode_tgt(prep.splits["train"].src[0]) == train[0][0].lower()
+    assert prep.tokenizer.detokenize(prep.splits["train"].src[0]) == train[0][0].lower()
     assert prep.splits["train"].src[0].dtype == np.int32
 
 
@@ -549,7 +549,7 @@ def test_several_corpora_and_tsv(tmp_path):
     corpora = prep.stats["corpora"]
     assert [(c["name"], c["read"], c["kept"]) for c in corpora] == [
         ("train.de + train.en", 300, 300), ("more.de.gz + more.en.gz", 200, 200), ("pairs.tsv", 101, 100)]
-    decoded = [prep.tokenizer.decode_tgt(x) for x in prep.splits["train"].src]
+    decoded = [prep.tokenizer.detokenize(x) for x in prep.splits["train"].src]
     assert decoded == [s for s, _ in first + second + third]
     assert "pairs.tsv 101 / 100" in data.summary(prep)
     assert "train" not in data.resolve_files(cfg), "several corpora are not one pair of files"
@@ -576,8 +576,8 @@ def test_dedup_removes_exact_duplicates_only(tmp_path):
     plain = prepare(config(tmp_path / "a", files), log=quiet)
     dedup = prepare(config(tmp_path / "b", files, dedup=True), log=quiet)
     assert plain.stats["pairs_kept"]["train"] == len(rows) and plain.stats["dropped"]["duplicate"] == 0
-    decoded = list(zip((dedup.tokenizer.decode_tgt(x) for x in dedup.splits["train"].src),
-                       (dedup.tokenizer.decode_tgt(x) for x in dedup.splits["train"].tgt), strict=True))
+    decoded = list(zip((dedup.tokenizer.detokenize(x) for x in dedup.splits["train"].src),
+                       (dedup.tokenizer.detokenize(x) for x in dedup.splits["train"].tgt), strict=True))
     assert decoded == unique + near, "first occurrences kept in order; pairs differing anywhere stay"
     assert dedup.stats["dropped"]["duplicate"] == len(rows) - len(unique) - len(near)
     assert dedup.stats["cache_key"] != plain.stats["cache_key"]

@@ -107,7 +107,7 @@ def test_id_table_tokenizer_numbers_pieces_by_the_table_and_keeps_it_through_sav
     pieces = spm.SentencePieceProcessor(model_proto=german).encode(line, out_type=str)
     assert tok.encode_src([line])[0] == [table.index(p) for p in pieces]
     assert tok.encode_src(["Ω"])[0][-1] == UNK_ID  # a piece outside the table
-    assert tok.decode_tgt([BOS_ID, *tok.encode_tgt(["A man runs."])[0], EOS_ID, PAD_ID]) == "A man runs."
+    assert tok.detokenize([BOS_ID, *tok.encode_tgt(["A man runs."])[0], EOS_ID, PAD_ID]) == "A man runs."
     again = Tokenizer.from_bytes(tok.to_bytes())
     tok.save(tmp_path)
     for copy in (again, Tokenizer.load(tmp_path)):

@@ -32,7 +32,7 @@ def test_train_round_trip_and_specials(tmp_path, kind, joint):
     assert (tok.vocab.pad_id, tok.vocab.unk_id, tok.vocab.bos_id, tok.vocab.eos_id) == (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
     ids = tok.encode_tgt(tgt[:5])
     assert all(min(x) > EOS_ID for x in ids)
-    assert [tok.decode_tgt([BOS_ID, *x, EOS_ID, PAD_ID]) for x in ids] == tgt[:5]
+    assert [tok.detokenize([BOS_ID, *x, EOS_ID, PAD_ID]) for x in ids] == tgt[:5]
     source_model = spm.SentencePieceProcessor(model_file=str(tmp_path / (JOINT_FILE if joint else SRC_FILE)))
     assert [source_model.decode(x) for x in tok.encode_src(src[:5])] == src[:5]
     assert "".join(tok.src_pieces(src[0])).replace("\u2581", " ").strip() == src[0]

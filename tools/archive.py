@@ -79,7 +79,7 @@ def test_sets(run: Path) -> list[str]:
     return [split for split in evaluation_splits(load_config(RunDir(run).config)) if split not in ("train", "val")]
 
 
-def _decode_all(models: list[Path], beam: int, penalty: float, target: Path) -> dict[str, Any]:
+def _translate_all(models: list[Path], beam: int, penalty: float, target: Path) -> dict[str, Any]:
     """Every test set decoded into `target`; the test (for Multi30k test2016) report."""
     shown = [str(models[0]), *(flag for model in models[1:] for flag in ("-c", str(model)))]
     reports = {}
@@ -134,7 +134,7 @@ def archive_run(run: Path, name: str, commit: str | None, beside: str, argv: lis
     if not records:
         raise FileError(f"{RunDir(run).metrics}: no records")
     target = _building(name, results)
-    report = _decode_all([run], beam, penalty, target)
+    report = _translate_all([run], beam, penalty, target)
     for source in (RunDir(run).metrics, RunDir(run).config):
         shutil.copyfile(source, target / source.name)
     member = report["members"][0]
@@ -156,7 +156,7 @@ def archive_ensemble(runs: list[Path], name: str, commit: str | None, beside: st
     settings = [_decoding(_finished(run), RunDir(run).report("test")) for run in runs]
     beam, penalty = statistics.mode(settings)
     target = _building(name, results)
-    report = _decode_all(runs, beam, penalty, target)
+    report = _translate_all(runs, beam, penalty, target)
     shutil.copyfile(RunDir(runs[0]).config, target / RunDir.CONFIG)  # the model's recipe, for the tables
     groups = {group_of(run.name) for run in runs}
     write_json(target / "run.json", {

@@ -29,7 +29,7 @@ from nmt.data.pool import ordered, worker_count, worker_pool
 from nmt.data.sampling import FirstSeen, Reservoir
 from nmt.data.sources import Corpus, Log, resolve_corpora
 from nmt.data.store import IdWriter, Split, is_complete, new_build_folder, publish, save_ids, write_text
-from nmt.data.text import RawChunk, decode_chunk, normalize, normalize_lines, read_pair, stream_chunks
+from nmt.data.text import RawChunk, normalize, normalize_lines, read_pair, stream_chunks, text_chunk
 from nmt.errors import DataError, TokenizerError
 from nmt.tokenizer import Tokenizer
 
@@ -63,7 +63,7 @@ class Normalized:
 
 def normalize_chunk(chunk: RawChunk, lowercase: bool, dedup: bool) -> Normalized:
     """Decode and normalize a chunk and drop pairs with an empty side."""
-    src, tgt = decode_chunk(chunk)
+    src, tgt = text_chunk(chunk)
     # Normalized text has no tabs or newlines (whitespace is collapsed to single spaces), so TSV is lossless.
     lines = [f"{s}\t{t}" for s, t in zip(normalize_lines(src, lowercase), normalize_lines(tgt, lowercase),
                                          strict=True) if s and t]

@@ -80,7 +80,7 @@ def read_pair(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
     return src_lines, tgt_lines
 
 
-def decode_line(raw: bytes, path: str, number: int) -> str:
+def text_line(raw: bytes, path: str, number: int) -> str:
     """One line's bytes as text (without its newline); invalid UTF-8 names the file and line."""
     try:
         return raw.decode("utf-8").removesuffix("\n")
@@ -143,13 +143,13 @@ def stream_chunks(paths: tuple[Path, ...], chunk_pairs: int) -> Iterator[RawChun
             f.close()
 
 
-def _decode_all(lines: list[bytes], path: str, first_line: int) -> list[str]:
+def _text_lines(lines: list[bytes], path: str, first_line: int) -> list[str]:
     """Lines without their newlines; the whole chunk is decoded at once, line by line only to find an error."""
     try:
         text = b"".join(lines).decode("utf-8")
     except UnicodeDecodeError:
         for i, raw in enumerate(lines):
-            decode_line(raw, path, first_line + i)
+            text_line(raw, path, first_line + i)
         raise
     out = text.split("\n")
     if out[-1] == "":  # the chunk's last line ended with a newline
@@ -157,11 +157,11 @@ def _decode_all(lines: list[bytes], path: str, first_line: int) -> list[str]:
     return out
 
 
-def decode_chunk(chunk: RawChunk) -> tuple[list[str], list[str]]:
+def text_chunk(chunk: RawChunk) -> tuple[list[str], list[str]]:
     """The chunk's (source, target) lines as text; bad UTF-8 or a tab-separated line without one tab names the line."""
-    src = _decode_all(chunk.src, chunk.paths[0], chunk.first_line)
+    src = _text_lines(chunk.src, chunk.paths[0], chunk.first_line)
     if chunk.tgt is not None:
-        return src, _decode_all(chunk.tgt, chunk.paths[1], chunk.first_line)
+        return src, _text_lines(chunk.tgt, chunk.paths[1], chunk.first_line)
     for i, line in enumerate(src):
         tabs = line.count("\t")
         if tabs != 1:

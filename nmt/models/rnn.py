@@ -115,7 +115,7 @@ class RNNSeq2Seq(Seq2Seq):
         vectors = self.dropout(torch.tanh(self.combine(torch.cat([query, context.reshape_as(query)], -1))))
         return vectors, weights.reshape(rows, length, -1)
 
-    def _decode(self, emb: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, torch.Tensor, RNNState]:
+    def _decoder_steps(self, emb: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, torch.Tensor, RNNState]:
         """Embedded targets (rows, T, E) -> attentional vectors (rows, T, H), last weights (rows, S), next state."""
         hidden = state.hidden.transpose(0, 1).contiguous()  # (L, rows, H)
         if state.feed is None:  # no step depends on the previous attention: one GRU call for all steps
@@ -134,11 +134,11 @@ class RNNSeq2Seq(Seq2Seq):
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
         state = self.init_state(self.encode(src, src_mask, src_lengths), src_mask)
-        vectors, _, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)), state)  # (B, T, H)
+        vectors, _, _ = self._decoder_steps(self.dropout(self.tgt_embed(tgt_in)), state)  # (B, T, H)
         return self.output(select_positions(vectors, keep))  # (B, T, V) or (N, V)
 
     def step(self, prev_tokens: torch.Tensor, state: RNNState) -> tuple[torch.Tensor, RNNState]:
-        vectors, weights, state = self._decode(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)
+        vectors, weights, state = self._decoder_steps(self.dropout(self.tgt_embed(prev_tokens[:, None])), state)
         state.attention = weights  # (rows, S)
         return self.output(vectors[:, 0]).float().log_softmax(-1), state
 
