@@ -2,7 +2,7 @@
 
 Version 3 is a `torch.save` zip archive whose comment holds the sha256 of everything before the comment's length
 field, checked before anything is unpickled. It holds a flat mapping of plain data, readable with
-`torch.load(path, weights_only=True)`. Versions 1 and 2 (a "NMTCKPT1" line and sha256 before the archive) still load.
+`torch.load(path, weights_only=True)`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from nmt.models import Seq2Seq, build_model, check_weights
 from nmt.run.folder import RunDir
 from nmt.tokenizer import Tokenizer
 
-LEGACY_MAGIC = b"NMTCKPT1\n"  # versions 1 and 2: this line, the sha256 and a newline, then the archive
 ZIP_START, ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # a zip's first record; its 22-byte end record
 DIGEST_NOTE = b"nmt-checkpoint sha256="
 NOTE_LENGTH = len(DIGEST_NOTE) + 64
@@ -87,10 +86,10 @@ class CheckpointContents:
     @classmethod
     def from_payload(cls, payload: dict[str, Any], path: str | Path) -> CheckpointContents:
         """Check a loaded mapping's version and keys."""
-        version = payload.get("version", 1)
-        if not isinstance(version, int) or not 1 <= version <= VERSION:
-            raise CheckpointError(f"{path}: checkpoint format version {version!r}, but this nmt reads versions "
-                                  f"1 to {VERSION}; use a newer nmt")
+        version = payload.get("version")
+        if version != VERSION:
+            raise CheckpointError(f"{path}: checkpoint format version {version!r}, but this nmt reads version "
+                                  f"{VERSION}")
         missing = [k for k in INFERENCE_KEYS if k not in payload]
         if missing:
             raise CheckpointError(f"{path}: not a model checkpoint (version {version}): missing "
@@ -125,13 +124,7 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
 
 def _verified(data: bytes, path: Path) -> bytes:
     """The archive of a checkpoint file's bytes once its sha256 matches; CheckpointError otherwise."""
-    if data.startswith(LEGACY_MAGIC):
-        start = len(LEGACY_MAGIC) + 65
-        if len(data) < start:
-            raise CheckpointError(f"{path}: checkpoint is truncated (its header is cut off)")
-        digest, covered = data[len(LEGACY_MAGIC):start - 1], data[start:]
-        archive = covered
-    elif data.startswith(ZIP_START):
+    if data.startswith(ZIP_START):
         end = len(data) - NOTE_LENGTH - 2  # where the comment length lies
         if end < 20 or data[end - 20:end - 16] != ZIP_END or data[end:-64] != (
                 NOTE_LENGTH.to_bytes(2, "little") + DIGEST_NOTE):

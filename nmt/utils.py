@@ -36,8 +36,7 @@ def rng_state(device: torch.device | None = None) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
-    """Restore what `rng_state` returned (from CPU copies); of a list of every GPU's CUDA state (checkpoint
-    versions 1 and 2), this device's."""
+    """Restore what `rng_state` returned (from CPU copies)."""
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"].cpu())
     name, keys, *rest = state["numpy"]
@@ -46,10 +45,6 @@ def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> 
     if device is None or device.type != "cuda" or saved is None:
         return
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if isinstance(saved, (list, tuple)):
-        if not saved:
-            return
-        saved = saved[min(index, len(saved) - 1)]
     torch.cuda.set_rng_state(saved.cpu(), index)
 
 

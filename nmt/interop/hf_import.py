@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import save_checkpoint
-from nmt.config import Config, config_from_dict, to_dict
+from nmt.checkpoint import CheckpointContents, save_contents
+from nmt.config import Config, config_from_dict
 from nmt.errors import CheckpointError, ExportError, short_repr
 from nmt.interop.hf_folder import ModelFolder, pick_tensors
 from nmt.interop.hf_weights import CLASSES, from_hf_weights, import_transformers, needed_tensors, quiet
@@ -210,7 +210,5 @@ def import_huggingface(folder: str | Path, output: str | Path) -> dict[str, Any]
     net.load_state_dict(weights)
     source = {"folder": str(folder), "model_type": kind, "transformers_version": transformers.__version__,
               "files": files.digests, "config": raw_config, "added_padding_row": added}
-    save_checkpoint({"config": to_dict(cfg), "model_config": to_dict(cfg.model), "vocab": vars(tokenizer.vocab),
-                     "tokenizer": tokenizer.to_bytes(), "tokenizer_id": tokenizer.identity,
-                     "model": net.state_dict(), "progress": {"imported": source}}, output)
+    save_contents(CheckpointContents.build(cfg, tokenizer, net, {"imported": source}), output)
     return source
