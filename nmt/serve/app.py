@@ -174,9 +174,9 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     count_sentences(request, sentences)
     if not sentences:
         return [[] for _ in texts]
-    owners, searcher = prepared.owners(), translator.with_decode(decode)
-    searcher.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n,
-                                                           searcher.decode.max_source_tokens))
+    owners, tuned = prepared.owners(), translator.with_decode(decode)
+    tuned.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n,
+                                                           tuned.decode.max_source_tokens))
     return await unless_gone(request, queued_batcher(request, limits).translate(prepared, decode))
 
 
