@@ -175,8 +175,8 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     if not sentences:
         return [[] for _ in texts]
     owners, tuned = prepared.owners(), translator.with_decode(decode)
-    tuned.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n,
-                                                           tuned.decode.max_source_tokens))
+    limit = tuned.decode.max_source_tokens
+    tuned.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n, limit))
     return await unless_gone(request, queued_batcher(request, limits).translate(prepared, decode))
 
 
