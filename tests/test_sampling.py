@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from nmt.cli import translate_main
 from nmt.config import DecodeConfig, decode_with
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import ConfigError
+from nmt.loader import load_translator
 from nmt.search import Ensemble, greedy_search, sample_search, sampling_distribution
 from nmt.tokenizer import BOS_ID, EOS_ID
+from tests.conftest import fails_cleanly, untrained_run
 from tests.test_search import (
     SCRIPT,
     A,
@@ -155,3 +159,38 @@ def test_impossible_sampling_settings_are_refused(changes, message):
     with pytest.raises(ConfigError) as err:
         decode_with(DecodeConfig(), changes)
     assert message in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory) -> Path:
+    return untrained_run(tmp_path_factory.mktemp("sampling"), "sampling", decode={"max_len_a": 0.0, "max_len_b": 8})
+
+
+LINES = ["Ein Mann fährt Fahrrad.", "Zwei Kinder spielen im Park.", "Eine Frau liest ein Buch."]
+
+
+def test_the_python_api_samples_by_keyword_settings_and_repeats_a_seed(untrained) -> None:
+    translator = load_translator([untrained], torch.device("cpu"))
+    first = translator.translate(LINES, sampling=True, beam=1, seed=1, top_p=0.95)
+    assert translator.translate(LINES, sampling=True, beam=1, seed=1, top_p=0.95) == first
+    assert translator.translate(LINES, sampling=True, beam=1, seed=2, top_p=0.95) != first
+    assert translator.translate(LINES, sampling=True, beam=1, top_k=1) == translator.translate(LINES, beam=1)
+    with pytest.raises(ConfigError, match="decode.sampling"):
+        translator.translate(LINES[0], sampling=True, beam=1, glossary={"Mann": "man"})
+
+
+def test_nmt_translate_samples_by_flags_and_refuses_sampling_in_a_beam(untrained, tmp_path, capsys) -> None:
+    src = tmp_path / "in.de"
+    src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    outputs = []
+    for name in ("a.en", "b.en"):
+        argv = ["-c", str(untrained), "-i", str(src), "-o", str(tmp_path / name), "--sampling", "--beam", "1",
+                "--seed", "4", "--temperature", "1.5", "--top-k", "20"]
+        assert translate_main(argv) == 0
+        outputs.append((tmp_path / name).read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(LINES)
+    capsys.readouterr()
+    fails_cleanly(translate_main, ["-c", str(untrained), "-i", str(src), "-o", str(tmp_path / "c.en"), "--sampling",
+                                   "--beam", "3"], capsys, tmp_path, "--beam (3) must be 1 with --sampling")
+    fails_cleanly(translate_main, ["-c", str(untrained), "-i", str(src), "-o", str(tmp_path / "c.en"), "--sampling",
+                                   "--beam", "1", "--top-p", "0"], capsys, tmp_path, "--top-p: got 0.0")

@@ -70,6 +70,12 @@ def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence
     return captured
 
 
+def batch_seed(seed: int, first: int) -> int:
+    """The sampling seed of the batch whose first sentence is `first`: mixed into 32 bits (torch's CPU generator
+    keeps no more), so neighbouring seeds and batches draw unrelated samples."""
+    return int(np.random.SeedSequence([seed, first]).generate_state(1)[0])
+
+
 def side_by_side(device: torch.device, batches: int) -> int:
     """Batches decoded at once: one per thread on the CPU (a batch keeps one thread busy), one on a GPU."""
     return min(torch.get_num_threads(), batches) if device.type == "cpu" and batches > 1 else 1
@@ -127,7 +133,7 @@ class TorchEngine:
                         nbest = constrained_beam_search(model, src, mask, cfg, terms,
                                                         return_attention=return_attention, continuations=continuations)
                     elif cfg.sampling:  # seeded per batch, so threads' order does not matter
-                        generator = torch.Generator(device=self.device).manual_seed(cfg.seed * 2**32 + indices[0])
+                        generator = torch.Generator(device=self.device).manual_seed(batch_seed(cfg.seed, indices[0]))
                         nbest = [[hyp] for hyp in sample_search(model, src, mask, cfg, generator=generator,
                                                                 return_attention=return_attention)]
                     elif cfg.beam == 1:
