@@ -1,11 +1,13 @@
 """Sampling invariants: seeded runs repeat, top-k 1 and a temperature near 0 are greedy, the full distribution and
-the nucleus are sampled with the model's probabilities, and the engine's per-batch seeds ignore thread count."""
+the nucleus are sampled with the model's probabilities, per-batch seeds ignore thread count, and the Python
+API, nmt-translate and the engines take or refuse sampling as documented."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,11 +15,13 @@ import torch
 
 from nmt.cli import translate_main
 from nmt.config import DecodeConfig, decode_with
+from nmt.engines.ctranslate2 import CTranslate2Engine
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import ConfigError
 from nmt.loader import load_translator
 from nmt.search import Ensemble, greedy_search, sample_search, sampling_distribution
 from nmt.tokenizer import BOS_ID, EOS_ID
+from nmt.translator import check_abilities
 from tests.conftest import fails_cleanly, untrained_run
 from tests.test_search import (
     SCRIPT,
@@ -194,3 +198,12 @@ def test_nmt_translate_samples_by_flags_and_refuses_sampling_in_a_beam(untrained
                                    "--beam", "3"], capsys, tmp_path, "--beam (3) must be 1 with --sampling")
     fails_cleanly(translate_main, ["-c", str(untrained), "-i", str(src), "-o", str(tmp_path / "c.en"), "--sampling",
                                    "--beam", "1", "--top-p", "0"], capsys, tmp_path, "--top-p: got 0.0")
+
+
+def test_an_engine_that_cannot_sample_refuses_sampling_in_one_line() -> None:
+    engine = SimpleNamespace(name="ctranslate2", abilities=CTranslate2Engine.abilities)
+    with pytest.raises(ConfigError, match="--sampling: the ctranslate2 engine does not sample"):
+        check_abilities(engine, DecodeConfig(beam=1, sampling=True), lambda key: "--" + key.replace("_", "-"))
+    check_abilities(engine, DecodeConfig(beam=1))
+    torch_engine = SimpleNamespace(name="pytorch", abilities=TorchEngine.abilities)
+    check_abilities(torch_engine, DecodeConfig(beam=1, sampling=True))
