@@ -207,3 +207,19 @@ def test_an_engine_that_cannot_sample_refuses_sampling_in_one_line() -> None:
     check_abilities(engine, DecodeConfig(beam=1))
     torch_engine = SimpleNamespace(name="pytorch", abilities=TorchEngine.abilities)
     check_abilities(torch_engine, DecodeConfig(beam=1, sampling=True))
+
+
+def test_a_sampling_server_samples_and_refuses_glossaries_in_one_line(untrained) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmt.serve.app import Limits, create_app
+
+    translator = load_translator([untrained], torch.device("cpu"), changes={"sampling": True, "beam": 1, "seed": 5})
+    with TestClient(create_app(translator, Limits())) as client:
+        answer = client.post("/translate", json={"src": LINES})
+        assert answer.status_code == 200
+        assert answer.json()["translations"] == translator.translate(LINES)
+        refused = client.post("/translate", json={"src": LINES[:1], "glossary": {"Mann": "man"}})
+        assert refused.status_code == 422 and "this server samples" in refused.json()["error"]
+        assert client.post("/translate", json={"src": LINES[:1], "beam": 2}).status_code == 422
