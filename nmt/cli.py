@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 TRACEBACK_ENV = "NMT_TRACEBACK"  # set to 1 to see the traceback of an unexpected error
 UNIT = Range(0.0, 1.0)
-DECODE_FLAGS = ("beam", "length_penalty", "stop", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens")
+DECODE_FLAGS = ("beam", "length_penalty", "stop", "max_len_a", "max_len_b", "batch_tokens", "max_source_tokens",
+                "sampling", "temperature", "top_k", "top_p", "seed")
 
 
 def command(func: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
@@ -184,6 +185,15 @@ def add_decode_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--batch-tokens", type=int, help="source tokens per decoding batch")
     group.add_argument("--max-source-tokens", type=int,
                        help="longer sources are truncated to this many subwords")
+    group.add_argument("--sampling", action=argparse.BooleanOptionalAction,
+                       help="draw each subword from the model's distribution instead of searching (with --beam 1), "
+                            "e.g. for back-translation")
+    group.add_argument("--temperature", type=float, help="sampling: log-probabilities are divided by it (> 0)")
+    group.add_argument("--top-k", type=int, help="sampling: draw from the k most probable subwords only (0: all)")
+    group.add_argument("--top-p", type=float,
+                       help="sampling: draw from the smallest set of most probable subwords whose probabilities "
+                            "reach p only (nucleus, in (0, 1]; 1: all)")
+    group.add_argument("--seed", type=int, help="sampling: the same seed and input give the same output")
     group.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     group.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
                        help="autocast precision of a checkpoint (bf16/fp16 mainly on CUDA); an export decodes at "

@@ -1,4 +1,4 @@
-"""Greedy, beam, constrained and ensemble search over batches of ids, against `nmt.models.base.Seq2Seq`.
+"""Greedy, sampling, beam, constrained and ensemble search over batches of ids, against `nmt.models.base.Seq2Seq`.
 
 Output is capped at floor(a * source length + b) tokens, then EOS is forced; finished sentences leave the batch.
 Scores are log_prob / ((5 + length) / 6) ** alpha (GNMT, length counts EOS), so beam 1 equals greedy. `stop`:
@@ -111,6 +111,65 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n, V)
         token = row_argmax(log_probs).masked_fill(limit <= step, model.eos_id)  # (n,)
+        log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
+        if return_attention:
+            attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)
+        done = token == model.eos_id  # (n,)
+        if done.any():
+            rows = done.nonzero().squeeze(1)
+            for row, sent, score in zip(rows.tolist(), active[rows].tolist(), log_prob[rows].tolist(), strict=True):
+                attn = _attention(attn_history, row, src_mask[sent]) if return_attention else None
+                tokens = history[row].tolist()
+                results[sent] = Hypothesis(tokens, score / gnmt_penalty(len(tokens) + 1, length_penalty), score, attn)
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            state = model.reorder_state(state, keep[:, None])  # one row per sentence
+            active, limit, log_prob, token = active[keep], limit[keep], log_prob[keep], token[keep]
+            history, attn_history = history[keep], attn_history[keep]
+        history = torch.cat([history, token[:, None]], dim=1)  # (n, t+1)
+        prev = token
+        step += 1
+    return [results[sent] for sent in range(batch)]
+
+
+def sampling_distribution(log_probs: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """(n, V) probabilities to draw from: `log_probs` divided by `temperature`, outside the `top_k` most probable
+    tokens (0: all) and the nucleus of mass `top_p` zeroed, renormalized."""
+    logits = log_probs / temperature  # (n, V)
+    if 0 < top_k < logits.size(1):
+        kth = logits.topk(top_k, dim=1).values[:, -1:]  # (n, 1)
+        logits = logits.masked_fill(logits < kth, NEG_INF)  # (n, V)
+    if top_p < 1.0:
+        ordered, order = logits.sort(dim=1, descending=True)  # (n, V)
+        probs = ordered.softmax(dim=1)  # (n, V)
+        outside = probs.cumsum(dim=1) - probs >= top_p  # (n, V) the mass before a token already reaches top_p
+        logits = logits.scatter(1, order, ordered.masked_fill(outside, NEG_INF))  # (n, V)
+    return logits.softmax(dim=1)  # (n, V)
+
+
+@torch.inference_mode()
+def sample_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
+                  generator: torch.Generator | None = None, return_attention: bool = False) -> list[Hypothesis]:
+    """One token per step drawn from `sampling_distribution` (with `generator`, else one seeded by `cfg.seed`);
+    one hypothesis per sentence, scored by the model's own log-probabilities as in greedy search."""
+    length_penalty = cfg.alpha
+    batch, device = src.size(0), src.device
+    if generator is None:
+        generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    active = torch.arange(batch, device=device)  # (n,) sentence of each active row
+    limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
+    log_prob = torch.zeros(batch, device=device)  # (n,)
+    prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n,)
+    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n, t)
+    attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n, t, S)
+    results: dict[int, Hypothesis] = {}
+    step = 0
+    while active.numel():
+        log_probs, state = model.step(prev, state)
+        log_probs = log_probs.float()  # (n, V)
+        probs = sampling_distribution(log_probs, cfg.temperature, cfg.top_k, cfg.top_p)  # (n, V)
+        drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
+        token = drawn.masked_fill(limit <= step, model.eos_id)  # (n,)
         log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)

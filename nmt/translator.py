@@ -235,6 +235,8 @@ class Translator:
         """The engine's keyword arguments: ids never emitted and per-line target terms (text, or ids if `encoded`)."""
         if terms is not None and not self.engine.abilities.constraints:
             raise ExportError(f"{self._name()}: {NO_GLOSSARY}")
+        if terms is not None and self.decode.sampling:
+            raise ConfigError("decode.sampling: a glossary or constraints need beam search; turn sampling off")
         never_emit = {"never_emit": self.tokenizer.never_emit}
         if terms is None:
             return never_emit
@@ -405,6 +407,9 @@ def check_abilities(engine: Engine, decode: DecodeConfig,
     if decode.beam > 1 and decode.stop not in abilities.stops:
         raise ConfigError(f"{label('stop')} {decode.stop}: the {engine.name} engine stops a sentence only "
                           f"by {', '.join(abilities.stops)}; decode a checkpoint for this rule")
+    if decode.sampling and not abilities.sampling:
+        raise ConfigError(f"{label('sampling')}: the {engine.name} engine does not sample; decode a checkpoint to "
+                          "sample")
     if decode.n_best > 1 and not abilities.n_best:
         raise ConfigError(f"{label('n_best')} {decode.n_best}: the {engine.name} engine gives one translation "
                           "per sentence")

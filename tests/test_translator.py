@@ -297,7 +297,9 @@ def test_report_records_how_it_was_decoded(trained_run, tmp_path):
     report = json.loads(out.read_text())
     assert report["decode"] | {"batch_tokens": 0} == {"beam": 3, "length_penalty": 0.7, "max_len_a": 1.5,
                                                       "max_len_b": 7, "batch_tokens": 0, "n_best": 1,
-                                                      "max_source_tokens": 250, "stop": "finished"}
+                                                      "max_source_tokens": 250, "stop": "finished",
+                                                      "sampling": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+                                                      "seed": 0}
     assert report["engine"] == "pytorch" and report["precision"] == "fp32"
     assert report["command"].startswith("nmt-evaluate ") and "--length-penalty 0.7" in report["command"]
     (member,) = report["members"]

@@ -41,6 +41,17 @@ class DecodeConfig(Section):
     n_best: int = setting(1, "Hypotheses returned per sentence.", bounds=Range(1, 1000))
     max_source_tokens: int = setting(250, "Longer sources are truncated to this many subwords before decoding (and "
                                           "to what the model's positions cover).", bounds=Range(1, 1_000_000))
+    sampling: bool = setting(False, "Draw each token from the model's distribution (after `temperature`, `top_k` and "
+                                    "`top_p`) instead of searching; needs `beam` 1 and `n_best` 1. For synthetic "
+                                    "data such as back-translation.")
+    temperature: float = setting(1.0, "Sampling: log-probabilities are divided by it (below 1: sharper, above 1: "
+                                      "flatter).", bounds=Range(0.0, 100.0, low_open=True))
+    top_k: int = setting(0, "Sampling: only the `top_k` most probable tokens are drawn from (0: all).",
+                         bounds=Range(0, 1_000_000))
+    top_p: float = setting(1.0, "Sampling (nucleus): only the most probable tokens whose probabilities sum to "
+                                "`top_p` are drawn from (1: all).", bounds=Range(0.0, 1.0, low_open=True))
+    seed: int = setting(0, "Sampling: the seed; the same seed, inputs and settings give the same outputs.",
+                        bounds=Range(0, 2**31 - 1))
 
     @property
     def alpha(self) -> float:
@@ -57,6 +68,9 @@ def check_decode(d: DecodeConfig, label: Callable[[str], str] = lambda key: f"de
         raise ConfigError(f"{label('stop')}: {short_repr(d.stop)} is not one of {', '.join(STOP_RULES)}")
     if d.n_best > d.beam:
         raise ConfigError(f"{label('n_best')} ({d.n_best}) cannot exceed {label('beam')} ({d.beam})")
+    if d.sampling and d.beam != 1:
+        raise ConfigError(f"{label('beam')} ({d.beam}) must be 1 with {label('sampling')} (a sample is drawn one "
+                          "token at a time)")
 
 
 def decode_with(base: DecodeConfig, changes: dict[str, Any],
@@ -67,6 +81,10 @@ def decode_with(base: DecodeConfig, changes: dict[str, Any],
     for key, value in changes.items():
         if key not in fields:
             raise ConfigError(f"unknown decoding setting {key}")
+        kind = {"bool": bool, "int": int}.get(str(fields[key].type))
+        if kind is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            expected = "true or false" if kind is bool else "an integer"
+            raise ConfigError(f"{label(key)}: got {short_repr(value)}, expected {expected}")
         bounds = fields[key].metadata.get("bounds")
         if bounds is not None and isinstance(value, (int, float)):  # a word (length_penalty auto) is checked below
             bounds.check(value, label(key))

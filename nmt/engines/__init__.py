@@ -23,6 +23,7 @@ class Abilities:
     devices: tuple[str, ...]
     scores: bool = False  # `score`
     constraints: bool = False  # glossaries, lexical constraints
+    sampling: bool = False  # decode.sampling
 
 
 class Engine(Protocol):

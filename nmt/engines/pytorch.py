@@ -1,4 +1,4 @@
-"""The PyTorch engine: `nmt.search`'s greedy or beam search on one model or an ensemble."""
+"""The PyTorch engine: `nmt.search`'s greedy, sampling or beam search on one model or an ensemble."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from nmt.search import (
     constrained_beam_search,
     forced_log_probs,
     greedy_search,
+    sample_search,
 )
 from nmt.utils import autocast
 
@@ -69,6 +70,12 @@ def cross_attention_layers(model: Transformer, src: np.ndarray, tokens: Sequence
     return captured
 
 
+def batch_seed(seed: int, first: int) -> int:
+    """The sampling seed of the batch whose first sentence is `first`: mixed into 32 bits (torch's CPU generator
+    keeps no more), so neighbouring seeds and batches draw unrelated samples."""
+    return int(np.random.SeedSequence([seed, first]).generate_state(1)[0])
+
+
 def side_by_side(device: torch.device, batches: int) -> int:
     """Batches decoded at once: one per thread on the CPU (a batch keeps one thread busy), one on a GPU."""
     return min(torch.get_num_threads(), batches) if device.type == "cpu" and batches > 1 else 1
@@ -90,7 +97,7 @@ class TorchEngine:
 
     name = "pytorch"
     abilities = Abilities(attention=True, n_best=True, stops=STOP_RULES, devices=("cpu", "cuda"), scores=True,
-                          constraints=True)
+                          constraints=True, sampling=True)
 
     def __init__(self, model: Seq2Seq, device: torch.device, precision: str = "fp32") -> None:
         self.model, self.device, self.precision = model, device, precision
@@ -125,6 +132,10 @@ class TorchEngine:
                     if terms is not None and any(len(term) for line in terms for term in line):
                         nbest = constrained_beam_search(model, src, mask, cfg, terms,
                                                         return_attention=return_attention, continuations=continuations)
+                    elif cfg.sampling:  # seeded per batch, so threads' order does not matter
+                        generator = torch.Generator(device=self.device).manual_seed(batch_seed(cfg.seed, indices[0]))
+                        nbest = [[hyp] for hyp in sample_search(model, src, mask, cfg, generator=generator,
+                                                                return_attention=return_attention)]
                     elif cfg.beam == 1:
                         nbest = [[hyp] for hyp in greedy_search(model, src, mask, cfg,
                                                                 return_attention=return_attention)]

@@ -163,6 +163,8 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
                           constraints: list[Any] | None = None) -> list[list[Translation]]:
     """Each text's n-best list: checked against the limits, prepared, then searched in a batch."""
     check_text(texts, limits)
+    if decode.sampling and (glossary is not None or constraints is not None):
+        raise ApiError(422, "glossary and constraints need beam search; this server samples (--sampling)")
     try:
         prepared = translator.prepare(texts, split_sentences, glossary=glossary, constraints=constraints)
         for wanted in prepared.terms or ():  # refuse terms the vocabulary cannot write
