@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import load_model, save_checkpoint
+from nmt.checkpoint import CheckpointContents, load_model, save_contents
 from nmt.cli import evaluate_main, export_main, translate_main
 from nmt.config import config_from_dict, to_dict
 from nmt.data import collate, read_pair, resolve_files
@@ -40,9 +40,7 @@ def _variant(trained_run, folder, **model) -> str:
     torch.manual_seed(0)
     net = build_model(cfg.model, loaded.tokenizer.vocab)
     path = folder / "variant.pt"
-    save_checkpoint({"config": to_dict(cfg), "vocab": vars(loaded.tokenizer.vocab),
-                     "tokenizer": loaded.tokenizer.to_bytes(), "tokenizer_id": loaded.tokenizer.identity,
-                     "model": net.state_dict(), "progress": {}}, path)
+    save_contents(CheckpointContents.build(cfg, loaded.tokenizer, net, {}), path)
     return str(path)
 
 
