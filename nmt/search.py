@@ -8,7 +8,7 @@ of them (exact for alpha <= 0). Call `model.eval()` first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -96,6 +96,13 @@ def _attention(history: torch.Tensor, row: int, src_mask: torch.Tensor) -> torch
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig, *,
                   return_attention: bool = False) -> list[Hypothesis]:
     """Most probable token at each step; one hypothesis per sentence, scored as in beam search."""
+    return _token_by_token(model, src, src_mask, cfg, row_argmax, return_attention)
+
+
+def _token_by_token(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg: DecodeConfig,
+                    choose: Callable[[torch.Tensor], torch.Tensor], return_attention: bool) -> list[Hypothesis]:
+    """Each step, for each sentence, the token `choose` picks from the (n, V) log-probabilities; one hypothesis per
+    sentence, scored by the model's log-probabilities as in beam search."""
     length_penalty = cfg.alpha
     batch, device = src.size(0), src.device
     state = model.init_state(model.encode(src, src_mask), src_mask)
@@ -110,7 +117,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
     while active.numel():
         log_probs, state = model.step(prev, state)
         log_probs = log_probs.float()  # (n, V)
-        token = row_argmax(log_probs).masked_fill(limit <= step, model.eos_id)  # (n,)
+        token = choose(log_probs).masked_fill(limit <= step, model.eos_id)  # (n,)
         log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
         if return_attention:
             attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)
@@ -151,43 +158,14 @@ def sample_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, cfg
                   generator: torch.Generator | None = None, return_attention: bool = False) -> list[Hypothesis]:
     """One token per step drawn from `sampling_distribution` (with `generator`, else one seeded by `cfg.seed`);
     one hypothesis per sentence, scored by the model's own log-probabilities as in greedy search."""
-    length_penalty = cfg.alpha
-    batch, device = src.size(0), src.device
     if generator is None:
-        generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    state = model.init_state(model.encode(src, src_mask), src_mask)
-    active = torch.arange(batch, device=device)  # (n,) sentence of each active row
-    limit = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.max_positions)  # (n,)
-    log_prob = torch.zeros(batch, device=device)  # (n,)
-    prev = torch.full((batch,), model.bos_id, dtype=torch.long, device=device)  # (n,)
-    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (n, t)
-    attn_history = torch.empty(batch, 0, src.size(1), device=device)  # (n, t, S)
-    results: dict[int, Hypothesis] = {}
-    step = 0
-    while active.numel():
-        log_probs, state = model.step(prev, state)
-        log_probs = log_probs.float()  # (n, V)
+        generator = torch.Generator(device=src.device).manual_seed(cfg.seed)
+
+    def draw(log_probs: torch.Tensor) -> torch.Tensor:
         probs = sampling_distribution(log_probs, cfg.temperature, cfg.top_k, cfg.top_p)  # (n, V)
-        drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
-        token = drawn.masked_fill(limit <= step, model.eos_id)  # (n,)
-        log_prob = log_prob + log_probs.gather(1, token[:, None]).squeeze(1)  # (n,)
-        if return_attention:
-            attn_history = torch.cat([attn_history, state.attention.float()[:, None]], dim=1)  # (n, t+1, S)
-        done = token == model.eos_id  # (n,)
-        if done.any():
-            rows = done.nonzero().squeeze(1)
-            for row, sent, score in zip(rows.tolist(), active[rows].tolist(), log_prob[rows].tolist(), strict=True):
-                attn = _attention(attn_history, row, src_mask[sent]) if return_attention else None
-                tokens = history[row].tolist()
-                results[sent] = Hypothesis(tokens, score / gnmt_penalty(len(tokens) + 1, length_penalty), score, attn)
-            keep = (~done).nonzero().squeeze(1)  # (n',)
-            state = model.reorder_state(state, keep[:, None])  # one row per sentence
-            active, limit, log_prob, token = active[keep], limit[keep], log_prob[keep], token[keep]
-            history, attn_history = history[keep], attn_history[keep]
-        history = torch.cat([history, token[:, None]], dim=1)  # (n, t+1)
-        prev = token
-        step += 1
-    return [results[sent] for sent in range(batch)]
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
+
+    return _token_by_token(model, src, src_mask, cfg, draw, return_attention)
 
 
 def _expand(log_probs: torch.Tensor, scores: torch.Tensor, at_limit: torch.Tensor, eos: int,
