@@ -444,6 +444,22 @@ def test_every_api_s_answer_warns_of_a_truncated_sentence_in_plain_text_and_docu
     assert short.status_code == 200 and "warnings" not in short.json()
 
 
+def test_a_truncation_in_a_shared_batch_is_told_to_the_request_that_sent_the_text():
+    from types import SimpleNamespace
+
+    from nmt.serve.batcher import _warn_each
+
+    heard: dict[str, list] = {"a": [], "b": [], "c": []}
+    jobs = [SimpleNamespace(texts=SimpleNamespace(pieces=[None] * count),
+                            warn=lambda i, n, k=k: heard[k].append((i, n)))
+            for k, count in (("a", 1), ("b", 2), ("c", 1))]
+    jobs[2].warn = None  # a job that asked for no notes
+    warn = _warn_each(jobs)
+    for text, length in ((0, 300), (2, 400), (3, 500)):
+        warn(text, length)
+    assert heard == {"a": [(0, 300)], "b": [(1, 400)], "c": []}
+
+
 def test_markup_faults_get_the_same_answer_from_every_api_and_the_server_stays_healthy(service, translator):
     def deepl(document: str, handling: str = "html") -> httpx.Response:
         return service.post("/v2/translate", json={"text": [document], "target_lang": "EN-US",

@@ -176,10 +176,9 @@ async def translate_texts(request: Request, translator: Translator, limits: Limi
     count_sentences(request, sentences)
     if not sentences:
         return [[] for _ in texts]
-    owners, tuned = prepared.owners(), translator.with_decode(decode)
-    limit = tuned.decode.max_source_tokens
-    tuned.encode(sentences, lambda j, n: note_truncated(request, f"text {owners[j] + 1}", n, limit))
-    return await unless_gone(request, queued_batcher(request, limits).translate(prepared, decode))
+    limit = translator.with_decode(decode).decode.max_source_tokens
+    return await unless_gone(request, queued_batcher(request, limits).translate(
+        prepared, decode, lambda text, n: note_truncated(request, f"text {text + 1}", n, limit)))
 
 
 def request_glossary(translator: Translator, glossary: Any, constraints: Any) -> Glossary | None:

@@ -26,6 +26,18 @@ class Job:
     texts: Texts = Texts(())
     decode: DecodeConfig | None = None
     call: Callable[[], Any] | None = None
+    warn: Callable[[int, int], None] | None = None  # hears (text index, subwords) of each truncated sentence
+
+
+def _warn_each(jobs: list[Job]) -> Callable[[int, int], None]:
+    """A warn for the joined texts of `jobs` that passes (text index, subwords) on to the job owning the text."""
+    owners = [(job, index) for job in jobs for index in range(len(job.texts.pieces))]
+
+    def warn(text: int, length: int) -> None:
+        job, index = owners[text]
+        if job.warn is not None:
+            job.warn(index, length)
+    return warn
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
@@ -52,10 +64,12 @@ class Batcher:
         self.thread = threading.Thread(target=self._run, name="nmt-serve-decoder", daemon=True)
         self.thread.start()
 
-    async def translate(self, texts: Texts, decode: DecodeConfig) -> list[list[Translation]]:
-        """Each text's n-best list, searched in a batch with other requests."""
+    async def translate(self, texts: Texts, decode: DecodeConfig,
+                        warn: Callable[[int, int], None] | None = None) -> list[list[Translation]]:
+        """Each text's n-best list, searched in a batch with other requests; `warn` hears (text index, subwords)
+        of each sentence cut to the source-length limit."""
         loop = asyncio.get_running_loop()
-        job = Job(loop.create_future(), loop, texts, decode)
+        job = Job(loop.create_future(), loop, texts, decode, warn=warn)
         self.queue.put(job)
         return await job.future
 
@@ -122,7 +136,7 @@ class Batcher:
                 groups.setdefault((dataclasses.astuple(job.decode), job.texts.terms is None), []).append(job)
         for group in groups.values():
             texts = Texts.joined([job.texts for job in group])
-            results = self.translator.with_decode(group[0].decode).translations(texts)
+            results = self.translator.with_decode(group[0].decode).translations(texts, _warn_each(group))
             self.batches += 1
             if self.on_batch is not None:
                 self.on_batch(len(texts.sentences))
