@@ -450,13 +450,12 @@ class Ensemble(Seq2Seq):
 class Suppressing(Seq2Seq):
     """A model that never emits the tokens of `suppressed` (-inf); other log-probabilities are not renormalized."""
 
-
     def __init__(self, model: Seq2Seq, suppressed: frozenset[int]) -> None:
         super().__init__()
         self.model = model
         self.pad_id, self.bos_id, self.eos_id = model.pad_id, model.bos_id, model.eos_id
         self.max_positions = model.max_positions
-        self.suppressed = sorted(suppressed)
+        self.suppressed = torch.tensor(sorted(suppressed), dtype=torch.long)  # (K,)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Memory:
         return self.model.encode(src, src_mask)
@@ -466,9 +465,7 @@ class Suppressing(Seq2Seq):
 
     def step(self, prev_tokens: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         log_probs, state = self.model.step(prev_tokens, state)  # (B, V)
-        log_probs = log_probs.clone()
-        log_probs[:, self.suppressed] = NEG_INF
-        return log_probs, state
+        return log_probs.index_fill(1, self.suppressed.to(log_probs.device), NEG_INF), state  # (B, V)
 
     def reorder_state(self, state: State, indices: torch.Tensor) -> State:
         return self.model.reorder_state(state, indices)
