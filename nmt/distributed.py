@@ -1,4 +1,8 @@
-"""Rank, world size, devices and collectives; ranks decide from the same all-reduced `UpdateTally`."""
+"""Rank, world size, devices and collectives.
+
+Under torchrun every rank must take the same branch at each collective, or all of them wait forever: so no rank
+decides from its own state; each update ends with one all-reduce of an `UpdateTally`, read alike by every rank.
+"""
 
 from __future__ import annotations
 
