@@ -1,8 +1,8 @@
 """nmt: a German-English neural machine translation trainer.
 
-The public API (see docs/python.md): `load` a model and translate, `train` from a config, `evaluate` a model,
-`load_config`, `export_model`, `import_model` and `load_glossary`; the types `Translator`, `Run`, `Config`,
-`Glossary`; and the error types, all subclasses of `NmtError`.
+The public API (see docs/python.md): `load` a model and translate (`translate_file` for files), `train` from a
+config, `evaluate` a model, `load_config`, `export_model`, `import_model` and `load_glossary`; the types
+`Translator`, `Run`, `Config`, `Glossary`; and the error types, all subclasses of `NmtError`.
 Importing nmt is cheap: `load_config` and the types of the config need no torch; torch is imported when a
 function that needs it is first used.
 """
@@ -30,7 +30,7 @@ from nmt.errors import (
 __version__ = "0.1.0"
 
 # Names that import torch, each from its module, on first use.
-_LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api",
+_LAZY = {"load": "nmt.api", "train": "nmt.api", "evaluate": "nmt.api", "translate_file": "nmt.api",
          "export_model": "nmt.api", "import_model": "nmt.api",
          "Translator": "nmt.translator", "Run": "nmt.run.lifecycle", "Glossary": "nmt.glossary",
          "load_glossary": "nmt.glossary"}
@@ -39,7 +39,7 @@ __all__ = ["CheckpointError", "Config", "ConfigError", "DataError", "ExportError
            "MarkupError",
            "NmtError", "Run", "RunLockError", "TokenizerError", "TrainingError", "TrainingInterrupted", "Translator",
            "__version__", "evaluate", "export_model", "import_model", "load", "load_config", "load_glossary",
-           "train"]
+           "train", "translate_file"]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ import torch
 
 from nmt.config import ConfigSource, Overrides, as_overrides, load_config
 from nmt.errors import ConfigError, ExportError
+from nmt.glossary import GlossaryLike, as_glossary
 from nmt.loader import load_translator
 from nmt.model_formats import EXPORT_FORMATS
 from nmt.run.lifecycle import Run, train_run
@@ -39,6 +40,25 @@ def load(model: Models, *, device: str | torch.device = "auto", precision: str =
     """A Translator for a run folder, checkpoint or CTranslate2 export (a list: an ensemble); `decoding` takes
     decode.* settings (beam, length_penalty, ...) over the model's own."""
     return load_translator(_models(model), device, precision, decoding)
+
+
+def translate_file(model: Models | Translator, source: str | Path, output: str | Path, *, chunk_lines: int = 2000,
+                   split_sentences: str | bool = "on", glossary: GlossaryLike = None, scores: bool = False,
+                   device: str | torch.device = "auto", **decoding: Any) -> int:
+    """Translate the text file `source` line by line into `output`, as nmt-translate -i -o does; returns the line
+    count. `model` is what `load` takes, or a Translator. A stopped call leaves OUTPUT.partial: the same call goes
+    on after its last finished chunk of `chunk_lines` lines; `output` appears only when whole."""
+    from nmt.fileio import check_input, check_output
+    from nmt.stream import Stream
+    from nmt.stream import translate_file as stream_file
+
+    if not isinstance(chunk_lines, int) or isinstance(chunk_lines, bool) or chunk_lines < 1:
+        raise ConfigError(f"chunk_lines: got {chunk_lines!r}, expected a whole number of at least 1")
+    check_output("output", output, [("source", check_input("source", source))])
+    translator = (model.with_decode(**decoding) if isinstance(model, Translator)
+                  else load(model, device=device, **decoding))
+    stream = Stream(translator, chunk_lines, scores, split_sentences=split_sentences, glossary=as_glossary(glossary))
+    return stream_file(stream, str(source), str(output))
 
 
 def evaluate(model: Models, *, split: str = "test",

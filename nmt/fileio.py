@@ -50,7 +50,7 @@ def new_mode(folder: bool = False) -> int:
     return (0o777 if folder else 0o666) & ~umask
 
 
-def _through_links(path: Path, flag: str = "") -> Path:
+def through_links(path: Path, flag: str = "") -> Path:
     """Where writing `path` lands through its links; FileError for a stream such as /dev/stdout."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if not path.is_symlink():
@@ -67,7 +67,7 @@ def _through_links(path: Path, flag: str = "") -> Path:
 def atomic_output(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Write to a temporary file beside `path`, renamed into place only when the block succeeds; the write's OS
     errors become FileError naming `path`."""
-    path = _through_links(Path(path))
+    path = through_links(Path(path))
     if path.is_dir():
         raise FileError(f"{path}: is a folder; give a file name")
     if path.exists() and not path.is_file():
@@ -129,7 +129,7 @@ def write_json(path: str | Path, data: dict) -> None:
 def check_output(flag: str, path: str | Path, inputs: Named = (), folder: bool = False) -> Path:
     """Refuse, before any work, an output that cannot be written or is one of `inputs` (also through links)."""
     path = Path(path)
-    _through_links(path, flag)
+    through_links(path, flag)
     if folder and path.exists() and not path.is_dir():
         raise FileError(f"{flag} {path}: is a file; give a folder")
     if not folder and path.is_dir():

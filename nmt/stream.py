@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, nullcontext
 from itertools import islice
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from nmt.diagnostics import Thresholds, attention_stats, flags
+from nmt.engines.pytorch import batch_seed
 from nmt.errors import DataError, FileError, MarkupError
 from nmt.fileio import atomic_output, check_input, check_output
 from nmt.glossary import Glossary, check_targets, constraint_terms
 from nmt.loader import model_inputs
 from nmt.markup import BOM, MAX_DOCUMENT_CHARS
+from nmt.partial import PartialOutputs
 from nmt.sentences import one_line, split, split_mode
 from nmt.translator import Translation, Translator
 
@@ -55,9 +58,12 @@ class Stream:
                   file=sys.stderr)
 
         want_attention = self.stats_path is not None or (self.plot_dir is not None and self.plotted < self.plot_count)
-        texts = self.translator.prepare([line for _, line in numbered], self.split_sentences, glossary=self.glossary,
-                                        constraints=constraints)
-        results = self.translator.translations(texts, warn, want_attention)
+        translator = self.translator
+        if translator.decode.sampling:  # seeded by the chunk's place, so a resumed run draws as a whole one would
+            translator = translator.with_decode(seed=batch_seed(translator.decode.seed, numbered[0][0]) >> 1)  # 31 bits
+        texts = translator.prepare([line for _, line in numbered], self.split_sentences, glossary=self.glossary,
+                                   constraints=constraints)
+        results = translator.translations(texts, warn, want_attention)
         for (number, _), found in zip(numbered, results, strict=True):
             if found and found[0].unmet:
                 print(f"warning: {name} line {number}: the translation lacks {found[0].unmet} of its target terms "
@@ -104,25 +110,72 @@ class Stream:
 
     def run(self, lines: Iterable[str], name: str, output: str | None,
             constraints: Iterable[list[str]] | None = None) -> int:
-        """Translate every line to `output` or stdout, with each line's `constraints`; returns the line count."""
-        count = 0
+        """Translate every line to `output` or stdout, with each line's `constraints`; returns the line count.
+
+        A file output is resumable: it grows in OUTPUT.partial (the statistics file beside it likewise), and a
+        rerun of a stopped run with the same model, settings and input goes on after its last finished chunk."""
         terms = None if constraints is None else iter(constraints)
-        out_ctx = atomic_output(output) if output else nullcontext(sys.stdout)
-        stats_ctx = atomic_output(self.stats_path) if self.stats_path else nullcontext(None)
-        with out_ctx as out, stats_ctx as stats_handle:
-            for numbered in _chunks(enumerate(lines, 1), self.chunk_lines):
-                chunk_terms = None if terms is None else list(islice(terms, len(numbered)))
-                if chunk_terms is not None and len(chunk_terms) < len(numbered):
-                    raise DataError(f"--constraints: fewer lines than {name} ({count + len(chunk_terms)})")
-                results = self.translate_chunk(numbered, name, chunk_terms)
-                for (number, _), found in zip(numbered, results):
-                    out.writelines(text + "\n" for text in self._format(number - 1, found))
-                self._diagnose(numbered, results, stats_handle)
-                out.flush()
-                count += len(numbered)
-            if terms is not None and next(terms, None) is not None:
-                raise DataError(f"--constraints: more lines than {name} ({count})")
+        if output is None:
+            with atomic_output(self.stats_path) if self.stats_path else nullcontext(None) as stats_handle:
+                return self._stream(lines, name, terms, None, lambda: (sys.stdout, stats_handle))
+        partial = PartialOutputs([output, *([self.stats_path] if self.stats_path else [])], self._key())
+        if partial.stale:
+            print(f"note: {partial.partials[0]} was written by another model, settings or input; starting over",
+                  file=sys.stderr)
+        try:
+            count = self._stream(lines, name, terms, partial, lambda: _pair(partial.open()))
+            partial.finish()
+        except BaseException:
+            if partial.abandon():
+                print(f"note: {partial.lines:,} translated lines are kept in {partial.partials[0]}; the same "
+                      "command goes on from there", file=sys.stderr)
+            raise
         return count
+
+    def _stream(self, lines: Iterable[str], name: str, terms: Iterator[list[str]] | None,
+                partial: PartialOutputs | None, outputs: Callable[[], tuple[IO[str], IO[str] | None]]) -> int:
+        """Translate chunk by chunk to `outputs()` (the text output, the statistics or None), skipping the chunks
+        `partial` has finished on the same lines; returns the line count."""
+        count, resumed = 0, False
+        for numbered in _chunks(enumerate(lines, 1), self.chunk_lines):
+            chunk_terms = None if terms is None else list(islice(terms, len(numbered)))
+            if chunk_terms is not None and len(chunk_terms) < len(numbered):
+                raise DataError(f"--constraints: fewer lines than {name} ({count + len(chunk_terms)})")
+            read = [line for _, line in numbered] + ["\t".join(t) for t in chunk_terms or ()]
+            count += len(numbered)
+            if partial is not None and (record := partial.finished(read)) is not None:
+                self.plotted, resumed = record["plotted"], True
+                continue
+            if resumed:
+                print(f"resuming at line {numbered[0][0]:,}: the lines before it are in {partial.partials[0]}",
+                      file=sys.stderr)
+                resumed = False
+            out, stats_handle = outputs()
+            results = self.translate_chunk(numbered, name, chunk_terms)
+            for (number, _), found in zip(numbered, results):
+                out.writelines(text + "\n" for text in self._format(number - 1, found))
+            self._diagnose(numbered, results, stats_handle)
+            if partial is None:
+                out.flush()
+            else:
+                partial.commit(read, plotted=self.plotted)
+        if terms is not None and next(terms, None) is not None:
+            raise DataError(f"--constraints: more lines than {name} ({count})")
+        return count
+
+    def _key(self) -> dict[str, Any]:
+        """What decides the output besides the input lines: the models (by sha256) and every setting."""
+        settings = self.translator.settings()
+        settings["members"] = [m["sha256"] for m in settings["members"]]
+        return {"translator": settings, "chunk_lines": self.chunk_lines, "scores": self.scores,
+                "split_sentences": self.split_sentences, "glossary": self.glossary and self.glossary.entries,
+                "stats": self.stats_path is not None and dataclasses.asdict(self.thresholds),
+                "plots": self.plot_dir is not None and [str(self.plot_dir.resolve()), self.plot_count]}
+
+
+def _pair(handles: list[IO[str]]) -> tuple[IO[str], IO[str] | None]:
+    """The text output and the statistics file (None without one)."""
+    return handles[0], handles[1] if len(handles) > 1 else None
 
 
 def _chunks(items: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
