@@ -18,7 +18,7 @@ MODEL ?= runs/sample_transformer
 
 STAMP := $(VENV)/.installed
 
-.PHONY: install data train test check lint demo compare bench gpu-check docs results clean serve
+.PHONY: install data train test check lint demo compare bench gpu-check docs results clean serve recipe recipe-steps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,56 @@ data: $(STAMP)
 
 train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
+
+# More training text through the model itself (docs/training.md, "More data through the model: the recipe"): the
+# reverse model back-translates task 2's English (sampled), an ensemble of RECIPE_SEEDS forward-translates task 2's
+# German and distils task 1's German, and the student trains on the mixture. Every stage makes a file (a finished
+# training its runs/NAME/eval_test.json), so a re-run skips what is done and resumes a killed training or
+# translation. SET goes to every training, e.g. SET="--set train.threads=1"; BT_DECODE is how the back-translation
+# decodes (BT_DECODE="--beam 5" searches instead of sampling). `make recipe-steps` trains the back-translation and
+# forward-translation steps alone, to see what each adds.
+RECIPE_SEEDS ?= 1 2 3
+BT_DECODE ?= --sampling --beam 1 --seed 1
+RECIPE_DATA := data/recipe
+RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
+REVERSE := runs/multi30k_recipe_reverse
+ENSEMBLE := $(foreach seed,$(RECIPE_SEEDS),runs/multi30k_transformer_seed$(seed))
+ENSEMBLE_TRANSLATE := $(BIN)/nmt-translate $(addprefix -c ,$(ENSEMBLE)) --split-sentences off
+
+recipe: runs/multi30k_recipe_student/eval_test.json
+
+recipe-steps: runs/multi30k_recipe_bt/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
+
+$(REVERSE)/eval_test.json: | $(STAMP)
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_reverse.yaml $(SET)
+
+$(RECIPE_DATA)/task2.en $(RECIPE_DATA)/task2.de: $(RECIPE_DATA)/task2.%: | $(STAMP)
+	$(RECIPE_PREPARE) --task2 $* --output $@
+
+$(RECIPE_DATA)/train.de $(RECIPE_DATA)/train.en: $(RECIPE_DATA)/train.%: | $(STAMP)
+	$(RECIPE_PREPARE) --task1 $* --output $@
+
+$(RECIPE_DATA)/task2.bt.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
+	$(BIN)/nmt-translate -c $(REVERSE) -i $(RECIPE_DATA)/task2.en -o $@ --split-sentences off $(BT_DECODE)
+
+runs/multi30k_transformer_seed%/eval_test.json: | $(STAMP)
+	$(BIN)/nmt-train configs/multi30k_transformer.yaml --set name=multi30k_transformer_seed$* --set train.seed=$* $(SET)
+
+$(RECIPE_DATA)/task2.ft.en: $(ENSEMBLE:%=%/eval_test.json) $(RECIPE_DATA)/task2.de
+	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/task2.de -o $@
+
+$(RECIPE_DATA)/train.distil.en: $(ENSEMBLE:%=%/eval_test.json) $(RECIPE_DATA)/train.de
+	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/train.de -o $@
+
+runs/multi30k_recipe_bt/eval_test.json: $(RECIPE_DATA)/task2.bt.de
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt.yaml $(SET)
+
+runs/multi30k_recipe_bt_ft/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml $(SET)
+
+runs/multi30k_recipe_student/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en \
+		$(RECIPE_DATA)/train.distil.en $(RECIPE_DATA)/train.en
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_student.yaml $(SET)
 
 # The tests, the figures check among them (tests/test_check.py runs `make check` once), in TEST_WORKERS processes
 # (pytest-xdist; TEST_WORKERS=0 runs them in this one). A module whose tests share a costly fixture (a trained

@@ -230,15 +230,20 @@ def translator_from_args(paths: list[str], args: argparse.Namespace, **extra: in
 @command
 def prepare_main(argv: list[str] | None = None) -> int:
     """nmt-prepare CONFIG: read, clean, tokenize and cache the data; print what it did. With --task2 LANG
-    --output FILE: write Multi30k task 2's LANG text instead, without validation and test sentences."""
+    --output FILE: write Multi30k task 2's LANG text instead, without validation and test sentences; with --task1
+    LANG --output FILE, task 1's LANG training text, line for line."""
     parser = config_parser("nmt-prepare", prepare_main.__doc__)
-    parser.add_argument("--task2", choices=("en", "de"),
-                        help="write the monolingual task 2 text of this language to --output (data.task2_mirror, "
-                             "data.mirror for the held-out sets, data.lowercase as in the config)")
-    parser.add_argument("--output", help="with --task2: the file to write (.gz: gzipped)")
+    text = parser.add_mutually_exclusive_group()
+    text.add_argument("--task2", choices=("en", "de"),
+                      help="write the monolingual task 2 text of this language to --output (data.task2_mirror, "
+                           "data.mirror for the held-out sets, data.lowercase as in the config)")
+    text.add_argument("--task1", choices=("en", "de"),
+                      help="write task 1's training text of this language to --output, every line in order "
+                           "(data.mirror or the download), to pair with its translation")
+    parser.add_argument("--output", help="with --task2 or --task1: the file to write (.gz: gzipped)")
     args = parser.parse_args(argv)
-    if bool(args.task2) != bool(args.output):
-        raise ConfigError("--task2 and --output go together")
+    if bool(args.task2 or args.task1) != bool(args.output):
+        raise ConfigError("--output goes with --task2 or --task1, and each of them with --output")
     from nmt.data import prepare, summary, vocabulary_warning
     from nmt.run.lifecycle import check_data_paths
 
@@ -248,6 +253,13 @@ def prepare_main(argv: list[str] | None = None) -> int:
 
         check_output("output", args.output)
         print(write_monolingual(cfg.data, args.task2, args.output).summary())
+        return 0
+    if args.task1:
+        from nmt.data.task2 import write_task1_training
+
+        check_output("output", args.output)
+        lines = write_task1_training(cfg.data, args.task1, args.output)
+        print(f"multi30k task 1 train {args.task1}: {len(lines)} lines written to {args.output}")
         return 0
     check_data_paths(cfg)
     data = prepare(cfg)

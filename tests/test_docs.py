@@ -1,6 +1,7 @@
 """The docs run as written: the Python page's code blocks, in order, in one fresh interpreter (no console command
-involved), on the embedded sample, with root logging and signal handlers checked around it; and the own-corpus
-walkthrough of data.md and training.md, its shell blocks in order, on files cut from the sample."""
+involved), on the embedded sample, with root logging and signal handlers checked around it (its `py` blocks, which
+train on Multi30k, are only compiled); and the own-corpus walkthrough of data.md and training.md, its shell blocks
+in order, on files cut from the sample."""
 
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ def test_the_python_page_runs_as_written_in_a_fresh_interpreter(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "PROMISES KEPT" in done.stdout and "did you mean 'max_steps'" in done.stdout
     assert not (REPO / "runs" / "notebook").exists() and (tmp_path / "runs" / "notebook" / "eval_test.json").is_file()
+
+
+def test_the_python_pages_long_recipe_compiles_and_names_the_repositorys_configs():
+    """A `py` block (the Multi30k recipe, hours of training) is not run with the others, but it compiles and every
+    config it trains from is in the repository."""
+    blocks = re.findall(r"^```py\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.S | re.M)
+    assert blocks and not set(blocks) & set(python_blocks(PAGE.read_text(encoding="utf-8")))
+    for block in blocks:
+        compile(block, f"{PAGE}: py block", "exec")
+        configs = re.findall(r"configs/[\w/]+\.yaml", block)
+        assert configs and all((REPO / c).is_file() for c in configs), configs
 
 
 WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\n(.*?)<!-- walkthrough:end -->", flags=re.S)

@@ -1,5 +1,6 @@
-"""Multi30k task 2 as monolingual text: mirror or download with checksums, and the leak filter that drops every line
-equal (normalized) to a validation or test sentence of either side."""
+"""Multi30k as monolingual text: task 2 from the mirror or the download with checksums, and the leak filter that drops
+every line equal (normalized) to a validation or test sentence of either side; one side of task 1's training pairs,
+every line in order."""
 
 from __future__ import annotations
 
@@ -129,6 +130,51 @@ def test_a_failed_task2_download_suggests_the_mirror_and_leaves_nothing(tmp_path
     assert not [p for p in (tmp_path / "dl").rglob("*") if p.is_file()]
 
 
+@pytest.fixture()
+def task1_train(mirrors, monkeypatch) -> Path:
+    """The made-up task 1 mirror with training files too: a blank line, odd whitespace and a line equal to a test
+    reference, none of which the training side leaves out or changes."""
+    task1, _ = mirrors
+    lines = {"de": ["Ein Hund läuft.", "", "  Zwei Hunde  spielen im Schnee. ", "Ein Kind."],
+             "en": ["A dog runs.", "", " Two dogs play in the snow.", "A child."]}
+    for side, text in lines.items():
+        monkeypatch.setitem(data.sources.MULTI30K_SHA256, f"train.{side}.gz", gz(task1 / f"train.{side}.gz", text))
+    return task1
+
+
+def test_the_task1_training_side_is_every_line_in_order(task1_train, tmp_path, monkeypatch):
+    cfg = DataConfig(dataset="multi30k", mirror=str(task1_train), direction="en-de")  # either direction: same side
+    official = read_lines(task1_train / "train.de.gz")
+    assert task2.task1_training(cfg, "de", quiet) == official
+    out = tmp_path / "train.de.gz"
+    assert task2.write_task1_training(cfg, "de", out, quiet) == official
+    assert gzip.decompress(out.read_bytes()).decode() == "".join(line + "\n" for line in official)
+    english = task2.write_task1_training(cfg, "en", tmp_path / "train.en", quiet)
+    assert english == read_lines(tmp_path / "train.en") and len(english) == len(official)
+    monkeypatch.setitem(data.sources.MULTI30K_SHA256, "train.en.gz", gz(task1_train / "train.en.gz", []))
+    with pytest.raises(DataError, match=r"train\.en\.gz: the file has no lines"):
+        task2.task1_training(cfg, "en", quiet)
+
+
+def test_nmt_prepare_writes_the_task1_training_side(task1_train, tmp_path, capsys):
+    config = tiny_config(tmp_path / "cfg", data={"dataset": "multi30k", "mirror": str(task1_train)})
+    out = tmp_path / "recipe" / "train.en"
+    assert prepare_main([str(config), "--task1", "en", "--output", str(out)]) == 0
+    assert f"multi30k task 1 train en: 4 lines written to {out}" in capsys.readouterr().out
+    assert read_lines(out) == read_lines(task1_train / "train.en.gz")
+
+
+def test_a_missing_task1_file_or_two_texts_at_once_is_one_line_and_writes_nothing(task1_train, tmp_path, capsys):
+    config = tiny_config(tmp_path / "cfg", data={"dataset": "multi30k", "mirror": str(task1_train)})
+    out = str(tmp_path / "train.de")
+    fails_cleanly(prepare_main, [str(config), "--task1", "de", "--task2", "de", "--output", out], capsys, tmp_path,
+                  "not allowed with argument", status=2)
+    fails_cleanly(prepare_main, [str(config), "--task1", "de"], capsys, tmp_path, "--output goes with")
+    (task1_train / "train.de.gz").unlink()
+    fails_cleanly(prepare_main, [str(config), "--task1", "de", "--output", out], capsys, tmp_path,
+                  "train.de.gz: file not found in the Multi30k mirror folder")
+
+
 @pytest.mark.skipif(not (MIRROR.is_dir() and TASK2_MIRROR.is_dir()), reason="no Multi30k task 1 and 2 mirrors")
 def test_the_official_task2_files_verify_and_lose_only_their_held_out_lines():
     cfg = DataConfig(dataset="multi30k", mirror=str(MIRROR), task2_mirror=str(TASK2_MIRROR))
@@ -138,3 +184,11 @@ def test_the_official_task2_files_verify_and_lose_only_their_held_out_lines():
         assert text.read == 145_000 and text.held_out > 0
         assert len(text.lines) + text.held_out + text.empty == text.read
         assert not held & set(data.text.normalize_lines(text.lines, False))
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no Multi30k task 1 mirror")
+def test_the_official_task1_training_sides_are_the_training_pairs():
+    cfg = DataConfig(dataset="multi30k", mirror=str(MIRROR))
+    german, english = (task2.task1_training(cfg, language, quiet) for language in ("de", "en"))
+    assert len(german) == len(english) == 29_000
+    assert (german, english) == data.text.read_pair(*data.fetch_multi30k(cfg, quiet, {"train": "train"})["train"])

@@ -1,6 +1,6 @@
-"""Parallel data: sources (sample, Multi30k, files, TSV; Multi30k task 2's monolingual text), streaming
-preparation (its worker pool and stream samplers) into a memory-mapped id store and the cache it opens,
-token-bucket batching and the preparation summary."""
+"""Parallel data: sources (sample, Multi30k, files, TSV; as monolingual text files, Multi30k task 2 and one side
+of task 1's training pairs), streaming preparation (its worker pool and stream samplers) into a memory-mapped id
+store and the cache it opens, token-bucket batching and the preparation summary."""
 
 from nmt.data.batching import Batch, TokenBatchSampler, collate, padding_fraction
 from nmt.data.cache import CACHE_FORMAT, DROP_REASONS, cache_key
@@ -22,7 +22,16 @@ from nmt.data.sources import (
     sample_dir,
 )
 from nmt.data.store import IdFile, RaggedIds, Split
-from nmt.data.task2 import TASK2_MIRROR_ENV, TASK2_SHA256, TASK2_URL, Monolingual, task2_monolingual, write_monolingual
+from nmt.data.task2 import (
+    TASK2_MIRROR_ENV,
+    TASK2_SHA256,
+    TASK2_URL,
+    Monolingual,
+    task1_training,
+    task2_monolingual,
+    write_monolingual,
+    write_task1_training,
+)
 from nmt.data.text import normalize, read_lines, read_pair
 
 __all__ = [
@@ -59,7 +68,9 @@ __all__ = [
     "resolve_files",
     "sample_dir",
     "summary",
+    "task1_training",
     "task2_monolingual",
     "write_monolingual",
+    "write_task1_training",
     "vocabulary_warning",
 ]

@@ -1,4 +1,5 @@
-"""Multi30k task 2's training descriptions as monolingual text, without lines of task 1's validation or test sets.
+"""Multi30k as monolingual text files: task 2's training descriptions, without lines of task 1's validation or test
+sets, and one side of task 1's training pairs, line for line (the sources a synthetic corpus translates).
 
 Task 2's own validation and test files hold task 1's evaluation sentences and are never fetched.
 """
@@ -24,7 +25,7 @@ from nmt.fileio import atomic_output
 
 TASK2_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task2/raw"
 TASK2_MIRROR_ENV = "NMT_TASK2_MIRROR"
-TASK2_LANGUAGES = ("en", "de")
+LANGUAGES = ("en", "de")  # the languages of both tasks
 TASK2_SHA256 = {
     "train.1.de.gz": "0002241b52aba5160c08d644ea0d64a9bf46a2dfffcf619c9e3cdaa55b357004",
     "train.1.en.gz": "a0e057f07a9733199c0d755d77f6d583dc6f40a3180734b1130a216e2fdf3a3b",
@@ -58,8 +59,8 @@ class Monolingual:
 
 def task2_files(data: DataConfig, language: str, log: Log = print) -> list[Path]:
     """The five training files of `language`, from the mirror if set, else downloaded; checksums verified."""
-    if language not in TASK2_LANGUAGES:
-        raise DataError(f"multi30k task 2: language {language!r} is not one of {', '.join(TASK2_LANGUAGES)}")
+    if language not in LANGUAGES:
+        raise DataError(f"multi30k task 2: language {language!r} is not one of {', '.join(LANGUAGES)}")
     mirror = data.task2_mirror or os.environ.get(TASK2_MIRROR_ENV, "")
     if mirror:
         log(f"multi30k task 2: reading from mirror {mirror}")
@@ -99,12 +100,36 @@ def task2_monolingual(data: DataConfig, language: str, log: Log = print) -> Mono
 
 def write_monolingual(data: DataConfig, language: str, output: str | Path, log: Log = print) -> Monolingual:
     """`task2_monolingual` written atomically to `output` (gzipped for .gz)."""
-
     text = task2_monolingual(data, language, log)
+    write_lines(text.lines, output)
+    return text
+
+
+def task1_training(data: DataConfig, language: str, log: Log = print) -> list[str]:
+    """Task 1's `language` training lines as the training split reads them (data.mirror or the download), all of
+    them in file order: line i is the `language` side of training pair i."""
+    if language not in LANGUAGES:
+        raise DataError(f"multi30k task 1: language {language!r} is not one of {', '.join(LANGUAGES)}")
+    german, english = fetch_multi30k(data, log, {"train": MULTI30K_SPLITS["train"]})["train"]
+    path = german if language == "de" else english
+    lines = read_lines(path)
+    if not lines:
+        raise DataError(f"{path}: the file has no lines")
+    return lines
+
+
+def write_task1_training(data: DataConfig, language: str, output: str | Path, log: Log = print) -> list[str]:
+    """`task1_training` written atomically to `output` (gzipped for .gz), for a translation of it to pair with."""
+    lines = task1_training(data, language, log)
+    write_lines(lines, output)
+    return lines
+
+
+def write_lines(lines: list[str], output: str | Path) -> None:
+    """`lines` as a text file, one a line, written atomically (gzipped for .gz, reproducibly)."""
     output = Path(output)
-    body = "".join(line + "\n" for line in text.lines).encode()
+    body = "".join(line + "\n" for line in lines).encode()
     if output.suffix == ".gz":
         body = gzip.compress(body, mtime=0)
     with atomic_output(output, "wb") as handle:
         handle.write(body)
-    return text
