@@ -45,7 +45,7 @@ RECIPE_SEEDS ?= 1 2 3
 BT_DECODE ?= --sampling --beam 1 --seed 1
 RECIPE_DATA := data/recipe
 RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
-REVERSE := runs/multi30k_recipe_reverse
+REVERSE := runs/multi30k_transformer_en_de
 ENSEMBLE := $(foreach seed,$(RECIPE_SEEDS),runs/multi30k_transformer_seed$(seed))
 ENSEMBLE_TRANSLATE := $(BIN)/nmt-translate $(addprefix -c ,$(ENSEMBLE)) --split-sentences off
 
@@ -54,7 +54,7 @@ recipe: runs/multi30k_recipe_student/eval_test.json
 recipe-steps: runs/multi30k_recipe_bt/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
 
 $(REVERSE)/eval_test.json: | $(STAMP)
-	$(BIN)/nmt-train configs/recipe/multi30k_recipe_reverse.yaml $(SET)
+	$(BIN)/nmt-train configs/multi30k_transformer_en_de.yaml $(SET)
 
 $(RECIPE_DATA)/task2.en $(RECIPE_DATA)/task2.de: $(RECIPE_DATA)/task2.%: | $(STAMP)
 	$(RECIPE_PREPARE) --task2 $* --output $@

@@ -72,11 +72,11 @@ class PartialOutputs:
         """Input lines finished, by this run and the earlier ones it goes on from."""
         return sum(chunk["lines"] for chunk in self.done)
 
-    def finished(self, lines: Sequence[str]) -> dict[str, Any] | None:
-        """The record of the next chunk when an earlier run finished it on these same `lines`, else None (and the
+    def finished(self, read: Sequence[str]) -> dict[str, Any] | None:
+        """The record of the next chunk when an earlier run finished it on the same `read`, else None (and the
         earlier run's later chunks no longer count)."""
         index = len(self.done)
-        if self.handles or index >= len(self.earlier) or self.earlier[index]["digest"] != digest(lines):
+        if self.handles or index >= len(self.earlier) or self.earlier[index]["digest"] != digest(read):
             self.earlier = []
             return None
         self.done.append(self.earlier[index])
@@ -101,13 +101,14 @@ class PartialOutputs:
                 from None
         return self.handles
 
-    def commit(self, lines: Sequence[str], **extra: Any) -> None:
-        """Record a chunk whose output is written to every handle: after this, a rerun need not redo it."""
+    def commit(self, read: Sequence[str], lines: int, **extra: Any) -> None:
+        """Record a chunk of `lines` input lines whose output is written to every handle, `read` all it read
+        (lines, and what else decides their output): after this, a rerun need not redo it."""
         assert self.log is not None, "open() first"
         try:
             for handle in self.handles:
                 self._sync(handle)
-            chunk = {"lines": len(lines), "digest": digest(lines),
+            chunk = {"lines": lines, "digest": digest(read),
                      "sizes": [os.fstat(h.fileno()).st_size for h in self.handles], **extra}
             self.log.write(json.dumps(chunk) + "\n")
             self._sync(self.log)
@@ -128,13 +129,19 @@ class PartialOutputs:
 
     def abandon(self) -> bool:
         """After an error: keep the files when some chunk is finished (True), else remove what this run made."""
-        self.close()
         if self.done:
+            self.close()
             return True
         if self.log is not None:
-            for path in (*self.partials, self.record):
-                path.unlink(missing_ok=True)
+            self.discard()
         return False
+
+    def discard(self) -> None:
+        """Remove the partial files and the record: nothing of them is to be gone on from."""
+        self.close()
+        self.done = []
+        for path in (*self.partials, self.record):
+            path.unlink(missing_ok=True)
 
     def close(self) -> None:
         for handle in (*self.handles, self.log):

@@ -127,8 +127,9 @@ class Stream:
             partial.finish()
         except BaseException:
             if partial.abandon():
-                print(f"note: {partial.lines:,} translated lines are kept in {partial.partials[0]}; the same "
-                      "command goes on from there", file=sys.stderr)
+                lines = f"{partial.lines:,} line{'s' if partial.lines != 1 else ''}"
+                print(f"note: the translations of {lines} are kept in {partial.partials[0]}; the same command "
+                      "goes on from there", file=sys.stderr)
             raise
         return count
 
@@ -158,8 +159,10 @@ class Stream:
             if partial is None:
                 out.flush()
             else:
-                partial.commit(read, plotted=self.plotted)
+                partial.commit(read, len(numbered), plotted=self.plotted)
         if terms is not None and next(terms, None) is not None:
+            if partial is not None:  # the two files do not belong together: nothing to go on from
+                partial.discard()
             raise DataError(f"--constraints: more lines than {name} ({count})")
         return count
 

@@ -5,6 +5,7 @@ in order, on files cut from the sample."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def test_the_python_pages_long_recipe_compiles_and_names_the_repositorys_configs
         compile(block, f"{PAGE}: py block", "exec")
         configs = re.findall(r"configs/[\w/]+\.yaml", block)
         assert configs and all((REPO / c).is_file() for c in configs), configs
+        for name in set(re.findall(r"\bnmt(?:\.data)?\.\w+", block)) - {"nmt.data"}:  # every function it calls
+            module, _, attribute = name.rpartition(".")
+            assert hasattr(importlib.import_module(module), attribute), name
 
 
 WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\n(.*?)<!-- walkthrough:end -->", flags=re.S)

@@ -307,7 +307,7 @@ def test_running_out_of_device_memory_is_one_line_and_status_1(capsys, monkeypat
                                        "--batch-tokens (decoding)\n")
 
 
-def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_run, tmp_path):
+def test_sigterm_while_translating_leaves_the_old_output_and_the_finished_lines_to_go_on_from(trained_run, tmp_path):
     out = tmp_path / "out.en"
     out.write_text("previous result\n", encoding="utf-8")
     code = f"import sys\nfrom nmt.cli import translate_main\nsys.exit(translate_main(['-c', {str(trained_run)!r}, " \
@@ -315,15 +315,19 @@ def test_sigterm_while_translating_leaves_the_old_output_and_no_litter(trained_r
     child = _child(code, tmp_path)
     child.stdin.write("Ein Hund läuft.\n")
     child.stdin.flush()  # the child translates this line, then waits for more input with its output file open
+    record = tmp_path / "out.en.partial.jsonl"
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".out.en.*.tmp")):
+    while not (record.is_file() and len(record.read_text(encoding="utf-8").splitlines()) == 2):  # a chunk recorded
         assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
         time.sleep(0.1)
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     assert err.strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
-    assert snapshot(tmp_path) == {"out.en": b"previous result\n"}
+    assert "the translations of 1 line are kept in" in err
+    files = snapshot(tmp_path)
+    assert sorted(files) == ["out.en", "out.en.partial", "out.en.partial.jsonl"]
+    assert files["out.en"] == b"previous result\n" and len(files["out.en.partial"].splitlines()) == 1
 
 
 # ------------------------------------------------------------------ translation and evaluation off the happy path

@@ -25,9 +25,9 @@ def dry_run(*args: str) -> list[str]:
 def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
     commands = dry_run()
     stages = [
-        "nmt-train configs/recipe/multi30k_recipe_reverse.yaml",
+        "nmt-train configs/multi30k_transformer_en_de.yaml",
         "--task2 en --output data/recipe/task2.en",
-        "-c runs/multi30k_recipe_reverse -i data/recipe/task2.en -o data/recipe/task2.bt.de --split-sentences off "
+        "-c runs/multi30k_transformer_en_de -i data/recipe/task2.en -o data/recipe/task2.bt.de --split-sentences off "
         "--sampling --beam 1 --seed 1",
         "--set name=multi30k_transformer_seed1 --set train.seed=1",
         "--set name=multi30k_transformer_seed2 --set train.seed=2",
@@ -58,7 +58,7 @@ def test_the_recipe_takes_its_seeds_and_training_settings_from_variables():
 def test_the_recipe_configs_read_what_the_chain_writes_and_train_the_baselines_model():
     written = {m for c in dry_run() for m in re.findall(r"(?:-o|--output) (\S+)", c)}
     baseline = nmt.load_config(REPO / "configs" / "multi30k_transformer.yaml")
-    assert {p.stem for p in CONFIGS} >= {"multi30k_recipe_reverse", "multi30k_recipe_student"}
+    assert {p.stem for p in CONFIGS} >= {"multi30k_recipe_bt", "multi30k_recipe_bt_ft", "multi30k_recipe_student"}
     for path in CONFIGS:
         cfg = nmt.load_config(path)
         assert {f for corpus in cfg.data.corpora for f in corpus.files} <= written, path
@@ -70,7 +70,7 @@ def test_the_recipe_configs_read_what_the_chain_writes_and_train_the_baselines_m
     student = nmt.load_config(REPO / "configs" / "recipe" / "multi30k_recipe_student.yaml")
     assert [c.tag for c in student.data.corpora] == ["", "<bt>", "<ft>", ""]
     assert student.data.corpora[0].files == ["data/recipe/train.de", "data/recipe/train.en"]  # the real pairs again
-    assert nmt.load_config(REPO / "configs" / "recipe" / "multi30k_recipe_reverse.yaml").data.languages == ("en", "de")
+    assert nmt.load_config(REPO / "configs" / "multi30k_transformer_en_de.yaml").data.languages == ("en", "de")
 
 
 def test_the_recipes_files_are_ignored_and_the_committed_sample_is_not():

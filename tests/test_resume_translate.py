@@ -32,12 +32,12 @@ from nmt.cli import translate_main
 
 commit = nmt.partial.PartialOutputs.commit
 
-def dying_commit(self, lines, **extra):
+def dying_commit(self, read, lines, **extra):
     if len(self.done) == 2:
         for handle in self.handles:
             handle.flush()
         os.kill(os.getpid(), signal.SIGKILL)
-    return commit(self, lines, **extra)
+    return commit(self, read, lines, **extra)
 
 nmt.partial.PartialOutputs.commit = dying_commit
 sys.exit(translate_main(sys.argv[1:]))
@@ -97,7 +97,8 @@ def test_a_failed_run_keeps_its_finished_chunks_and_redoes_only_what_changed(mod
     out = tmp_path / "out.en"
     assert translate_main(["-c", str(model), "-i", str(bad), "-o", str(out), *SAMPLING]) == 1
     err = capsys.readouterr().err
-    assert "line 14 is not valid UTF-8" in err and "12 translated lines are kept in" in err and not out.exists()
+    assert "line 14 is not valid UTF-8" in err and "the translations of 12 lines are kept in" in err
+    assert not out.exists()
 
     # The fixed file: the chunk that failed and those after it are translated; the output is the whole run's.
     changed = [*LINES[:5], "Ein ganz anderer Satz.", *LINES[6:]]  # and a line of the second chunk changed too
