@@ -1,0 +1,44 @@
+"""tools.synthetic: a synthetic corpus made by nmt-translate is stored as gzipped parts with a manifest, and
+restored byte for byte; a damaged part is refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import tools.synthetic
+from nmt.errors import FileError
+from nmt.fileio import sha256_file
+from tests.conftest import untrained_run
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(tools.synthetic, "STORE", tmp_path / "store")
+    monkeypatch.setattr(tools.synthetic, "PART_LINES", 3)
+    return tmp_path / "store"
+
+
+def test_a_stored_corpus_is_parts_of_one_gzip_and_restores_to_the_same_bytes(store, tmp_path):
+    model = untrained_run(tmp_path, "synthetic", decode={"max_len_a": 0.0, "max_len_b": 5})
+    source = tmp_path / "mono.en"
+    source.write_text("".join(f"A dog runs {i} times.\n" for i in range(7)), encoding="utf-8")
+    output = tmp_path / "mono.bt.de"
+    args = ["-c", str(model), "-i", str(source), "-o", str(output), "--beam", "1", "--split-sentences", "off"]
+    assert tools.synthetic.main(["make", "bt", "--beside", "nothing", "--", *args]) == 0
+    manifest = json.loads((store / "bt" / "manifest.json").read_text(encoding="utf-8"))
+    assert [p["lines"] for p in manifest["parts"]] == [3, 3, 1]
+    assert manifest["output"] == {"path": str(output), "lines": 7, "sha256": sha256_file(output)}
+    assert manifest["input"]["sha256"] == sha256_file(source) and manifest["command"].startswith("nmt-translate -c")
+    assert manifest["models"][0]["sha256"] == sha256_file(model / "checkpoints" / "best.pt")
+    joined = b"".join((store / "bt" / p["file"]).read_bytes() for p in manifest["parts"])
+    assert gzip.decompress(joined) == output.read_bytes()  # the parts concatenated are one gzip file
+
+    assert tools.synthetic.main(["restore", "bt", str(tmp_path / "again.de")]) == 0
+    assert (tmp_path / "again.de").read_bytes() == output.read_bytes()
+    (store / "bt" / "part-002.gz").write_bytes(gzip.compress(b"other\ntext\nhere\n"))
+    with pytest.raises(FileError, match="part-002.gz: its sha256 is not the manifest's"):
+        tools.synthetic.restore("bt", str(tmp_path / "third.de"))
+    assert not (tmp_path / "third.de").exists()

@@ -1,0 +1,144 @@
+"""Make a synthetic corpus with nmt-translate and commit what it wrote, so that a later session need not make it again.
+
+Usage:
+    python -m tools.synthetic make NAME --beside TEXT -- NMT_TRANSLATE_ARGS...
+    python -m tools.synthetic restore NAME [OUTPUT]
+
+`make` runs `nmt-translate NMT_TRANSLATE_ARGS` (which must name -i and -o files), timed, then stores the output it
+wrote in results/synthetic/NAME/: gzipped parts of at most PART_LINES lines (each well under 2 MB; concatenated they
+are one gzip file of the whole) and manifest.json: the command, its seconds and lines per second, what else ran on
+the machine (--beside), the input's and output's sha256 and line counts, each model's final checkpoint and sha256,
+the commit, the machine and the date. Only nmt's own output is stored, never the text it translated.
+`restore` writes the corpus back (default: the -o path of its command) and checks its sha256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT, arguments, code_commit, cpu_model, now, prog, read_json
+from nmt.checkpoint import find_checkpoint
+from nmt.cli import command, translate_main
+from nmt.engines.ctranslate2 import is_export
+from nmt.errors import DataError, FileError
+from nmt.fileio import atomic_output, sha256_file, write_json
+from nmt.loader import model_inputs
+
+MODULE = "tools.synthetic"
+STORE = ROOT / "results" / "synthetic"
+PART_LINES = 40_000  # about 1 MB gzipped of captions
+
+
+def _translate_args(args: list[str]) -> argparse.Namespace:
+    """The models, input and output an nmt-translate command line names."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-c", "--checkpoint", action="append", default=[])
+    parser.add_argument("-i", "--input")
+    parser.add_argument("-o", "--output")
+    named, _ = parser.parse_known_args(args)
+    if not (named.checkpoint and named.input and named.output):
+        raise DataError("the nmt-translate command must name -c MODEL, -i FILE and -o FILE")
+    return named
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def _shown(path: Path) -> str:
+    """A path as the manifest names it: relative to the repository when inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def pack(output: Path, folder: Path) -> list[dict[str, Any]]:
+    """`output` as gzipped parts of PART_LINES lines in `folder` (earlier parts removed); the parts' records."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("part-*.gz"):
+        old.unlink()
+    parts: list[dict[str, Any]] = []
+    with open(output, "rb") as source:
+        while chunk := [line for _, line in zip(range(PART_LINES), source)]:
+            path = folder / f"part-{len(parts) + 1:03d}.gz"
+            with atomic_output(path, "wb") as handle:  # mtime 0: the same text gives the same bytes
+                handle.write(gzip.compress(b"".join(chunk), compresslevel=9, mtime=0))
+            parts.append({"file": path.name, "lines": len(chunk), "bytes": path.stat().st_size,
+                          "sha256": sha256_file(path)})
+    return parts
+
+
+def make(name: str, beside: str, args: list[str]) -> int:
+    named = _translate_args(args)
+    folder = STORE / name
+    started = time.monotonic()
+    status = translate_main(args)
+    seconds = time.monotonic() - started
+    if status:
+        return status
+    output, source = Path(named.output), Path(named.input)
+    lines = _lines(output)
+    models = [{"model": path, "checkpoint": _shown(find_checkpoint(path)), "sha256": sha256_file(find_checkpoint(path))}
+              if not is_export(Path(path)) else
+              {"model": path, "files": [{"path": _shown(p), "sha256": sha256_file(p)} for _, p in model_inputs(path)]}
+              for path in named.checkpoint]
+    manifest = {
+        "name": name, "date": now(), "command": shlex.join(["nmt-translate", *args]), "commit": code_commit(),
+        "archived_by": shlex.join(["python", "-m", MODULE, "make", name, "--beside", beside, "--", *args]),
+        "machine": {"cpu": cpu_model(), "beside": beside},
+        "seconds": round(seconds, 1), "lines_per_s": round(lines / seconds, 2),
+        "input": {"path": named.input, "lines": _lines(source), "sha256": sha256_file(source)},
+        "output": {"path": named.output, "lines": lines, "sha256": sha256_file(output)},
+        "models": models, "parts": pack(output, folder),
+    }
+    write_json(folder / "manifest.json", manifest)
+    print(f"{lines:,} lines in {seconds:,.0f} s ({manifest['lines_per_s']} lines/s) -> {folder}")
+    return 0
+
+
+def restore(name: str, output: str | None) -> int:
+    folder = STORE / name
+    manifest = read_json(folder / "manifest.json")
+    target = Path(output or manifest["output"]["path"])
+    digest = hashlib.sha256()
+    with atomic_output(target, "wb") as handle:
+        for part in manifest["parts"]:
+            if sha256_file(folder / part["file"]) != part["sha256"]:
+                raise FileError(f"{folder / part['file']}: its sha256 is not the manifest's")
+            text = gzip.decompress((folder / part["file"]).read_bytes())
+            digest.update(text)
+            handle.write(text)
+        if digest.hexdigest() != manifest["output"]["sha256"]:
+            raise FileError(f"{folder}: the parts together are not the corpus the manifest names")
+    print(f"{manifest['output']['lines']:,} lines -> {target}")
+    return 0
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    argv = arguments(argv)
+    translate_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    made = sub.add_parser("make", help="translate with nmt-translate (the arguments after --) and store the output")
+    made.add_argument("name", help="folder under results/synthetic/")
+    made.add_argument("--beside", required=True, help="what else ran on the machine meanwhile")
+    back = sub.add_parser("restore", help="write a stored corpus back")
+    back.add_argument("name")
+    back.add_argument("output", nargs="?")
+    args = parser.parse_args(own)
+    if args.action == "restore":
+        return restore(args.name, args.output)
+    return make(args.name, args.beside, translate_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
