@@ -1,18 +1,23 @@
-"""Decoding speed of a trained run: greedy and beam search, PyTorch and its CTranslate2 exports, with BLEU.
+"""Decoding speed of a trained run: greedy, beam and sampling, PyTorch and its CTranslate2 exports, with BLEU.
 
-Usage: python -m benchmarks.decode RUN [--split test] [--limit N] [--beam 5] [--device auto] [--threads N]
-       [--ensemble MODEL ...] [--glossary FILE] [--export float32 int8 | --export | --against TREE]
+Usage: python -m benchmarks.decode RUN [--split test] [--limit N] [--beam 5] [--sampling [--top-p 1.0]]
+       [--device auto] [--threads N] [--ensemble MODEL ...] [--glossary FILE]
+       [--export float32 int8 | --export | --against TREE]
 
 Translates the run's split (as nmt-evaluate reads it, through the same Translator) and writes
-benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and beam): sentences/s and target
-tokens/s (EOS included) of the PyTorch model one sentence at a time and batched (decode.batch_tokens source
-tokens per batch), and, per engine (PyTorch at --precision, then the run exported to CTranslate2 at each
---export quantization, into a temporary folder), batched sentences/s, target tokens/s and BLEU on the same
-sentences with the same threads; the model is named by its checkpoint sha256 and training updates. --limit caps
-the sentences of the slow one-at-a-time measurement. Every measurement has its decoding MFU: the model's FLOPs for
-what it decoded (`nmt.flops.decoding_flops`: per sentence, the encoder once and each step's decoder for `beam`
-rows, for as many steps as its best hypothesis took) per second, over the peak of a large square matmul measured
-after decoding on the same device, at --precision, with the same threads (`matmul_peak_tflops`).
+benchmarks/results/decode_<run name>_<device>.json with, per search (greedy and beam, and with --sampling a third:
+`sampling`, or `sampling_p<P>` at a --top-p P below 1, beam 1 with the decode settings sampling, seed 1 and top_p,
+what sampled synthetic translation such as back-translation costs; the JSON's name then ends in _sampling), its
+decode settings, sentences/s and target tokens/s (EOS included) of the PyTorch model one sentence at a time and
+batched (decode.batch_tokens source tokens per batch), and, per engine (PyTorch at --precision, then the run
+exported to CTranslate2 at each --export quantization, into a temporary folder; CTranslate2 does not sample, so
+its rows leave sampling out), batched sentences/s, target tokens/s and BLEU on the same sentences with the same
+threads; the model is named by its checkpoint sha256 and training updates. --limit caps the sentences of the slow
+one-at-a-time measurement. Every measurement has its decoding MFU: the model's FLOPs for what it decoded
+(`nmt.flops.decoding_flops`: per sentence, the encoder once and each step's decoder for `beam` rows, for as many
+steps as its best hypothesis took; a sample costs what greedy search does) per second, over the peak of a large
+square matmul measured after decoding on the same device, at --precision, with the same threads
+(`matmul_peak_tflops`).
 
 --against TREE times another checkout's code (a git worktree of an older commit, say) beside this one's: each in a
 fresh interpreter (benchmarks/decode_worker.py), given the same sentences, pass after pass in alternating order
@@ -20,17 +25,19 @@ fresh interpreter (benchmarks/decode_worker.py), given the same sentences, pass 
 decode_<run name>_<device>_against_<its commit>.json with both sides' figures, this side's speed-up over TREE's in
 wall-clock time and in CPU time (`cpu_speedup`: the process's CPU seconds, which another program's share of a
 busy machine does not inflate), and whether the two gave the same tokens (`identical`) and the same scores and
-log-probabilities, bit for bit (`identical_scores`), for every sentence.
+log-probabilities, bit for bit (`identical_scores`), for every sentence. It refuses --sampling: the other
+checkout may not sample.
 
 --ensemble decodes RUN together with further models as one ensemble; --glossary searches every sentence for the
 target terms a glossary file calls for in it (constrained beam search; with --against, each checkout matches the
-glossary with its own code). Either adds a suffix to the JSON's name (_ensembleN, _glossary). An ensemble's FLOPs
-are each member's, as `nmt.flops.decoding_flops` counts them.
+glossary with its own code; --sampling refuses it, a sample is not a search). Either adds a suffix to the JSON's
+name (_ensembleN, _glossary). An ensemble's FLOPs are each member's, as `nmt.flops.decoding_flops` counts them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -59,7 +66,7 @@ from benchmarks.common import (
     timed,
 )
 from nmt.cli import command, number
-from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, decode_with
+from nmt.config import AT_LEAST_ONE, NON_NEGATIVE, DecodeConfig, decode_with
 from nmt.errors import FileError
 from nmt.evaluation import split_pair
 from nmt.flops import decoding_flops
@@ -69,6 +76,8 @@ from nmt.translator import Translator
 
 MODULE = "benchmarks.decode"
 WORKER = Path(__file__).with_name("decode_worker.py")
+SAMPLING_SEED = 1  # the seed of the sampling search, fixed so that its outputs repeat
+TOP_P = next(f for f in dataclasses.fields(DecodeConfig) if f.name == "top_p")  # the library's default and range
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -81,6 +90,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batched-limit", type=number(NON_NEGATIVE, integer=True), default=0,
                         help="sentences decoded in batches (0: all)")
     add_beam(parser, "beam size of the beam-search runs (default 5)")
+    parser.add_argument("--sampling", action="store_true",
+                        help=f"also time sampling (beam 1, seed {SAMPLING_SEED}), as back-translation decodes")
+    parser.add_argument("--top-p", type=number(TOP_P.metadata["bounds"]), default=TOP_P.default,
+                        help=f"nucleus of the sampling search (default {TOP_P.default:g}: all subwords)")
     parser.add_argument("--length-penalty", type=number(NON_NEGATIVE), default=None,
                         help="GNMT length penalty of every engine (default: the one stored with the run)")
     parser.add_argument("--export", nargs="*", metavar="QUANTIZATION",
@@ -100,13 +113,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.export is not None and (args.against is not None or args.ensemble or args.glossary):
         parser.error("--export times RUN alone without a glossary: with --against, --ensemble or --glossary leave "
                      "out --export")
+    if args.sampling and args.against is not None:
+        parser.error("--against times searches both checkouts have: leave out --sampling (the other may not sample)")
+    if args.sampling and args.glossary:
+        parser.error("--glossary needs beam search: leave out --sampling")
+    if args.top_p != TOP_P.default and not args.sampling:
+        parser.error("--top-p shapes the sampling search: add --sampling")
     return args
 
 
-def _measure(translator: Translator, lines: list[str], refs: list[str], beam: int, batch_tokens: int,
-             repeats: int = 1, glossary: str | None = None) -> dict[str, float]:
-    """Time decoding passes over `lines` (after a short warm-up; the median of `repeats`) and score the output."""
-    t = translator.with_decode(decode_with(translator.decode, {"beam": beam, "n_best": 1,
+def _searches(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The searches timed, by name, each with the decode settings it changes: greedy, beam and with --sampling
+    sampling."""
+    found: dict[str, dict[str, Any]] = {"greedy": {"beam": 1}, f"beam{args.beam}": {"beam": args.beam}}
+    if args.sampling:
+        name = "sampling" if args.top_p == TOP_P.default else f"sampling_p{args.top_p:g}"
+        found[name] = {"beam": 1, "sampling": True, "seed": SAMPLING_SEED, "top_p": args.top_p}
+    return found
+
+
+def _measure(translator: Translator, lines: list[str], refs: list[str], settings: dict[str, Any],
+             batch_tokens: int, repeats: int = 1, glossary: str | None = None) -> dict[str, float]:
+    """Time decoding passes over `lines` with the decode `settings` of a search (after a short warm-up; the median of
+    `repeats`) and score the output."""
+    t = translator.with_decode(decode_with(translator.decode, {**settings, "n_best": 1,
                                                                "batch_tokens": batch_tokens}))
     terms = None if glossary is None else line_terms(lines, glossary)
     t.hypotheses(lines[:2], terms=None if terms is None else terms[:2])  # warm-up: first-call allocations
@@ -115,7 +145,7 @@ def _measure(translator: Translator, lines: list[str], refs: list[str], beam: in
     best = [list(n[0].tokens) if n else None for n in nbest]
     hyps = [t.detokenize(n[0]) if n else "" for n in nbest]
     return _figures(statistics.median(s for _, s in passes), best, hyps, [t.normalize(r) for r in refs],
-                    _flops(t, lines, best, beam))
+                    _flops(t, lines, best, settings["beam"]))
 
 
 def _flops(translator: Translator, lines: list[str], best: list[list[int] | None], beam: int) -> float:
@@ -209,8 +239,8 @@ class _Checkout:
         self.process.wait()
 
 
-def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator, searches: dict[str, int],
-             work: dict[str, tuple[list[str], list[str], int]]) -> dict[str, dict]:
+def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator,
+             searches: dict[str, dict[str, Any]], work: dict[str, tuple[list[str], list[str], int]]) -> dict[str, dict]:
     """This checkout and --against's decoding the same sentences, pass after pass in alternating order; per search
     and measurement (`work`: its sources, references and token budget), both sides' figures, this side's speed-up
     and whether every sentence's tokens, and its scores, were the same."""
@@ -223,8 +253,9 @@ def _against(args: argparse.Namespace, device: torch.device, pytorch: Translator
     try:
         for side in ("against", "this"):  # a checkout refused for its modules' origin is refused before this starts
             checkouts[side] = _Checkout(trees[side], spec)
-        for name, beam in searches.items():
-            results[name] = {"beam": beam}
+        for name, settings in searches.items():  # beam settings only: the worker's requests name a beam
+            beam = settings["beam"]
+            results[name] = dict(settings)
             for measurement, (lines, refs, budget) in work.items():
                 passes: dict[str, list[dict]] = {side: [] for side in trees}
                 for repeat in range(args.repeats):
@@ -266,18 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     first = Path(pytorch.members[0].path)
     run = run_name(first, pytorch.cfg.name)
     budget = pytorch.decode.batch_tokens
-    searches = {"greedy": 1, f"beam{args.beam}": args.beam}
+    searches = _searches(args)
     one = slice(0, args.limit or None)
     many = slice(0, args.batched_limit or None)
     if args.against is not None:  # a budget of 1: every batch one sentence
         work = {"one_at_a_time": (sources[one], refs[one], 1), "batched": (sources[many], refs[many], budget)}
         return _main_against(argv, args, device, pytorch, searches, work)
     results: dict[str, dict] = {}
-    for name, beam in searches.items():
-        single = _measure(pytorch, sources[one], refs[one], beam, 1,  # a budget of 1: every batch one sentence
+    for name, settings in searches.items():
+        single = _measure(pytorch, sources[one], refs[one], settings, 1,  # a budget of 1: every batch one sentence
                           glossary=args.glossary)
-        batched = _measure(pytorch, sources[many], refs[many], beam, budget, args.repeats, args.glossary)
-        results[name] = {"beam": beam, "one_at_a_time": single, "batched": batched,
+        batched = _measure(pytorch, sources[many], refs[many], settings, budget, args.repeats, args.glossary)
+        results[name] = {**settings, "one_at_a_time": single, "batched": batched,
                          "speedup": round(batched["sentences_per_s"] / single["sentences_per_s"], 2)}
         print(f"{run} {name}: one at a time {single['sentences_per_s']:.1f} sent/s "
               f"({single['tgt_tokens_per_s']:.0f} tok/s), batched {batched['sentences_per_s']:.1f} sent/s "
@@ -287,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         engines: dict[str, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_decode.") as folder:
             for engine, translator in _engines(args, device, pytorch, Path(folder)).items():
-                engines[engine] = {name: _measure(translator, sources[many], refs[many], beam, budget, args.repeats)
-                                   for name, beam in searches.items()}
+                engines[engine] = {name: _measure(translator, sources[many], refs[many], settings, budget,
+                                                  args.repeats)
+                                   for name, settings in searches.items()
+                                   if translator.engine.abilities.sampling or not settings.get("sampling")}
                 print(f"{run} {engine}: " + ", ".join(
                     f"{name} {m['sentences_per_s']:.1f} sent/s BLEU {m['bleu']:.2f}"
                     for name, m in engines[engine].items()))
@@ -318,16 +351,18 @@ def _record(kind: str, args: argparse.Namespace, device: torch.device, pytorch: 
 
 
 def _stem(args: argparse.Namespace, device: torch.device, pytorch: Translator) -> str:
-    """The JSON's file name without its suffix: decode_<run name>_<device>[_ensembleN][_glossary][_lp<penalty>]."""
+    """The JSON's file name without its suffix:
+    decode_<run name>_<device>[_ensembleN][_glossary][_lp<penalty>][_sampling]."""
     run = run_name(Path(pytorch.members[0].path), pytorch.cfg.name)
     suffix = (f"_ensemble{len(pytorch.members)}" if len(pytorch.members) > 1 else "") + ("_glossary" if args.glossary
                                                                                        else "")
     suffix += "" if args.length_penalty is None else f"_lp{args.length_penalty:g}"
+    suffix += "_sampling" if args.sampling else ""
     return f"decode_{run}_{device_tag(device, args.precision)}{suffix}"
 
 
 def _main_against(argv: list[str], args: argparse.Namespace, device: torch.device, pytorch: Translator,
-                  searches: dict[str, int], work: dict[str, tuple[list[str], list[str], int]]) -> int:
+                  searches: dict[str, dict[str, Any]], work: dict[str, tuple[list[str], list[str], int]]) -> int:
     """--against: both checkouts timed, into decode_<run name>_<device>_against_<its commit>.json."""
     compared = _against(args, device, pytorch, searches, work)
     peak = _peak(args, device)

@@ -28,6 +28,7 @@ from nmt.models import build_model
 from nmt.processes import descendants
 from nmt.search import greedy_search
 from nmt.tokenizer import VocabInfo
+from nmt.translator import Translator
 from tests.conftest import REPO, tiny_config, untrained_run
 from tests.synthetic_archive import archive_folder
 
@@ -312,19 +313,53 @@ def test_bench_decode_compares_batched_with_one_at_a_time(scripts, tiny_run, tmp
     assert "engines" not in result
 
 
-@pytest.mark.parametrize(("export", "engines"), [
-    (["--export", "float32", "int8"], ["pytorch fp32", "ctranslate2 float32", "ctranslate2 int8"]),
-    (["--export=int8"], ["pytorch fp32", "ctranslate2 int8"]),
+def test_bench_decode_times_sampling_as_a_third_search(scripts, tiny_run, tmp_path, monkeypatch):
+    """--sampling adds a beam-1 search that samples with seed 1 at --top-p, into a record of its own name; the
+    Translator it times decodes with those settings."""
+    _, run = tiny_run
+    decoded = []
+    with_decode = Translator.with_decode
+
+    def spy(self, *args, **changes):
+        t = with_decode(self, *args, **changes)
+        decoded.append(t.decode)
+        return t
+
+    monkeypatch.setattr(Translator, "with_decode", spy)
+    args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
+            "--sampling", "--top-p", "0.9", "--peak-seconds", "0.05", "--out-dir", str(tmp_path)]
+    assert scripts["decode"].main(args) == 0
+    assert not (tmp_path / "decode_benchtiny_cpu.json").exists()
+    result = json.loads((tmp_path / "decode_benchtiny_cpu_sampling.json").read_text())
+    assert list(result["searches"]) == ["greedy", "beam2", "sampling_p0.9"]
+    sampling = result["searches"]["sampling_p0.9"]
+    assert {k: sampling[k] for k in ("beam", "sampling", "seed", "top_p")} == {
+        "beam": 1, "sampling": True, "seed": 1, "top_p": 0.9}
+    assert not any("sampling" in result["searches"][name] for name in ("greedy", "beam2"))
+    for measured, sentences in ((sampling["one_at_a_time"], 2), (sampling["batched"], 4)):
+        assert measured["sentences"] == sentences and measured["sentences_per_s"] > 0 and measured["bleu"] >= 0
+        assert measured["model_gflops_per_s"] > 0 and 0 < measured["mfu"] < 1
+    samples = [d for d in decoded if d.sampling]
+    assert len(samples) == 2 and all(d.beam == 1 and d.seed == 1 and d.top_p == 0.9 for d in samples)
+    assert {d.beam for d in decoded if not d.sampling} >= {1, 2}  # greedy and beam search without sampling
+    assert "| sampling_p0.9 |" in scripts["run_all"].tables(tmp_path)
+
+
+@pytest.mark.parametrize(("export", "engines", "sampling"), [
+    (["--export", "float32", "int8"], ["pytorch fp32", "ctranslate2 float32", "ctranslate2 int8"], False),
+    (["--export=int8", "--sampling"], ["pytorch fp32", "ctranslate2 int8"], True),
 ])
-def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path, export, engines):
+def test_bench_decode_measures_exports_beside_pytorch(scripts, tiny_run, tmp_path, export, engines, sampling):
+    """Every engine decodes greedy and beam; only those that sample (PyTorch, not CTranslate2) the sampling search."""
     _, run = tiny_run
     args = [str(run), "--limit", "2", "--batched-limit", "4", "--beam", "2", "--device", "cpu", "--threads", "1",
             *export, "--out-dir", str(tmp_path)]
     assert scripts["decode"].main(args) == 0
-    result = json.loads((tmp_path / "decode_benchtiny_cpu.json").read_text())
+    result = json.loads((tmp_path / f"decode_benchtiny_cpu{'_sampling' if sampling else ''}.json").read_text())
     assert list(result["engines"]) == engines
-    for searches in result["engines"].values():
-        assert set(searches) == {"greedy", "beam2"}
+    for engine, searches in result["engines"].items():
+        assert set(searches) == {"greedy", "beam2"} | ({"sampling"} if sampling and engine.startswith("pytorch")
+                                                       else set())
         assert all(m["sentences"] == 4 and m["sentences_per_s"] > 0 and m["bleu"] >= 0 for m in searches.values())
     text = scripts["run_all"].tables(tmp_path)
     assert "| ctranslate2 int8 | beam2 |" in text and "x PyTorch" in text
@@ -395,8 +430,22 @@ def test_bench_decode_against_refuses_a_folder_without_nmt_and_exports(scripts, 
     assert "leave out --export" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--against", "elsewhere", "--sampling"], "leave out --sampling (the other may not sample)"),
+    (["--glossary", "terms.tsv", "--sampling"], "--glossary needs beam search: leave out --sampling"),
+    (["--top-p", "0.9"], "--top-p shapes the sampling search: add --sampling"),
+])
+def test_bench_decode_refuses_sampling_where_it_cannot_run(scripts, tmp_path, capsys, flags, message):
+    """Refused in one line while parsing, before any model is loaded or any file written."""
+    assert scripts["decode"].main(["no/such/run", *flags, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("flag", [["--repeats", "0"], ["--threads", "-1"], ["--limit", "-5"],
-                                  ["--batched-limit", "-1"], ["--beam", "0"], ["--length-penalty", "nan"]])
+                                  ["--batched-limit", "-1"], ["--beam", "0"], ["--length-penalty", "nan"],
+                                  ["--top-p", "0"], ["--top-p", "1.5"]])
 def test_bench_decode_refuses_flags_out_of_range(scripts, capsys, flag):
     """Refused while parsing, in one line naming the flag, before any model is loaded."""
     assert scripts["decode"].main(["no/such/run", *flag]) == 2
