@@ -6,15 +6,18 @@ Usage:
 
 `run` decodes the run's final model (what nmt-train chose: the average of its best checkpoints, or best.pt where
 that average validated worse) with the beam and length penalty of the run's own test report (the penalty chosen
-on the validation split) on test2016, test2017, mscoco2017 and test2018, and writes results/multi30k/NAME/:
-eval_<split>.json and <split>.hyp.en for each (nmt-evaluate's report and translations, the report's command the
-nmt-evaluate line that reproduces it), the run's metrics.jsonl and config.yaml, and run.json: the training command,
-the git commit of the code that trained it (--commit, default this checkout's HEAD), the checkpoint and its sha256,
-seed, updates, epochs, training minutes, threads, the CPU, and what else ran on the machine meanwhile (--beside).
+on the validation split) on test2016, test2017, mscoco2017 and test2018, in the run's direction (data.direction:
+an English→German model is scored against the German references), and writes results/multi30k/NAME/:
+eval_<split>.json and <split>.hyp.<target language> for each (nmt-evaluate's report and translations, the
+report's command the nmt-evaluate line that reproduces it), the run's metrics.jsonl and config.yaml, and run.json:
+the training command, the git commit of the code that trained it (--commit, default this checkout's HEAD), the
+checkpoint and its sha256, seed, updates, epochs, training minutes, threads, the CPU, and what else ran on the
+machine meanwhile (--beside).
 `ensemble` decodes the final models of the runs together with the settings most of them chose (the first run's on a
 tie) and writes the same reports, the first run's config.yaml, and run.json naming the members. A folder of the
 same name is replaced whole.
-`make results` then rebuilds the tables from what is archived.
+`make results` then rebuilds the tables from what is archived (README's for German→English, docs/training.md's for
+every other direction).
 """
 
 from __future__ import annotations

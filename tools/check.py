@@ -7,17 +7,18 @@ results of a user's own, beside the committed ones, are never checked. A root th
 the committed files) is read whole.
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
-  tables and the speed summary (README.md), every archived model (docs/training.md), the comparison table
-  (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the sizing
-  table (docs/training.md), the configuration reference (docs/config.md) and reports/multi30k/compare.md (from its
-  compare.json).
+  tables and the speed summary (README.md), the other directions' results tables and every archived model
+  (docs/training.md), the comparison table (docs/comparing.md), the speed tables (docs/benchmarks.md), the
+  large-corpus table (docs/data.md), the sizing table (docs/training.md), the configuration reference
+  (docs/config.md) and reports/multi30k/compare.md (from its compare.json).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`tools.commands`).
-- scores: every committed translation file (results/**/<split>.hyp.en, reports/*/runs/*/<split>.hyp.en) is
-  re-scored with sacreBLEU against the references of its Multi30k test set (test2016, test2017, mscoco2017,
-  test2018); its BLEU, BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU,
-  chrF and TER its compare.json row.
+- scores: every committed translation file (results/**/<split>.hyp.<lang>, reports/*/runs/*/<split>.hyp.<lang>)
+  is re-scored with sacreBLEU against the references of its Multi30k test set (test2016, test2017, mscoco2017,
+  test2018) in its language (English for a German→English model, German for an English→German one); its BLEU,
+  BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU, chrF and TER its
+  compare.json row.
 - bootstrap: one comparison's paired bootstrap is recomputed from the seed its signature records; scores,
   means, confidence intervals and p-values must equal compare.json.
 
@@ -45,6 +46,7 @@ from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
 from nmt.config import DataConfig
+from nmt.config.sections import BILINGUAL
 from nmt.data import MIRROR_ENV, MULTI30K_SPLITS, MULTI30K_TEST_SETS, fetch_multi30k, normalize, read_pair
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
@@ -56,6 +58,7 @@ MODULE = "tools.check"
 KINDS = ("blocks", "commands", "scores", "bootstrap")
 BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
 Problems = list[str]
+References = Callable[[str, str], list[str]]  # (test set, language) -> its references
 
 
 def _block(path: Path, start: str, end: str, body: str, fix: str) -> Problems:
@@ -77,8 +80,10 @@ def blocks(root: Path) -> Problems:
     report = root / "reports" / "multi30k"
     problems = _block(readme, results_table.START, results_table.END,
                       results_table.tables(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
-    problems += _block(docs / "training.md", results_table.DETAILS_START, results_table.DETAILS_END,
-                       results_table.details(root / "results" / "multi30k"), f"python -m {results_table.MODULE}")
+    for start, end, block in ((results_table.DIRECTIONS_START, results_table.DIRECTIONS_END, results_table.directions),
+                              (results_table.DETAILS_START, results_table.DETAILS_END, results_table.details)):
+        problems += _block(docs / "training.md", start, end, block(root / "results" / "multi30k"),
+                           f"python -m {results_table.MODULE}")
     comparing = docs / "comparing.md"
     problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
                        f"python -m {compare_table.MODULE}")
@@ -109,9 +114,9 @@ def commands(root: Path) -> Problems:
             if (why := command_problem(recorded, root)) is not None]
 
 
-def references(root: Path = ROOT, split: str = "test") -> list[str]:
-    """The references of a Multi30k test set (test: test2016, test2017, mscoco2017, test2018), normalized as
-    nmt-evaluate scores them (checksums verified)."""
+def references(root: Path = ROOT, split: str = "test", language: str = "en") -> list[str]:
+    """The references of a Multi30k test set (test: test2016, test2017, mscoco2017, test2018) in `language`
+    (en or de), normalized as nmt-evaluate scores them (checksums verified)."""
     mirror = os.environ.get(MIRROR_ENV, "")
     beside = root.resolve().parent / "shared" / "data" / "multi30k"
     if not mirror and beside.is_dir():
@@ -119,10 +124,13 @@ def references(root: Path = ROOT, split: str = "test") -> list[str]:
     stems = MULTI30K_SPLITS | MULTI30K_TEST_SETS
     if split not in stems or split in ("train", "val"):
         raise DataError(f"{split}: not a Multi30k test set (test, {', '.join(MULTI30K_TEST_SETS)})")
+    sides = BILINGUAL["multi30k"]  # the languages of each pair fetch_multi30k gives, in its order
+    if language not in sides:
+        raise DataError(f"{language}: not a language of Multi30k ({', '.join(sides)})")
     files = fetch_multi30k(DataConfig(dataset="multi30k", mirror=mirror,
                                       download_dir=str(root / "data" / "downloads")), log=lambda _msg: None,
                            splits={split: stems[split]})
-    return [normalize(line, False) for line in read_pair(*files[split])[1]]
+    return [normalize(line, False) for line in read_pair(*files[split])[sides.index(language)]]
 
 
 def _lines(path: Path) -> list[str]:
@@ -145,7 +153,7 @@ def _score_once(hyps: list[str], refs: list[str]) -> dict:
 
 
 def _rescore(hyp_file: Path, refs: list[str], rows: dict[str, dict]) -> Problems:
-    """One translation file (<split>.hyp.en) re-scored, against its report (eval_<split>.json) and, for a
+    """One translation file (<split>.hyp.<lang>) re-scored, against its report (eval_<split>.json) and, for a
     comparison run, its compare.json row."""
     report_file = hyp_file.parent / f"eval_{_split(hyp_file)}.json"
     report = read_json(report_file)
@@ -176,24 +184,28 @@ def _comparison_rows(root: Path) -> dict[str, dict]:
 
 
 def _split(hyp_file: Path) -> str:
-    return hyp_file.name.removesuffix(".hyp.en")
+    return hyp_file.name.split(".hyp.")[0]
 
 
-def scores(root: Path, refs: Callable[[str], list[str]]) -> Problems:
-    """Every committed translation file re-scored against the references of its test set."""
-    files = sorted(root.glob("results/**/*.hyp.en")) + sorted(root.glob("reports/*/runs/*/*.hyp.en"))
+def _language(hyp_file: Path) -> str:
+    return hyp_file.name.split(".hyp.")[1]
+
+
+def scores(root: Path, refs: References) -> Problems:
+    """Every committed translation file re-scored against the references of its test set in its language."""
+    files = sorted(root.glob("results/**/*.hyp.*")) + sorted(root.glob("reports/*/runs/*/*.hyp.*"))
     if not files:
-        return [f"{root}: no committed translation files (results/**/<split>.hyp.en)"]
+        return [f"{root}: no committed translation files (results/**/<split>.hyp.<lang>)"]
     rows = _comparison_rows(root)
-    listed = [f"{row['file']}: run {Path(name).name} has no committed test.hyp.en" for name, row in rows.items()
-              if not (Path(name) / "test.hyp.en").is_file()]
-    texts: dict[str, list[str]] = {}
+    listed = [f"{row['file']}: run {Path(name).name} has no committed test.hyp.<lang>" for name, row in rows.items()
+              if not any(Path(name).glob("test.hyp.*"))]
+    texts: dict[tuple[str, str], list[str]] = {}
     problems = []
     for path in files:
-        split = _split(path)
-        if split not in texts:
-            texts[split] = refs(split)
-        problems += _rescore(path, texts[split], rows)
+        key = (_split(path), _language(path))
+        if key not in texts:
+            texts[key] = refs(*key)
+        problems += _rescore(path, texts[key], rows)
     return listed + problems
 
 
@@ -259,18 +271,19 @@ def committed(root: Path) -> Iterator[Path]:
 
 
 def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = BOOTSTRAP_RUN,
-               refs: Callable[[str], list[str]] | None = None) -> Problems:
+               refs: References | None = None) -> Problems:
     """Every problem the chosen checks find in the committed files of `root` (an empty list when everything
-    holds); each names the file under `root`. `refs` gives a test set's references (default: `references`)."""
+    holds); each names the file under `root`. `refs` gives a test set's references in a language (default:
+    `references`)."""
     with committed(root) as tree:
         problems = blocks(tree) if "blocks" in only else []
         problems += commands(tree) if "commands" in only else []
         if "scores" in only or "bootstrap" in only:
-            texts = refs or (lambda split: references(root, split))
+            texts = refs or (lambda split, language: references(root, split, language))
             if "scores" in only:
                 problems += scores(tree, texts)
             if "bootstrap" in only:
-                problems += bootstrap(tree, texts("test"), bootstrap_run)
+                problems += bootstrap(tree, texts("test", "en"), bootstrap_run)
         return [problem.replace(str(tree), str(root)) for problem in problems]
 
 

@@ -4,15 +4,18 @@ Usage: python -m tools.results_table [--results results/multi30k] [--readme READ
                                          [--details docs/training.md] [--check]
 
 Each results/multi30k/<name>/ folder is one model as `python -m tools.archive` wrote it: a report and the
-translations for each of the four official test sets (eval_<split>.json, <split>.hyp.en), and run.json (the
+translations for each of the four official test sets (eval_<split>.json, <split>.hyp.<target language>), its
+config.yaml (the recipe and the direction, data.direction), and run.json (the
 training command, the commit of the code that trained it, the checkpoint's sha256, updates, time, hardware and what
 ran beside it; an ensemble's members). Runs of one recipe differing only in their seed (`<group>_seed<N>`) share a
 row: the mean ± sample standard deviation over the seeds, on each test set. A folder whose run.json names no commit
 of the code that trained the model is refused: no figure here comes from code no one can check out.
 
-README.md gets one table per family (Transformer, GRU) and the published anchors, between <!-- results:start -->
-and <!-- results:end -->; the details file (docs/training.md) gets every model with its commit, checkpoint and
-hardware between <!-- models:start --> and <!-- models:end -->. --check writes nothing and exits 1 if either block
+README.md gets the German→English models, one table per family (Transformer, GRU), and the published anchors
+between <!-- results:start --> and <!-- results:end -->. The details file (docs/training.md) gets one table per
+other direction (English→German: scored against the German references, comparable with no German→English row)
+between <!-- directions:start --> and <!-- directions:end -->, and every model with its commit, checkpoint and
+hardware between <!-- models:start --> and <!-- models:end -->. --check writes nothing and exits 1 if any block
 is not current.
 """
 
@@ -46,6 +49,9 @@ from tools.archive import SPLITS, group_of
 MODULE = "tools.results_table"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 DETAILS_START, DETAILS_END = "<!-- models:start -->", "<!-- models:end -->"
+DIRECTIONS_START, DIRECTIONS_END = "<!-- directions:start -->", "<!-- directions:end -->"
+README_DIRECTION = "de-en"  # the README's tables and anchors; the other directions' tables go in the details file
+LANGUAGES = {"de": "German", "en": "English"}
 TITLES = {"test": "test2016", "test2017": "test2017", "mscoco2017": "mscoco2017", "test2018": "test2018"}
 ATTENTION = {"additive": "Bahdanau (additive) attention", "dot": "dot attention", "general": "general attention"}
 FAMILIES = {"transformer": "Transformer", "rnn": "GRU"}
@@ -75,6 +81,15 @@ class Model:
     @property
     def commit(self) -> str:
         return self.run["commit"][:7]
+
+    @property
+    def direction(self) -> str:
+        return self.cfg.data.direction
+
+
+def direction_title(direction: str) -> str:
+    """A direction in words, as a table's title: de-en is "German→English"."""
+    return "→".join(LANGUAGES.get(code, code) for code in direction.split("-"))
 
 
 def _scores(folder: Path) -> dict[str, dict[str, float]]:
@@ -182,23 +197,45 @@ COLUMNS = ["model", "runs", "updates", *(f"BLEU {TITLES[s]}" for s in SPLITS), "
            "chrF test2016", "code"]
 
 
+def _rows(models: list[Model]) -> list[str]:
+    """The table rows of some models: family by family, the best group (by mean test2016 BLEU) first in each."""
+    return [row for arch in FAMILIES for _, rows in sorted(_group_rows([m for m in models if m.cfg.model.arch == arch]),
+                                                           key=lambda item: item[0]) for row in rows]
+
+
+def _table(title: str, models: list[Model]) -> list[str]:
+    return [f"**{title}**", "", *table_header(COLUMNS, "lrr" + "r" * 6 + "l"), *_rows(models), ""]
+
+
 def tables(results: Path) -> str:
-    """The README block: one table per family, then the published anchors."""
+    """The README block: the German→English models, one table per family, then the published anchors."""
     models = read_models(results)
+    others = " Models of other directions: [docs/training.md](docs/training.md#other-directions)." if any(
+        m.direction != README_DIRECTION for m in models) else ""
     parts = ["Each row is a model archived in `results/multi30k/<name>/` (beam 5, the length penalty chosen on the "
              "validation split); the seeds of one recipe share a row, as mean ± sample standard deviation. Every "
              "model's commit, checkpoint, hardware and training command: "
-             "[docs/training.md](docs/training.md#every-archived-model).", ""]
+             f"[docs/training.md](docs/training.md#every-archived-model).{others}", ""]
     for arch, family in FAMILIES.items():
-        members = [m for m in models if m.cfg.model.arch == arch]
-        if not members:
-            continue
-        rows = [row for _, rows in sorted(_group_rows(members), key=lambda item: item[0]) for row in rows]
-        parts += [f"**{family}**", "", *table_header(COLUMNS, "lrr" + "r" * 6 + "l"), *rows, ""]
+        members = [m for m in models if m.cfg.model.arch == arch and m.direction == README_DIRECTION]
+        if members:
+            parts += _table(family, members)
     anchors = "; ".join(f"{who}, {' / '.join(f'{scores[s]:g}' if s in scores else '–' for s in SPLITS)} ({kind})"
                         for who, scores, kind in ANCHORS)
     parts.append(f"Published anchors on test2016 / test2017 / mscoco2017 / test2018, not measured here: {anchors}.")
     return "\n".join(parts) + "\n"
+
+
+def directions(results: Path) -> str:
+    """The details file's block of other directions: one table per direction (every family in it), its seeds
+    sharing a row as in the README's tables."""
+    models = [m for m in read_models(results) if m.direction != README_DIRECTION]
+    if not models:
+        return f"No model of a direction other than {direction_title(README_DIRECTION)} is archived.\n"
+    parts = []
+    for direction in sorted({m.direction for m in models}):
+        parts += _table(direction_title(direction), [m for m in models if m.direction == direction])
+    return "\n".join(parts[:-1]) + "\n"
 
 
 def details(results: Path) -> str:
@@ -226,7 +263,8 @@ def _detail_row(m: Model) -> str:
         hardware = run["hardware"] + (f", {threads} thread{'s' * (threads != 1)}" if threads else "")
         command_text = f"`{run['training_command']}`"
     bleu = [f"{m.scores[s]['bleu']:.2f}" if s in m.scores else "–" for s in SPLITS]
-    return markdown_row([f"`{m.name}`", m.commit, sha, f"{m.updates:,}", trained, hardware, run.get("beside", "–"),
+    name = f"`{m.name}`" + ("" if m.direction == README_DIRECTION else f" ({direction_title(m.direction)})")
+    return markdown_row([name, m.commit, sha, f"{m.updates:,}", trained, hardware, run.get("beside", "–"),
                          f"{m.decode['beam']} / {m.decode['length_penalty']}", *bleu, command_text])
 
 
@@ -236,7 +274,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="file holding the results block")
     parser.add_argument("--details", type=Path, default=ROOT / "docs" / "training.md",
                         help="file holding the every-model block")
-    parser.add_argument("--check", action="store_true", help="exit 1 if either block is not current")
+    parser.add_argument("--check", action="store_true", help="exit 1 if any block is not current")
     return parser.parse_args(argv)
 
 
@@ -244,8 +282,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(arguments(argv))
     fix = f"python -m {MODULE}"
-    results, models = tables(args.results), details(args.results)  # both read before either file is written
+    # every block read before any file is written
+    results, others, models = tables(args.results), directions(args.results), details(args.results)
     status = write_or_check(args.readme, START, END, results, args.check, "results tables", fix)
+    status |= write_or_check(args.details, DIRECTIONS_START, DIRECTIONS_END, others, args.check,
+                             "other directions' tables", fix)
     return status | write_or_check(args.details, DETAILS_START, DETAILS_END, models, args.check,
                                    "every-model table", fix)
 
