@@ -22,8 +22,10 @@ from nmt.compare import paired_bootstrap
 from tests.conftest import REPO, tiny_config
 from tests.synthetic_archive import archive_folder, references
 from tools import results_table
+from tools.archive import SPLITS
 
 RUN = "tiny_transformer"  # the made-up archived run whose files are edited
+EN_DE = "tiny_transformer_en_de"  # a made-up English→German run beside it, its translations and references German
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,10 @@ def scripts() -> dict[str, ModuleType]:
 
 
 def _archive(root: Path) -> Path:
-    """A made-up results/multi30k holding RUN, archived on the four test sets, under `root`."""
-    return archive_folder(root / "results" / "multi30k", RUN, tiny_config(root / "configs", RUN)).parent
+    """A made-up results/multi30k holding RUN and EN_DE, archived on the four test sets, under `root`."""
+    results, configs = root / "results" / "multi30k", root / "configs"
+    archive_folder(results, EN_DE, tiny_config(configs, EN_DE, data={"direction": "en-de"}))
+    return archive_folder(results, RUN, tiny_config(configs, RUN)).parent
 
 
 @pytest.mark.parametrize("kind", ["blocks", "commands", "scores", "bootstrap"])
@@ -87,14 +91,17 @@ def tree(tmp_path) -> Path:
     return root
 
 
-def _archived_bleu(root: Path) -> str:
-    """The README results table's cell of RUN's test2016 BLEU (what sacrebleu gave the made-up translations)."""
-    bleu = json.loads((root / "results" / "multi30k" / RUN / "eval_test.json").read_text())["scores"]["bleu"]
-    return rf"(?s){re.escape(results_table.START)}.*?\| {re.escape(f'{bleu:.2f}')}"
+def _archived_bleu(root: Path, run: str = RUN, start: str = results_table.START) -> str:
+    """The cell of `run`'s test2016 BLEU in the table after `start` (what sacrebleu gave the made-up
+    translations)."""
+    bleu = json.loads((root / "results" / "multi30k" / run / "eval_test.json").read_text())["scores"]["bleu"]
+    return rf"(?s){re.escape(start)}.*?\| {re.escape(f'{bleu:.2f}')}"
 
 
 BLOCK_EDITS: dict[str, Callable[[Path], None]] = {
     "readme-results": lambda root: _bump(root / "README.md", _archived_bleu(root)),
+    "docs-directions": lambda root: _bump(root / "docs" / "training.md",
+                                          _archived_bleu(root, EN_DE, results_table.DIRECTIONS_START)),
     "readme-speed": lambda root: _bump(root / "README.md", r"\| 2,78\d"),
     "docs-comparison": lambda root: _bump(root / "docs" / "comparing.md", r"\| transformer/full \| \d+\.\d\d"),
     "docs-benchmarks": lambda root: _bump(root / "docs" / "benchmarks.md", r"\| 692\.5"),
@@ -129,6 +136,27 @@ def test_an_archived_translation_file_rescores_to_its_report(scripts, scored):
     sacrebleu gave when they were archived."""
     assert len(list(scored.glob("results/multi30k/*/*.hyp.en"))) == 4
     assert scripts["check"].scores(scored, references) == []
+
+
+def test_an_english_german_archive_is_rescored_against_the_german_references(scripts, scored):
+    """The English→German run's translations are German (<split>.hyp.de), and only its German references give the
+    scores it was archived with; one edited German line is caught."""
+    folder = scored / "results" / "multi30k" / EN_DE
+    assert sorted(p.name for p in folder.glob("*.hyp.*")) == [f"{split}.hyp.de" for split in sorted(SPLITS)]
+    asked = set()
+
+    def refs(split: str, language: str) -> list[str]:
+        asked.add((split, language))
+        return references(split, language)
+
+    assert scripts["check"].scores(scored, refs) == []
+    assert asked == {(split, language) for split in SPLITS for language in ("en", "de")}
+    english = scripts["check"].scores(scored, lambda split, _language: references(split, "en"))
+    assert english and all(str(folder) in p for p in english)  # German translations against English references
+    hyps = (folder / "test2017.hyp.de").read_text(encoding="utf-8")
+    (folder / "test2017.hyp.de").write_text("x" + hyps[1:], encoding="utf-8")
+    problems = scripts["check"].scores(scored, references)
+    assert problems and all(str(folder / "eval_test2017.json") in p for p in problems)
 
 
 @pytest.mark.parametrize("split", ["test", "test2018"])

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from nmt.cli import evaluate_parser
+from nmt.cli import evaluate_parser, train_main
 from nmt.data import sample_dir
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
-from tests.conftest import REPO, fails_cleanly
+from tests.conftest import REPO, fails_cleanly, tiny_config
+from tests.synthetic_archive import archive_folder
 from tools import archive, check, results_table
 
 ARGV = ["run", "runs/x", "--beside", "nothing"]
@@ -139,22 +140,100 @@ def test_check_rescores_each_test_sets_translations_against_its_own_references(t
         (folder / f"{split}.hyp.en").write_text("".join(line + "\n" for line in refs["test2017"]))
         scores = Scorer(refs[split])(refs["test2017"])
         (folder / f"eval_{split}.json").write_text(json.dumps({"sentences": 2, "scores": scores}))
-    assert check.scores(tmp_path, refs.__getitem__) == []
+    english = {"en": refs}
+    assert check.scores(tmp_path, lambda split, language: english[language][split]) == []
     report = folder / "eval_test2017.json"
     report.write_text(report.read_text().replace('"bleu": 100.0', '"bleu": 99.0'))
-    problems = check.scores(tmp_path, refs.__getitem__)
+    problems = check.scores(tmp_path, lambda split, language: english[language][split])
     assert len(problems) == 1 and "eval_test2017.json: scores.bleu is 99.0" in problems[0]
 
 
 @pytest.mark.parametrize("split, lines", [("test", 1000), ("test2017", 1000), ("mscoco2017", 461),
                                           ("test2018", 1071)])
-def test_check_reads_the_references_of_each_multi30k_test_set(split, lines):
+def test_check_reads_the_references_of_each_multi30k_test_set_in_either_language(split, lines):
     try:
-        assert len(check.references(REPO, split)) == lines
+        english, german = (check.references(REPO, split, language) for language in ("en", "de"))
     except DataError as err:
         pytest.skip(f"no Multi30k test references here ({err})")
+    assert len(english) == len(german) == lines and english == check.references(REPO, split)
+    assert sum(e == g for e, g in zip(english, german)) < lines // 10  # two languages, not one file twice
 
 
-def test_check_refuses_a_split_that_is_no_test_set():
+def test_check_refuses_a_split_that_is_no_test_set_and_a_language_multi30k_lacks():
     with pytest.raises(DataError, match="val: not a Multi30k test set"):
         check.references(REPO, "val")
+    with pytest.raises(DataError, match="fr: not a language of Multi30k"):
+        check.references(REPO, "test", "fr")
+
+
+# ---------------------------------------------------------------------------------------------- other directions
+
+
+def _synthetic(tmp_path: Path, names: dict[str, str]) -> Path:
+    """A made-up results tree: each name archived with a tiny config of its direction (tests/synthetic_archive)."""
+    results = tmp_path / "results"
+    for name, direction in names.items():
+        archive_folder(results, name, tiny_config(tmp_path / "configs", name, data={"direction": direction}))
+    return results
+
+
+def test_another_direction_gets_its_own_table_in_the_details_file_not_the_readme(tmp_path):
+    results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de", "rev_seed2": "en-de"})
+    readme = results_table.tables(results)
+    assert "`tiny`" in readme and "`rev" not in readme and "Published anchors" in readme
+    assert "[docs/training.md](docs/training.md#other-directions)" in readme
+    others = results_table.directions(results)
+    assert others.startswith("**English→German**\n") and "`tiny`" not in others
+    row = next(line for line in others.splitlines() if "`rev`" in line)
+    bleu = json.loads((results / "rev_seed1" / "eval_test.json").read_text())["scores"]["bleu"]
+    assert "| 2 seeds (1) |" in row and f"| {bleu:.2f} ± 0.00 |" in row  # the seeds' mean, from German scores
+    details = results_table.details(results)
+    assert "| `rev_seed1` (English→German) |" in details and "| `tiny` |" in details
+
+
+def test_with_german_english_models_only_the_details_file_says_no_other_direction_is_archived(tmp_path):
+    results = _synthetic(tmp_path, {"tiny": "de-en"})
+    assert "other-directions" not in results_table.tables(results)
+    assert "|" not in results_table.directions(results)
+
+
+def test_check_notices_a_stale_table_of_another_direction_and_leaves_the_readme_alone(tmp_path, capsys):
+    results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de"})
+    readme, details = tmp_path / "README.md", tmp_path / "training.md"
+    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
+    details.write_text(f"{results_table.DIRECTIONS_START}\n{results_table.DIRECTIONS_END}\n\n"
+                       f"{results_table.DETAILS_START}\n{results_table.DETAILS_END}\n")
+    argv = ["--results", str(results), "--readme", str(readme), "--details", str(details)]
+    assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0
+    assert "**English→German**" in details.read_text() and "`rev" not in readme.read_text()
+    archive_folder(results, "rev_seed2", tiny_config(tmp_path / "configs", "rev_seed2", data={"direction": "en-de"}))
+    capsys.readouterr()
+    assert results_table.main([*argv, "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "other directions' tables: stale" in err and "results tables" not in err
+
+
+def test_an_english_german_run_is_archived_with_german_translations_scored_against_german(tmp_path, one_thread):
+    config = tiny_config(tmp_path, "reverse", data={"direction": "en-de"}, train={"max_steps": 4, "eval_every": 4})
+    assert train_main([str(config)]) == 0
+    results = tmp_path / "results"
+    folder = archive.archive_run(tmp_path / "runs" / "reverse", "reverse", COMMIT, "nothing", ARGV, results)
+    assert sorted(p.name for p in folder.glob("*.hyp.*")) == ["test.hyp.de"]
+    hyps = (folder / "test.hyp.de").read_text(encoding="utf-8").splitlines()
+    refs = (sample_dir() / "test.de").read_text(encoding="utf-8").splitlines()
+    report = json.loads((folder / "eval_test.json").read_text())
+    assert len(hyps) == len(refs) == report["sentences"]
+    assert round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2) == report["scores"]["bleu"]
+    run = json.loads((folder / "run.json").read_text())
+    assert run["kind"] == "run" and run["commit"] == COMMIT and run["training_command"].startswith("nmt-train")
+    assert "`reverse`" in results_table.directions(results) and "`reverse`" not in results_table.tables(results)
+
+
+def test_a_details_file_without_the_other_directions_markers_is_refused_before_anything_is_written(tmp_path,
+                                                                                                  capsys):
+    results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de"})
+    readme, details = tmp_path / "README.md", tmp_path / "training.md"
+    readme.write_text(f"{results_table.START}\nold\n{results_table.END}\n")
+    details.write_text(f"{results_table.DETAILS_START}\nold\n{results_table.DETAILS_END}\n")
+    fails_cleanly(results_table.main, ["--results", str(results), "--readme", str(readme), "--details", str(details)],
+                  capsys, tmp_path, f"{details}: no {results_table.DIRECTIONS_START}")

@@ -278,12 +278,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _has_markers(path: Path, pairs: tuple[tuple[str, str], ...]) -> None:
+    """A FileError naming `path` unless it holds every marker pair: checked before any file is written, so that a
+    file lacking some leaves both files as they were."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise FileError(f"--details {describe_os_error(err)}") from None
+    missing = [f"{start} … {end}" for start, end in pairs if start not in text or end not in text]
+    if missing:
+        raise FileError(f"{path}: no {' and no '.join(missing)} markers around the place of the tables")
+
+
 @command
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(arguments(argv))
     fix = f"python -m {MODULE}"
-    # every block read before any file is written
+    # every block read, and the details file's markers found, before any file is written
     results, others, models = tables(args.results), directions(args.results), details(args.results)
+    if not args.check:
+        _has_markers(args.details, ((DIRECTIONS_START, DIRECTIONS_END), (DETAILS_START, DETAILS_END)))
     status = write_or_check(args.readme, START, END, results, args.check, "results tables", fix)
     status |= write_or_check(args.details, DIRECTIONS_START, DIRECTIONS_END, others, args.check,
                              "other directions' tables", fix)
