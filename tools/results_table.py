@@ -204,6 +204,7 @@ def _rows(models: list[Model]) -> list[str]:
 
 
 def _table(title: str, models: list[Model]) -> list[str]:
+    """A titled table of some models' rows, and the blank line after it."""
     return [f"**{title}**", "", *table_header(COLUMNS, "lrr" + "r" * 6 + "l"), *_rows(models), ""]
 
 
@@ -273,13 +274,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "multi30k", help="archive folder")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="file holding the results block")
     parser.add_argument("--details", type=Path, default=ROOT / "docs" / "training.md",
-                        help="file holding the every-model block")
+                        help="file holding the other directions' and the every-model blocks")
     parser.add_argument("--check", action="store_true", help="exit 1 if any block is not current")
     return parser.parse_args(argv)
 
 
 def _has_markers(path: Path, pairs: tuple[tuple[str, str], ...]) -> None:
-    """A FileError naming `path` unless it holds every marker pair: checked before any file is written, so that a
+    """A FileError naming `path` unless it holds every marker pair, checked before any file is written: a details
     file lacking some leaves both files as they were."""
     try:
         text = path.read_text(encoding="utf-8")
