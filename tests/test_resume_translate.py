@@ -146,3 +146,29 @@ def test_chunks_draw_unrelated_samples_and_the_python_api_writes_what_the_comman
         nmt.translate_file(translator, src, tmp_path / "x.en", chunk_lines=0)
     with pytest.raises(nmt.FileError, match="output"):
         nmt.translate_file(translator, src, src)
+
+
+def test_a_changed_constraints_line_redoes_its_chunk_and_a_longer_constraints_file_keeps_nothing(
+        model, tmp_path, capsys, monkeypatch) -> None:
+    src = _write(tmp_path / "in.de", LINES[:8])
+    terms = _write(tmp_path / "terms.txt", [""] * 8)
+    out = tmp_path / "out.en"
+    argv = ["-c", str(model), "-i", str(src), "-o", str(out), "--chunk-lines", "4", "--split-sentences", "off",
+            "--constraints", str(terms)]
+    assert translate_main(argv[:-2] + ["--constraints", str(_write(tmp_path / "long.txt", [""] * 9))]) == 1
+    assert "more lines than" in capsys.readouterr().err and not list(tmp_path.glob("out.en*"))  # nothing kept
+    # Stopped after its first chunk; then a constraint of that chunk changes: it is translated again.
+    stopped = nmt.stream.Stream.translate_chunk
+
+    def stop_at_second(self, numbered, *args, **kwargs):
+        if numbered[0][0] == 5:
+            raise KeyboardInterrupt
+        return stopped(self, numbered, *args, **kwargs)
+
+    monkeypatch.setattr(nmt.stream.Stream, "translate_chunk", stop_at_second)
+    assert translate_main(argv) == 130
+    monkeypatch.undo()
+    _write(terms, ["", "man"] + [""] * 6)
+    seen = _translated_lines(monkeypatch)
+    assert translate_main(argv) == 0
+    assert seen == [1, 5] and len(out.read_text(encoding="utf-8").splitlines()) == 8
