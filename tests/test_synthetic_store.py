@@ -42,3 +42,11 @@ def test_a_stored_corpus_is_parts_of_one_gzip_and_restores_to_the_same_bytes(sto
     with pytest.raises(FileError, match="part-002.gz: its sha256 is not the manifest's"):
         tools.synthetic.restore("bt", str(tmp_path / "third.de"))
     assert not (tmp_path / "third.de").exists()
+
+
+def test_make_needs_the_models_input_and_output_of_its_translation(capsys):
+    with pytest.raises(SystemExit):
+        tools.synthetic.parse_args(["make", "bt", "--beside", "x", "--", "-c", "run", "-i", "mono.en"])
+    assert "must name -c MODEL, -i FILE and -o FILE" in capsys.readouterr().err
+    args = tools.synthetic.parse_args(["make", "bt", "--beside", "x", "--", "-c", "r", "-i", "a", "-o", "b"])
+    assert args.translate == ["-c", "r", "-i", "a", "-o", "b"]

@@ -121,11 +121,9 @@ def restore(name: str, output: str | None) -> int:
     return 0
 
 
-@command
-def main(argv: list[str] | None = None) -> int:
-    argv = arguments(argv)
-    translate_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    own = argv[:argv.index("--")] if "--" in argv else argv
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The action and its arguments; after `--`, nmt-translate's arguments (as `translate`)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(prog=prog(MODULE), description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
     made = sub.add_parser("make", help="translate with nmt-translate (the arguments after --) and store the output")
@@ -134,10 +132,22 @@ def main(argv: list[str] | None = None) -> int:
     back = sub.add_parser("restore", help="write a stored corpus back")
     back.add_argument("name")
     back.add_argument("output", nargs="?")
-    args = parser.parse_args(own)
+    args = parser.parse_args(argv[:cut])
+    args.translate = argv[cut + 1:]
+    if args.action == "make":
+        try:
+            _translate_args(args.translate)
+        except DataError as err:
+            parser.error(str(err))
+    return args
+
+
+@command
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(arguments(argv))
     if args.action == "restore":
         return restore(args.name, args.output)
-    return make(args.name, args.beside, translate_args)
+    return make(args.name, args.beside, args.translate)
 
 
 if __name__ == "__main__":
