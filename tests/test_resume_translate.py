@@ -54,6 +54,15 @@ def _write(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def _failing_at_line_14(folder: Path, model: Path, out: Path) -> Path:
+    """The sample lines with line 14 not UTF-8, translated to `out` until that line fails; the good file."""
+    good = _write(folder / "good.de", LINES)
+    bad = folder / "bad.de"
+    bad.write_bytes(good.read_bytes().replace(LINES[13].encode(), b"\xff\xfe"))
+    assert translate_main(["-c", str(model), "-i", str(bad), "-o", str(out), *SAMPLING]) == 1
+    return good
+
+
 def _translated_lines(monkeypatch) -> list[int]:
     """Records the first line number of every chunk the model translates."""
     seen: list[int] = []
@@ -91,11 +100,8 @@ def test_a_killed_run_leaves_no_output_and_the_same_command_finishes_it_as_a_who
 
 def test_a_failed_run_keeps_its_finished_chunks_and_redoes_only_what_changed(model, tmp_path, capsys,
                                                                             monkeypatch) -> None:
-    good = _write(tmp_path / "good.de", LINES)
-    bad = tmp_path / "bad.de"
-    bad.write_bytes(good.read_bytes().replace(LINES[13].encode(), b"\xff\xfe"))
     out = tmp_path / "out.en"
-    assert translate_main(["-c", str(model), "-i", str(bad), "-o", str(out), *SAMPLING]) == 1
+    _failing_at_line_14(tmp_path, model, out)
     err = capsys.readouterr().err
     assert "line 14 is not valid UTF-8" in err and "the translations of 12 lines are kept in" in err
     assert not out.exists()
@@ -114,11 +120,9 @@ def test_a_failed_run_keeps_its_finished_chunks_and_redoes_only_what_changed(mod
 
 def test_other_settings_start_over_and_a_failure_before_any_chunk_leaves_nothing(model, tmp_path, capsys,
                                                                                  monkeypatch) -> None:
-    src = _write(tmp_path / "in.de", LINES)
-    bad = tmp_path / "bad.de"
-    bad.write_bytes(src.read_bytes().replace(LINES[13].encode(), b"\xff"))
     out = tmp_path / "out.en"
-    assert translate_main(["-c", str(model), "-i", str(bad), "-o", str(out), *SAMPLING]) == 1
+    src = _failing_at_line_14(tmp_path, model, out)
+    bad = tmp_path / "bad.de"
     seen = _translated_lines(monkeypatch)
     capsys.readouterr()
     assert translate_main(["-c", str(model), "-i", str(src), "-o", str(out), *SAMPLING, "--seed", "4"]) == 0
