@@ -1,15 +1,18 @@
 """Safe file output and input: atomic writes, OS errors in plain words, outputs that can never replace an input,
-and reads of regular files only (their bytes, their sha256)."""
+reads of regular files only (their bytes, their sha256), and advisory locks that die with their process."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -218,3 +221,48 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def take_lock(path: Path) -> tuple[IO[str] | None, str]:
+    """An exclusive `flock` on `path` (created when missing), which the kernel drops when the process ends in any
+    way: (the open handle, what a killed holder left in the file), or (None, the holder) while another process
+    holds it. The file then names this process, for the messages of others; OSError when it cannot be opened."""
+    while True:
+        handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            return None, holder
+        except BaseException:
+            handle.close()
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        handle.close()  # its last holder removed the file between our open and our lock: lock the new one
+    try:
+        stale = handle.read().strip()  # a holder that ended well emptied the file: text means it was killed
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on host {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+    except BaseException:
+        handle.close()
+        raise
+    return handle, stale
+
+
+def release_lock(handle: IO[str], path: Path, remove: bool = False) -> None:
+    """Let go of a lock `take_lock` gave: the file emptied (or removed, while still held) and closed."""
+    with contextlib.suppress(OSError):
+        if remove:
+            path.unlink()
+        else:
+            handle.seek(0)
+            handle.truncate()
+    handle.close()

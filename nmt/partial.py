@@ -1,5 +1,6 @@
 """Outputs that survive a stopped run: each grows in NAME.partial, a record line after every finished chunk of
-input (NAME.partial.jsonl) lets the same command go on from there, and the files take their names only when whole."""
+input (NAME.partial.jsonl) lets the same command go on from there, and the files take their names only when whole.
+One process at a time writes an output: NAME.partial.lock holds its lock while it runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from nmt.errors import FileError
-from nmt.fileio import cause, through_links
+from nmt.fileio import cause, release_lock, take_lock, through_links
 
 SUFFIX = ".partial"
 
@@ -30,7 +31,8 @@ class PartialOutputs:
     The record's first line holds a key (the model, settings and anything else that decides the output); each
     further line one finished chunk: its input digest, the outputs' sizes after it and `extra` state. A rerun
     with the same key skips each chunk whose input is unchanged, cuts the files back to the last such chunk and
-    appends from there; another key, a missing file or a changed chunk starts that part over.
+    appends from there; another key, a missing file or a changed chunk starts that part over. The outputs are
+    locked from here to finish() or abandon(): FileError when another process is writing them.
     """
 
     def __init__(self, paths: Sequence[str | Path], key: Mapping[str, Any]) -> None:
@@ -38,6 +40,14 @@ class PartialOutputs:
         self.partials = [p.with_name(p.name + SUFFIX) for p in self.paths]
         self.record = self.partials[0].with_name(self.partials[0].name + ".jsonl")
         self.key = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+        self.lock_path = self.partials[0].with_name(self.partials[0].name + ".lock")
+        try:
+            self.lock, holder = take_lock(self.lock_path)
+        except OSError as err:
+            raise FileError(f"{self.lock_path}: cannot write ({cause(err)})") from None
+        if self.lock is None:
+            raise FileError(f"{self.paths[0]}: another process is translating into this output ({holder}); wait "
+                            "for it to end, stop it, or choose another output")
         self.earlier, self.stale = self._earlier()
         self.done: list[dict[str, Any]] = []  # this run's finished chunks, the reused ones first
         self.handles: list[IO[str]] = []
@@ -126,15 +136,17 @@ class PartialOutputs:
             self.record.unlink()
         except OSError as err:
             raise FileError(f"{err.filename or self.paths[0]}: cannot write ({cause(err)})") from None
+        self.unlock()
 
     def abandon(self) -> bool:
         """After an error: keep the files when some chunk is finished (True), else remove what this run made."""
-        if self.done:
+        kept = bool(self.done)
+        if kept:
             self.close()
-            return True
-        if self.log is not None:
+        elif self.log is not None:
             self.discard()
-        return False
+        self.unlock()
+        return kept
 
     def discard(self) -> None:
         """Remove the partial files and the record: nothing of them is to be gone on from."""
@@ -142,6 +154,12 @@ class PartialOutputs:
         self.done = []
         for path in (*self.partials, self.record):
             path.unlink(missing_ok=True)
+
+    def unlock(self) -> None:
+        """Let another process write the outputs (the lock file goes)."""
+        if self.lock is not None:
+            release_lock(self.lock, self.lock_path, remove=True)
+            self.lock = None
 
     def close(self) -> None:
         for handle in (*self.handles, self.log):

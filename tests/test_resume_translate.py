@@ -176,3 +176,26 @@ def test_a_changed_constraints_line_redoes_its_chunk_and_a_longer_constraints_fi
     seen = _translated_lines(monkeypatch)
     assert translate_main(argv) == 0
     assert seen == [1, 5] and len(out.read_text(encoding="utf-8").splitlines()) == 8
+
+
+def test_a_second_process_cannot_write_an_output_another_is_writing(model, tmp_path, capsys) -> None:
+    src = _write(tmp_path / "in.de", LINES[:8])
+    out = tmp_path / "out.en"
+    argv = ["-c", str(model), "-i", str(src), "-o", str(out), "--chunk-lines", "4", "--split-sentences", "off"]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from nmt.fileio import take_lock; "
+         "handle, _ = take_lock(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()",
+         str(tmp_path / "out.en.partial.lock")],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        (tmp_path / "out.en.partial").write_text("the other process's line\n", encoding="utf-8")
+        err = fails_cleanly(translate_main, argv, capsys, tmp_path, "another process is translating into this output")
+        assert f"pid {holder.pid} on host" in err
+        with pytest.raises(nmt.FileError, match="another process"):
+            nmt.translate_file(model, src, out, chunk_lines=4)
+    finally:
+        holder.communicate("", timeout=60)
+    (tmp_path / "out.en.partial").unlink()
+    assert translate_main(argv) == 0 and len(out.read_text(encoding="utf-8").splitlines()) == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.de", "out.en"]  # the lock file goes with the run

@@ -7,20 +7,12 @@ any way, SIGKILL included; the PID and host written into the file only serve the
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.errors import FileError, RunLockError
-from nmt.fileio import cause
+from nmt.fileio import cause, release_lock, take_lock
 from nmt.run.folder import RunDir
-
-
-def _owner() -> str:
-    return f"pid {os.getpid()} on host {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
 
 
 @contextlib.contextmanager
@@ -32,32 +24,13 @@ def run_lock(run_dir: Path) -> Iterator[str]:
     path = RunDir(run_dir).lock
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        handle, text = take_lock(path)
     except OSError as err:
-        raise FileError(f"{path}: cannot create the run lock ({cause(err)})") from None
-    handle = os.fdopen(fd, "r+", encoding="utf-8")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = handle.read().strip() or "another process"
-            raise RunLockError(f"{run_dir}: another nmt-train is training in this run folder ({holder}); "
-                               "wait for it to end, stop it, or choose another name (--set name=...)") from None
-        stale = handle.read().strip()  # a clean exit empties the file: text here means its owner was killed
-        handle.seek(0)
-        handle.truncate()
-        handle.write(_owner() + "\n")
-        handle.flush()
-    except OSError as err:
-        handle.close()
         raise FileError(f"{path}: cannot take the run lock ({cause(err)})") from None
-    except BaseException:
-        handle.close()
-        raise
+    if handle is None:
+        raise RunLockError(f"{run_dir}: another nmt-train is training in this run folder ({text}); "
+                           "wait for it to end, stop it, or choose another name (--set name=...)")
     try:
-        yield stale
+        yield text
     finally:
-        with contextlib.suppress(OSError):
-            handle.seek(0)
-            handle.truncate()
-        handle.close()
+        release_lock(handle, path)
