@@ -430,6 +430,14 @@ def bootstraps(results: Path, refs: References | None = None) -> tuple[dict[str,
     return records, problems
 
 
+def recomputed(results: Path, name: str, refs: References) -> dict[str, Any]:
+    """The paired bootstrap of the recipe model `name` against its baseline, computed afresh from their
+    translations: what its bootstrap.json holds when nothing was edited by hand."""
+    models = read_models(results)
+    model = next(m for m in recipe_models(models) if m.name == name)
+    return _computed(results, model, baseline_of(model, models, results), refs)
+
+
 def write_bootstraps(results: Path, records: dict[str, dict[str, Any]]) -> None:
     """Each record in its model's bootstrap.json, where that does not hold it already."""
     for name, record in records.items():
