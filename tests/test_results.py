@@ -179,6 +179,17 @@ def _synthetic(tmp_path: Path, names: dict[str, str]) -> Path:
     return results
 
 
+def _marked(folder: Path) -> tuple[Path, Path]:
+    """A README and a details file in `folder` holding every block's markers, empty."""
+    readme, details = folder / "README.md", folder / "training.md"
+    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
+    details.write_text("".join(f"text\n{start}\n{end}\n" for start, end in (
+        (results_table.DIRECTIONS_START, results_table.DIRECTIONS_END),
+        (results_table.RECIPE_START, results_table.RECIPE_END),
+        (results_table.DETAILS_START, results_table.DETAILS_END))))
+    return readme, details
+
+
 def test_another_direction_gets_its_own_table_in_the_details_file_not_the_readme(tmp_path):
     results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de", "rev_seed2": "en-de"})
     readme = results_table.tables(results)
@@ -202,10 +213,7 @@ def test_with_german_english_models_only_the_details_file_says_no_other_directio
 
 def test_check_notices_a_stale_table_of_another_direction_and_leaves_the_readme_alone(tmp_path, capsys):
     results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de"})
-    readme, details = tmp_path / "README.md", tmp_path / "training.md"
-    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
-    details.write_text(f"{results_table.DIRECTIONS_START}\n{results_table.DIRECTIONS_END}\n\n"
-                       f"{results_table.DETAILS_START}\n{results_table.DETAILS_END}\n")
+    readme, details = _marked(tmp_path)
     argv = ["--results", str(results), "--readme", str(readme), "--details", str(details)]
     assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0
     assert "**English→German**" in details.read_text() and "`rev" not in readme.read_text()
@@ -327,12 +335,7 @@ def test_a_single_recipe_model_shows_its_p_value_and_only_a_real_difference_is_s
 def test_the_recipe_block_is_written_between_its_markers_and_check_notices_stale_bootstraps(recipe_results, tmp_path,
                                                                                             capsys, monkeypatch):
     monkeypatch.setattr(results_table, "references", lambda _root, split, language: _refs(split, language))
-    readme, details = tmp_path / "README.md", tmp_path / "training.md"
-    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
-    details.write_text("".join(f"intro\n{start}\n{end}\n" for start, end in (
-        (results_table.DIRECTIONS_START, results_table.DIRECTIONS_END),
-        (results_table.RECIPE_START, results_table.RECIPE_END),
-        (results_table.DETAILS_START, results_table.DETAILS_END))))
+    readme, details = _marked(tmp_path)
     argv = ["--results", str(recipe_results), "--readme", str(readme), "--details", str(details)]
     assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0
     block = details.read_text().split(results_table.RECIPE_START)[1].split(results_table.RECIPE_END)[0]

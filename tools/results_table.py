@@ -15,8 +15,17 @@ README.md gets the German→English models, one table per family (Transformer, G
 between <!-- results:start --> and <!-- results:end -->. The details file (docs/training.md) gets one table per
 other direction (English→German: scored against the German references, comparable with no German→English row)
 between <!-- directions:start --> and <!-- directions:end -->, and every model with its commit, checkpoint and
-hardware between <!-- models:start --> and <!-- models:end -->. --check writes nothing and exits 1 if any block
-is not current.
+hardware between <!-- models:start --> and <!-- models:end -->. A row's words name the corpora its model read beyond
+Multi30k's pairs (data.train_corpora: back-translation, forward translation, distillation, with their tags).
+
+The recipe table, between <!-- recipe:start --> and <!-- recipe:end --> of the details file, sets every
+German→English model with data.train_corpora beside the baseline multi30k_transformer (its seeds and ensemble):
+BLEU and chrF on each test set, with the difference from the baseline of the model's seed (an ensemble's: the
+baseline's ensemble) and sacrebleu's paired bootstrap. Each such model's bootstrap is kept in its folder's
+bootstrap.json with the sha256 of the two translation files it compared; it is recomputed (against the Multi30k
+references: NMT_DATA_MIRROR, else ../shared/data/multi30k, else the download cache) only when those change, and
+--check only verifies that it is current. --check writes nothing and exits 1 if any block or bootstrap.json is not
+current.
 """
 
 from __future__ import annotations
@@ -446,15 +455,16 @@ def write_bootstraps(results: Path, records: dict[str, dict[str, Any]]) -> None:
             write_json(path, record)
 
 
-def _verdict(pairs: list[tuple[float, float | None]], resamples: int) -> str:
-    """The difference from the baseline and the bootstrap's verdict: one model's p, or for seeds their mean
-    difference and how many of them are better or worse than their own baseline at p < 0.05."""
+def _verdict(pairs: list[tuple[float, float]], resamples: int) -> str:
+    """The difference from the baseline and the bootstrap's verdict, from (difference, p) of each model: one
+    model's p, or for seeds their mean difference and how many are better or worse than their own baseline at
+    p < 0.05."""
     if len(pairs) == 1:
         delta, p_value = pairs[0]
         return f"{delta:+.2f}, p {p_text(p_value, resamples)}"
     counts = [f"{count}/{len(pairs)} {side}*" for side, count in (
-        ("better", sum(d > 0 and p is not None and p < 0.05 for d, p in pairs)),
-        ("worse", sum(d < 0 and p is not None and p < 0.05 for d, p in pairs))) if count]
+        ("better", sum(d > 0 and p < 0.05 for d, p in pairs)),
+        ("worse", sum(d < 0 and p < 0.05 for d, p in pairs))) if count]
     return f"{statistics.mean(d for d, _ in pairs):+.2f}; {', '.join(counts) or 'none differs'}"
 
 
@@ -468,11 +478,8 @@ def _recipe_cells(models: list[Model], baselines: dict[str, Model], records: dic
             if len(values) != len(models):
                 cells.append("–")
                 continue
-            if not baselines:
-                cells.append(_mean(values))
-                continue
-            entries = [records[m.name]["splits"].get(split) for m in models]
-            if any(entry is None for entry in entries) or any(split not in baselines[m.name].scores for m in models):
+            entries = [records[m.name]["splits"].get(split) for m in models] if baselines else [None]
+            if None in entries:  # the baseline itself, or a test set its baseline was not decoded on
                 cells.append(_mean(values))
                 continue
             pairs = [(m.scores[split][metric] - baselines[m.name].scores[split][metric],
