@@ -305,7 +305,10 @@ def test_the_label_names_each_corpus_read_beyond_the_dataset_with_its_tag_and_we
     assert results_table.recipe(load_config(tiny_config(tmp_path, "plain")))[1] == "Transformer, 30 updates"
     results = tmp_path / "results"
     archive_folder(results, "mix", config)
-    assert "| Transformer + back-translation (tagged `<bt>`) + 1 more corpus" in results_table.tables(results)
+    readme = results_table.tables(results)
+    assert "| Transformer + back-translation (tagged `<bt>`) + 1 more corpus" in readme
+    assert "(docs/training.md#more-data-through-the-model-the-recipe)" in readme
+    assert "the-recipe" not in results_table.tables(_synthetic(tmp_path / "plain", {"tiny": "de-en"}))
 
 
 def test_each_recipe_model_is_paired_with_the_baseline_of_its_own_seed(recipe_results):

@@ -266,6 +266,9 @@ def tables(results: Path) -> str:
     models = read_models(results)
     others = " Models of other directions: [docs/training.md](docs/training.md#other-directions)." if any(
         m.direction != README_DIRECTION for m in models) else ""
+    if recipe_models(models):
+        others += (" The models trained on more than Multi30k's pairs against the baseline of their seed, with the "
+                   "paired bootstrap: [docs/training.md](docs/training.md#more-data-through-the-model-the-recipe).")
     parts = ["Each row is a model archived in `results/multi30k/<name>/` (beam 5, the length penalty chosen on the "
              "validation split); the seeds of one recipe share a row, as mean ± sample standard deviation. Every "
              "model's commit, checkpoint, hardware and training command: "
