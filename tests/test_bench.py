@@ -557,6 +557,7 @@ def _results_files(folder: Path) -> list[str]:
     """The results tables' --readme and --details flags, naming files in `folder` (never the repository's)."""
     details = folder / "details.md"
     details.write_text("<!-- directions:start -->\nold\n<!-- directions:end -->\n\n"
+                       "<!-- recipe:start -->\nold\n<!-- recipe:end -->\n\n"
                        "<!-- models:start -->\nold\n<!-- models:end -->\n", encoding="utf-8")
     return ["--readme", str(_readme(folder, "results")), "--details", str(details)]
 

@@ -15,11 +15,13 @@ import pytest
 import sacrebleu
 
 from nmt.cli import evaluate_parser, train_main
+from nmt.config import load_config
 from nmt.data import sample_dir
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
+from tests import synthetic_archive as synthetic
 from tests.conftest import REPO, fails_cleanly, tiny_config
-from tests.synthetic_archive import archive_folder
+from tests.synthetic_archive import archive_folder, sacrebleu_scores
 from tools import archive, check, results_table
 
 ARGV = ["run", "runs/x", "--beside", "nothing"]
@@ -177,6 +179,17 @@ def _synthetic(tmp_path: Path, names: dict[str, str]) -> Path:
     return results
 
 
+def _marked(folder: Path) -> tuple[Path, Path]:
+    """A README and a details file in `folder` holding every block's markers, empty."""
+    readme, details = folder / "README.md", folder / "training.md"
+    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
+    details.write_text("".join(f"text\n{start}\n{end}\n" for start, end in (
+        (results_table.DIRECTIONS_START, results_table.DIRECTIONS_END),
+        (results_table.RECIPE_START, results_table.RECIPE_END),
+        (results_table.DETAILS_START, results_table.DETAILS_END))))
+    return readme, details
+
+
 def test_another_direction_gets_its_own_table_in_the_details_file_not_the_readme(tmp_path):
     results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de", "rev_seed2": "en-de"})
     readme = results_table.tables(results)
@@ -195,14 +208,12 @@ def test_with_german_english_models_only_the_details_file_says_no_other_directio
     results = _synthetic(tmp_path, {"tiny": "de-en"})
     assert "other-directions" not in results_table.tables(results)
     assert "|" not in results_table.directions(results)
+    assert results_table.recipe_table(results, {}).startswith("No German→English model trained on more than")
 
 
 def test_check_notices_a_stale_table_of_another_direction_and_leaves_the_readme_alone(tmp_path, capsys):
     results = _synthetic(tmp_path, {"tiny": "de-en", "rev_seed1": "en-de"})
-    readme, details = tmp_path / "README.md", tmp_path / "training.md"
-    readme.write_text(f"{results_table.START}\n{results_table.END}\n")
-    details.write_text(f"{results_table.DIRECTIONS_START}\n{results_table.DIRECTIONS_END}\n\n"
-                       f"{results_table.DETAILS_START}\n{results_table.DETAILS_END}\n")
+    readme, details = _marked(tmp_path)
     argv = ["--results", str(results), "--readme", str(readme), "--details", str(details)]
     assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0
     assert "**English→German**" in details.read_text() and "`rev" not in readme.read_text()
@@ -237,3 +248,137 @@ def test_a_details_file_without_the_other_directions_markers_is_refused_before_a
     details.write_text(f"{results_table.DETAILS_START}\nold\n{results_table.DETAILS_END}\n")
     fails_cleanly(results_table.main, ["--results", str(results), "--readme", str(readme), "--details", str(details)],
                   capsys, tmp_path, f"{details}: no {results_table.DIRECTIONS_START}")
+
+
+# ---------------------------------------------------------------------------------------------- the recipe table
+
+BT = {"files": ["data/recipe/task2.bt.de", "data/recipe/task2.en"], "tag": "<bt>"}
+
+
+def _seeded(results: Path, name: str, seed: int, configs: Path, **data) -> Path:
+    """A made-up archived run of `seed` (tests/synthetic_archive) whose config has the `data` settings."""
+    folder = archive_folder(results, name, tiny_config(configs, name, data=data))
+    run = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**run, "seed": seed}))
+    return folder
+
+
+def _retranslated(folder: Path, translate) -> None:
+    """A model's translations of each test set replaced by `translate(split)`, its reports re-scored."""
+    for split in archive.SPLITS:
+        hyps, report_file = translate(split), folder / f"eval_{split}.json"
+        (folder / f"{split}.hyp.en").write_text("".join(line + "\n" for line in hyps), encoding="utf-8")
+        report = json.loads(report_file.read_text())
+        report["scores"] = sacrebleu_scores(hyps, synthetic.references(split))
+        report_file.write_text(json.dumps(report))
+
+
+def _worse(split: str) -> list[str]:
+    """Made-up translations below those of synthetic_archive: every third sentence loses its last two words."""
+    return [" ".join(line.split()[:-2]) if i % 3 == 0 else line
+            for i, line in enumerate(synthetic.translations(split))]
+
+
+@pytest.fixture
+def recipe_results(tmp_path) -> Path:
+    """The baseline's seeds 1 and 2 (seed 2 translating worse than seed 1) and a recipe group of the same two
+    seeds: seed 1 translating exactly as the baseline's seed 1, seed 2 giving the references themselves."""
+    results, configs = tmp_path / "results", tmp_path / "configs"
+    for seed in (1, 2):
+        _seeded(results, f"{results_table.BASELINE}_seed{seed}", seed, configs)
+        _seeded(results, f"rec_seed{seed}", seed, configs, train_corpora=[BT])
+    _retranslated(results / f"{results_table.BASELINE}_seed2", _worse)
+    _retranslated(results / "rec_seed2", synthetic.references)
+    return results
+
+
+def _refs(split: str, language: str) -> list[str]:
+    return synthetic.references(split, language)
+
+
+def test_the_label_names_each_corpus_read_beyond_the_dataset_with_its_tag_and_weight(tmp_path):
+    other = {"files": ["extra/web.de.gz", "extra/web.en.gz"], "weight": 2.5}
+    config = tiny_config(tmp_path, "mix", data={"train_corpora": [BT, other]}, train={"max_steps": 6000})
+    words = results_table.recipe(load_config(config))[1]
+    assert words == ("Transformer + back-translation (tagged `<bt>`) + 1 more corpus (`web.de`, `web.en`, weight 2.5), "
+                     "6,000 updates")
+    assert results_table.recipe(load_config(tiny_config(tmp_path, "plain")))[1] == "Transformer, 30 updates"
+    results = tmp_path / "results"
+    archive_folder(results, "mix", config)
+    readme = results_table.tables(results)
+    assert "| Transformer + back-translation (tagged `<bt>`) + 1 more corpus" in readme
+    assert "(docs/training.md#more-data-through-the-model-the-recipe)" in readme
+    assert "the-recipe" not in results_table.tables(_synthetic(tmp_path / "plain", {"tiny": "de-en"}))
+
+
+def test_each_recipe_model_is_paired_with_the_baseline_of_its_own_seed(recipe_results):
+    records, stale = results_table.bootstraps(recipe_results, _refs)
+    assert stale == [] and sorted(records) == ["rec_seed1", "rec_seed2"]
+    same, better = records["rec_seed1"], records["rec_seed2"]
+    assert (same["baseline"], better["baseline"]) == tuple(f"{results_table.BASELINE}_seed{n}" for n in (1, 2))
+    for split in archive.SPLITS:
+        for metric in ("bleu", "chrf"):
+            assert same["splits"][split][metric]["model"]["p_value"] == 1.0  # the same translations: no evidence
+            assert better["splits"][split][metric]["model"]["p_value"] < 0.05
+    table = results_table.recipe_table(recipe_results, records)
+    row = next(line for line in table.splitlines() if "`rec`" in line)
+    assert "Transformer + back-translation (tagged `<bt>`)" in row and "| 2 seeds (1, 2) |" in row
+    assert row.count("1/2 better*") == 2 * len(archive.SPLITS) and "worse" not in row
+    baseline = next(line for line in table.splitlines() if f"`{results_table.BASELINE}`" in line)
+    assert baseline.startswith("| Baseline: ") and "(" not in baseline.split("|", 3)[3]  # no verdict of its own
+
+
+def test_a_single_recipe_model_shows_its_p_value_and_only_a_real_difference_is_starred(recipe_results):
+    shutil.rmtree(recipe_results / "rec_seed2")
+    records, _ = results_table.bootstraps(recipe_results, _refs)
+    row = next(line for line in results_table.recipe_table(recipe_results, records).splitlines() if "`rec`" in line)
+    assert "| seed 1 |" in row and row.count("(+0.00, p 1.000)") == 2 * len(archive.SPLITS) and "*" not in row
+
+
+def test_the_recipe_block_is_written_between_its_markers_and_check_notices_stale_bootstraps(recipe_results, tmp_path,
+                                                                                            capsys, monkeypatch):
+    monkeypatch.setattr(results_table, "references", lambda _root, split, language: _refs(split, language))
+    readme, details = _marked(tmp_path)
+    argv = ["--results", str(recipe_results), "--readme", str(readme), "--details", str(details)]
+    assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0
+    block = details.read_text().split(results_table.RECIPE_START)[1].split(results_table.RECIPE_END)[0]
+    assert "`rec`" in block and "1,000 resamples, seed 12345" in block
+    assert json.loads((recipe_results / "rec_seed2" / "bootstrap.json").read_text())["resamples"] == 1000
+    capsys.readouterr()
+    (recipe_results / "rec_seed1" / "test2017.hyp.en").write_text(
+        "".join(line + "\n" for line in _worse("test2017")), encoding="utf-8")  # its report no longer matches
+    written = {p: p.read_bytes() for p in (details, recipe_results / "rec_seed1" / "bootstrap.json")}
+    assert results_table.main([*argv, "--check"]) == 1
+    assert "rec_seed1/bootstrap.json: missing or not current" in capsys.readouterr().err
+    assert all(p.read_bytes() == content for p, content in written.items())
+    assert results_table.main(argv) == 0 and results_table.main([*argv, "--check"]) == 0  # recomputed and current
+    text = details.read_text()
+    details.write_text(text.replace("1/2 better*", "2/2 better*", 1))
+    capsys.readouterr()
+    assert results_table.main([*argv, "--check"]) == 1
+    assert "recipe table: stale" in capsys.readouterr().err
+
+
+def test_check_recomputes_a_recipe_bootstrap_and_finds_an_edited_figure(recipe_results, tmp_path):
+    records, _ = results_table.bootstraps(recipe_results, _refs)
+    results_table.write_bootstraps(recipe_results, records)
+    root = tmp_path / "root"
+    (root / "results").mkdir(parents=True)
+    shutil.move(recipe_results, root / "results" / "multi30k")
+    assert check.recipe_bootstrap(root, _refs) == []
+    path = root / "results" / "multi30k" / "rec_seed1" / "bootstrap.json"
+    record = json.loads(path.read_text())
+    record["splits"]["test"]["bleu"]["model"]["p_value"] = 0.04
+    path.write_text(json.dumps(record))
+    problems = check.recipe_bootstrap(root, _refs)
+    assert len(problems) == 1 and problems[0].startswith(f"{path}: differs from the paired bootstrap recomputed")
+
+
+def test_a_details_file_without_the_recipe_markers_is_refused_before_anything_is_written(recipe_results, tmp_path,
+                                                                                         capsys):
+    readme, details = tmp_path / "README.md", tmp_path / "training.md"
+    readme.write_text(f"{results_table.START}\nold\n{results_table.END}\n")
+    details.write_text(f"{results_table.DIRECTIONS_START}\n{results_table.DIRECTIONS_END}\n"
+                       f"{results_table.DETAILS_START}\nold\n{results_table.DETAILS_END}\n")
+    fails_cleanly(results_table.main, ["--results", str(recipe_results), "--readme", str(readme), "--details",
+                                       str(details)], capsys, tmp_path, f"{details}: no {results_table.RECIPE_START}")

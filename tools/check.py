@@ -7,10 +7,11 @@ results of a user's own, beside the committed ones, are never checked. A root th
 the committed files) is read whole.
 
 - blocks: every generated block is regenerated in memory and compared with the committed file: the results
-  tables and the speed summary (README.md), the other directions' results tables and every archived model
-  (docs/training.md), the comparison table (docs/comparing.md), the speed tables (docs/benchmarks.md), the
-  large-corpus table (docs/data.md), the sizing table (docs/training.md), the configuration reference
-  (docs/config.md) and reports/multi30k/compare.md (from its compare.json).
+  tables and the speed summary (README.md), the other directions' results tables, every archived model and the
+  recipe table (docs/training.md, its models' bootstrap.json current against their translations), the comparison
+  table (docs/comparing.md), the speed tables (docs/benchmarks.md), the large-corpus table (docs/data.md), the
+  sizing table (docs/training.md), the configuration reference (docs/config.md) and reports/multi30k/compare.md
+  (from its compare.json).
 - commands: every command a committed result records (benchmarks/results, results/, reports/) still runs:
   its module, script, make target or nmt command exists and its parser takes the recorded arguments
   (`tools.commands`).
@@ -20,7 +21,8 @@ the committed files) is read whole.
   BLEU-lc, chrF and TER must equal its eval_<split>.json, and a comparison run's BLEU, chrF and TER its
   compare.json row.
 - bootstrap: one comparison's paired bootstrap is recomputed from the seed its signature records; scores,
-  means, confidence intervals and p-values must equal compare.json.
+  means, confidence intervals and p-values must equal compare.json. So is the first recipe model's (by name),
+  whose figures must equal its bootstrap.json.
 
 The references come from NMT_DATA_MIRROR, else ../shared/data/multi30k beside the repository, else the
 download cache (data/downloads), fetched with its checksums like nmt-prepare does. Each difference is one
@@ -32,33 +34,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks import large_corpus, run_all, sizing
 from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
-from nmt.config import DataConfig
-from nmt.config.sections import BILINGUAL
-from nmt.data import MIRROR_ENV, MULTI30K_SPLITS, MULTI30K_TEST_SETS, fetch_multi30k, normalize, read_pair
-from nmt.errors import DataError
 from nmt.evaluation import Scorer
 from tools import compare_table, results_table
 from tools.commands import problem as command_problem
 from tools.commands import recorded as recorded_commands
+from tools.results_table import References, references, sacrebleu_seed
 
 MODULE = "tools.check"
 KINDS = ("blocks", "commands", "scores", "bootstrap")
 BOOTSTRAP_RUN = "cmp_multi30k_transformer_local"  # the comparison whose bootstrap is recomputed
 Problems = list[str]
-References = Callable[[str, str], list[str]]  # (test set, language) -> its references
 
 
 def _block(path: Path, start: str, end: str, body: str, fix: str) -> Problems:
@@ -84,6 +81,10 @@ def blocks(root: Path) -> Problems:
                               (results_table.DETAILS_START, results_table.DETAILS_END, results_table.details)):
         problems += _block(docs / "training.md", start, end, block(root / "results" / "multi30k"),
                            f"python -m {results_table.MODULE}")
+    records, stale = results_table.bootstraps(root / "results" / "multi30k")  # the recipe table's, where current
+    problems += stale or _block(docs / "training.md", results_table.RECIPE_START, results_table.RECIPE_END,
+                                results_table.recipe_table(root / "results" / "multi30k", records),
+                                f"python -m {results_table.MODULE}")
     comparing = docs / "comparing.md"
     problems += _block(comparing, compare_table.START, compare_table.END, compare_table.table(report, comparing),
                        f"python -m {compare_table.MODULE}")
@@ -112,25 +113,6 @@ def commands(root: Path) -> Problems:
     return [f"{path}: {key} `{recorded}`: {why}" for path in files
             for key, recorded in recorded_commands(read_json(path))
             if (why := command_problem(recorded, root)) is not None]
-
-
-def references(root: Path = ROOT, split: str = "test", language: str = "en") -> list[str]:
-    """The references of a Multi30k test set (test: test2016, test2017, mscoco2017, test2018) in `language`
-    (en or de), normalized as nmt-evaluate scores them (checksums verified)."""
-    mirror = os.environ.get(MIRROR_ENV, "")
-    beside = root.resolve().parent / "shared" / "data" / "multi30k"
-    if not mirror and beside.is_dir():
-        mirror = str(beside)
-    stems = MULTI30K_SPLITS | MULTI30K_TEST_SETS
-    if split not in stems or split in ("train", "val"):
-        raise DataError(f"{split}: not a Multi30k test set (test, {', '.join(MULTI30K_TEST_SETS)})")
-    sides = BILINGUAL["multi30k"]  # the languages of each pair fetch_multi30k gives, in its order
-    if language not in sides:
-        raise DataError(f"{language}: not a language of Multi30k ({', '.join(sides)})")
-    files = fetch_multi30k(DataConfig(dataset="multi30k", mirror=mirror,
-                                      download_dir=str(root / "data" / "downloads")), log=lambda _msg: None,
-                           splits={split: stems[split]})
-    return [normalize(line, False) for line in read_pair(*files[split])[sides.index(language)]]
 
 
 def _lines(path: Path) -> list[str]:
@@ -209,20 +191,6 @@ def scores(root: Path, refs: References) -> Problems:
     return listed + problems
 
 
-@contextlib.contextmanager
-def _sacrebleu_seed(seed: str) -> Iterator[None]:
-    """sacrebleu's paired bootstrap takes its seed from the environment."""
-    before = os.environ.get("SACREBLEU_SEED")
-    os.environ["SACREBLEU_SEED"] = seed
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["SACREBLEU_SEED"]
-        else:
-            os.environ["SACREBLEU_SEED"] = before
-
-
 def bootstrap(root: Path, refs: list[str], name: str = BOOTSTRAP_RUN) -> Problems:
     """The paired bootstrap of run `name` against its baseline, recomputed from the recorded seed."""
     compare_file = root / "reports" / "multi30k" / "compare.json"
@@ -234,11 +202,25 @@ def bootstrap(root: Path, refs: list[str], name: str = BOOTSTRAP_RUN) -> Problem
         return [f"{compare_file}: the bleu signature records no seed"]
     runs = root / "reports" / "multi30k" / "runs"
     systems = [(base, _lines(runs / base / "test.hyp.en")), (name, _lines(runs / name / "test.hyp.en"))]
-    with _sacrebleu_seed(seed.group(1)):
+    with sacrebleu_seed(seed.group(1)):
         fresh, _ = paired_bootstrap(systems, refs, sig["resamples"])
     return [f"{compare_file}: significance.runs.{run}.{metric} is {sig['runs'][run][metric]}, recomputed "
             f"{fresh[run][metric]}" for run in (base, name) for metric in ("bleu", "chrf")
             if fresh[run][metric] != {k: sig["runs"][run][metric][k] for k in fresh[run][metric]}]
+
+
+def recipe_bootstrap(root: Path, refs: References) -> Problems:
+    """The first current bootstrap.json of the recipe table (by model name) recomputed from the translations it
+    compares: every figure must equal the file's."""
+    results = root / "results" / "multi30k"
+    records, _ = results_table.bootstraps(results)  # a stale one is the blocks check's to report
+    if not records:
+        return []
+    name = min(records)
+    if results_table.recomputed(results, name, refs) == records[name]:
+        return []
+    return [f"{results / name / results_table.BOOTSTRAP}: differs from the paired bootstrap recomputed from the "
+            f"translations; run `python -m {results_table.MODULE}` after removing it"]
 
 
 def _tracked(root: Path) -> list[str] | None:
@@ -283,7 +265,7 @@ def run_checks(root: Path, only: tuple[str, ...] = KINDS, bootstrap_run: str = B
             if "scores" in only:
                 problems += scores(tree, texts)
             if "bootstrap" in only:
-                problems += bootstrap(tree, texts("test", "en"), bootstrap_run)
+                problems += bootstrap(tree, texts("test", "en"), bootstrap_run) + recipe_bootstrap(tree, texts)
         return [problem.replace(str(tree), str(root)) for problem in problems]
 
 
