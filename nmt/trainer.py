@@ -29,7 +29,7 @@ from nmt.checkpoint import (
 from nmt.config import AUTO, Config, TrainConfig, save_config
 from nmt.data import Batch, Prepared, Split, TokenBatchSampler, collate
 from nmt.data.batching import stream_batches
-from nmt.distributed import UpdateTally, current, gather_objects
+from nmt.distributed import UpdateTally, barrier, current, gather_objects, shutdown_distributed
 from nmt.engines.pytorch import TorchEngine
 from nmt.errors import CheckpointError, TrainingError
 from nmt.evaluation import TUNING_SUMMARY, evaluate, penalty_table, split_pair, tune_and_store, write_report
@@ -376,6 +376,16 @@ class Trainer:
         entry = self.metrics.train(prog.step, self.sampler.epoch, stats, prog.skipped, prog.elapsed, outlook.record())
         log.info("step %d epoch %d loss %.3f lr %.2e %.2f updates/s %.0f tgt tok/s, %s", prog.step, self.sampler.epoch,
                  entry["loss"], entry["lr"], entry["updates_s"], entry["tgt_tok_s"], outlook.describe())
+
+    def leave_group(self) -> None:
+        """After the last update, on every rank: wait for the others, let go of DDP and leave the process group
+        together, so no rank tears its connections down while another still holds them."""
+        if not self.dist.group:
+            return
+        barrier(self.dist)
+        self.net = self.model  # DDP's reducer holds the group
+        shutdown_distributed()
+        self.dist = replace(self.dist, group=False)
 
     def finish(self, evaluate_test: bool, command: str) -> TrainingOutcome:
         """Rank 0 after training: the final model, its length penalty (tuned if auto) and its test report."""

@@ -72,7 +72,7 @@ def train_run(cfg: Config, restart: bool = False, evaluate_test: bool = True, co
         with contextlib.ExitStack() as resources:
             owner = _start(cfg, restart, device, resources)
             resources.enter_context(_run_log(RunDir(cfg.run_dir), current(device).rank))
-            return _train(cfg, restart, evaluate_test, command, owner, device, parent)
+            return _train(cfg, restart, evaluate_test, command, owner, device, parent, own_group)
     finally:
         if own_group:  # free NCCL's communicators now, not at interpreter exit
             shutdown_distributed()
@@ -127,8 +127,9 @@ def _start(cfg: Config, restart: bool, device: torch.device, resources: contextl
 
 
 def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previous_owner: str,
-           device: torch.device, parent: Parent | None) -> Run:
-    """The run while the folder is locked: set up, resume or start, train, finish."""
+           device: torch.device, parent: Parent | None, own_group: bool) -> Run:
+    """The run while the folder is locked: set up, resume or start, train, finish. A group of its own is left by
+    every rank at once when the updates end, before rank 0 finishes alone."""
     run, rank = RunDir(cfg.run_dir), current(device).rank
     if previous_owner:
         log.warning("took over the run folder's lock from a training that ended without releasing it (%s)",
@@ -153,6 +154,8 @@ def _train(cfg: Config, restart: bool, evaluate_test: bool, command: str, previo
             signum = stop_signal()  # 0 once the block ends
     except FileError as err:
         raise FileError(f"{err}; training stopped at step {trainer.progress.step}") from None
+    if own_group:
+        trainer.leave_group()
     if trainer.interrupted:  # agreed by every rank
         signum = signum or signal.SIGTERM
         raise TrainingInterrupted(f"stopped by {signal_name(signum)} at step {progress.step}; last.pt is saved in "
