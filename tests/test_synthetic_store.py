@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+import nmt.partial
 import tools.synthetic
 from nmt.errors import FileError
 from nmt.fileio import sha256_file
@@ -50,3 +51,30 @@ def test_make_needs_the_models_input_and_output_of_its_translation(capsys):
     assert "must name -c MODEL, -i FILE and -o FILE" in capsys.readouterr().err
     args = tools.synthetic.parse_args(["make", "bt", "--beside", "x", "--", "-c", "r", "-i", "a", "-o", "b"])
     assert args.translate == ["-c", "r", "-i", "a", "-o", "b"]
+
+
+def test_a_resumed_translation_is_timed_over_the_lines_it_translated_itself(store, tmp_path, monkeypatch):
+    model = untrained_run(tmp_path, "synthetic", decode={"max_len_a": 0.0, "max_len_b": 5})
+    source = tmp_path / "mono.en"
+    source.write_text("".join(f"A cat sleeps {i} hours.\n" for i in range(7)), encoding="utf-8")
+    output = tmp_path / "mono.bt.de"
+    args = ["-c", str(model), "-i", str(source), "-o", str(output), "--beam", "1", "--split-sentences", "off",
+            "--chunk-lines", "3"]
+    commit = nmt.partial.PartialOutputs.commit
+
+    def stopped_at_the_third_chunk(self, read, lines, **extra):
+        if len(self.done) == 2:
+            raise KeyboardInterrupt
+        return commit(self, read, lines, **extra)
+
+    monkeypatch.setattr(nmt.partial.PartialOutputs, "commit", stopped_at_the_third_chunk)
+    assert tools.synthetic.main(["make", "bt", "--beside", "nothing", "--", *args]) != 0
+    assert not output.exists() and not (store / "bt").exists()
+    monkeypatch.setattr(nmt.partial.PartialOutputs, "commit", commit)
+    clock = iter([100.0, 102.0])  # the translation takes two seconds
+    monkeypatch.setattr(tools.synthetic, "monotonic", lambda: next(clock))
+    assert tools.synthetic.main(["make", "bt", "--beside", "nothing", "--", *args]) == 0
+    manifest = json.loads((store / "bt" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["resumed_at_line"] == 7 and manifest["lines_translated"] == 1
+    assert manifest["seconds"] == 2.0 and manifest["lines_per_s"] == 0.5  # one line, not the output's seven
+    assert manifest["output"]["lines"] == 7

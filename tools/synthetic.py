@@ -8,19 +8,22 @@ Usage:
 wrote in results/synthetic/NAME/: gzipped parts of at most PART_LINES lines (each well under 2 MB; concatenated they
 are one gzip file of the whole) and manifest.json: the command, its seconds and lines per second, what else ran on
 the machine (--beside), the input's and output's sha256 and line counts, each model's final checkpoint and sha256,
-the commit, the machine and the date. Only nmt's own output is stored, never the text it translated.
+the commit, the machine and the date. Only nmt's own output is stored, never the text it translated. A translation
+that goes on from a stopped one's OUTPUT.partial is timed over the lines it translated itself (`resumed_at_line`).
 `restore` writes the corpus back (default: the -o path of its command) and checks its sha256.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
+import re
 import shlex
 import sys
-import time
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 from benchmarks.common import ROOT, arguments, code_commit, cpu_model, now, prog, read_json
@@ -34,6 +37,21 @@ from nmt.loader import model_inputs
 MODULE = "tools.synthetic"
 STORE = ROOT / "results" / "synthetic"
 PART_LINES = 40_000  # about 1 MB gzipped of captions
+RESUMED = re.compile(r"^resuming at line ([0-9,]+):", re.MULTILINE)  # nmt-translate's line when it goes on
+
+
+class _Tee:
+    """A text stream that writes through to `stream` and keeps a copy."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.kept = stream, []
+
+    def write(self, text: str) -> int:
+        self.kept.append(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno: the real stream's
+        return getattr(self.stream, name)
 
 
 def _translate_args(args: list[str]) -> argparse.Namespace:
@@ -78,13 +96,18 @@ def pack(output: Path, folder: Path) -> list[dict[str, Any]]:
 def make(name: str, beside: str, args: list[str]) -> int:
     named = _translate_args(args)
     folder = STORE / name
-    started = time.monotonic()
-    status = translate_main(args)
-    seconds = time.monotonic() - started
+    said = _Tee(sys.stderr)
+    started = monotonic()
+    with contextlib.redirect_stderr(said):
+        status = translate_main(args)
+    seconds = monotonic() - started
     if status:
         return status
     output, source = Path(named.output), Path(named.input)
     lines = _lines(output)
+    resumed = RESUMED.search("".join(said.kept))
+    first = int(resumed.group(1).replace(",", "")) if resumed else 1  # the input line this run started at
+    translated = lines - (first - 1)  # a line per input line (--split-sentences off or on)
     models = [{"model": path, "checkpoint": _shown(find_checkpoint(path)), "sha256": sha256_file(find_checkpoint(path))}
               if not is_export(Path(path)) else
               {"model": path, "files": [{"path": _shown(p), "sha256": sha256_file(p)} for _, p in model_inputs(path)]}
@@ -93,13 +116,14 @@ def make(name: str, beside: str, args: list[str]) -> int:
         "name": name, "date": now(), "command": shlex.join(["nmt-translate", *args]), "commit": code_commit(),
         "archived_by": shlex.join(["python", "-m", MODULE, "make", name, "--beside", beside, "--", *args]),
         "machine": {"cpu": cpu_model(), "beside": beside},
-        "seconds": round(seconds, 1), "lines_per_s": round(lines / seconds, 2),
+        "seconds": round(seconds, 1), "lines_per_s": round(translated / seconds, 2),
+        **({"resumed_at_line": first, "lines_translated": translated} if resumed else {}),
         "input": {"path": named.input, "lines": _lines(source), "sha256": sha256_file(source)},
         "output": {"path": named.output, "lines": lines, "sha256": sha256_file(output)},
         "models": models, "parts": pack(output, folder),
     }
     write_json(folder / "manifest.json", manifest)
-    print(f"{lines:,} lines in {seconds:,.0f} s ({manifest['lines_per_s']} lines/s) -> {folder}")
+    print(f"{translated:,} lines in {seconds:,.0f} s ({manifest['lines_per_s']} lines/s) -> {folder}")
     return 0
 
 
