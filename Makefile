@@ -106,6 +106,7 @@ docs: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python -m tools.results_table
 	$(BIN)/python -m tools.compare_table
+	$(BIN)/python -m tools.synthetic report
 
 # The translation service and attention explorer on http://127.0.0.1:8000 (docs/serve.md).
 serve: $(STAMP)

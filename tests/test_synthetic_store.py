@@ -78,3 +78,29 @@ def test_a_resumed_translation_is_timed_over_the_lines_it_translated_itself(stor
     assert manifest["resumed_at_line"] == 7 and manifest["lines_translated"] == 1
     assert manifest["seconds"] == 2.0 and manifest["lines_per_s"] == 0.5  # one line, not the output's seven
     assert manifest["output"]["lines"] == 7
+
+
+def test_the_costs_report_shows_each_corpus_and_the_speeds_of_the_models_that_made_it(store, tmp_path):
+    model = untrained_run(tmp_path, "synthetic", decode={"max_len_a": 0.0, "max_len_b": 5})
+    source = tmp_path / "mono.en"
+    source.write_text("A dog runs.\nTwo cats sleep.\n", encoding="utf-8")
+    args = ["-c", str(model), "-i", str(source), "-o", str(tmp_path / "mono.de"), "--sampling", "--beam", "1",
+            "--seed", "7", "--split-sentences", "off"]
+    assert tools.synthetic.main(["make", "bt", "--beside", "nothing", "--", *args]) == 0
+    made = json.loads((store / "bt" / "manifest.json").read_text(encoding="utf-8"))["models"][0]
+    results = tmp_path / "bench"
+    results.mkdir()
+    rates = {"greedy": (1, 200.0), "beam4": (4, 50.0), "sampling": (1, 150.0)}
+    for name, sha in (("decode_mine.json", made["sha256"]), ("decode_other.json", "0" * 64)):
+        bench = {"members": [made["checkpoint"]], "checkpoint_sha256": sha, "split": "val", "threads": 2,
+                 "length_penalty": 1.0, "machine": {"cpu": "some CPU"},
+                 "searches": {k: {"beam": beam, "batched": {"sentences": 10, "sentences_per_s": r}}
+                              for k, (beam, r) in rates.items()}}
+        (results / name).write_text(json.dumps(bench), encoding="utf-8")
+    text = tools.synthetic.report(store, results)
+    corpus = next(line for line in text.splitlines() if line.startswith("| `bt`"))
+    assert "sampling (seed 7)" in corpus and "| 2 |" in corpus
+    speeds = [line for line in text.splitlines() if "decode_" in line]
+    assert len(speeds) == 1 and "decode_mine.json" in speeds[0]  # the other benchmark decoded another model
+    assert "| 200 | 50 (4) | 150 | 0.25 | 0.75 |" in speeds[0]
+    assert tools.synthetic.report(tmp_path / "empty", results) == "No synthetic corpus is stored.\n"

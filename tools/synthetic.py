@@ -3,6 +3,7 @@
 Usage:
     python -m tools.synthetic make NAME --beside TEXT -- NMT_TRANSLATE_ARGS...
     python -m tools.synthetic restore NAME [OUTPUT]
+    python -m tools.synthetic report [--check]
 
 `make` runs `nmt-translate NMT_TRANSLATE_ARGS` (which must name -i and -o files), timed, then stores the output it
 wrote in results/synthetic/NAME/: gzipped parts of at most PART_LINES lines (each well under 2 MB; concatenated they
@@ -11,6 +12,9 @@ the machine (--beside), the input's and output's sha256 and line counts, each mo
 the commit, the machine and the date. Only nmt's own output is stored, never the text it translated. A translation
 that goes on from a stopped one's OUTPUT.partial is timed over the lines it translated itself (`resumed_at_line`).
 `restore` writes the corpus back (default: the -o path of its command) and checks its sha256.
+`report` writes what the stored corpora cost into docs/training.md (between the recipe-costs markers): each
+corpus' search, lines and time, and the decoding speed benchmarks.decode measured for the same models (greedy, beam
+and sampling); `--check` exits 1 when the block is stale.
 """
 
 from __future__ import annotations
@@ -26,7 +30,20 @@ from pathlib import Path
 from time import monotonic
 from typing import Any
 
-from benchmarks.common import ROOT, arguments, code_commit, cpu_model, now, prog, read_json
+from benchmarks.common import (
+    RESULTS,
+    ROOT,
+    arguments,
+    cell,
+    code_commit,
+    cpu_model,
+    markdown_row,
+    now,
+    prog,
+    read_json,
+    table_header,
+    write_or_check,
+)
 from nmt.checkpoint import find_checkpoint
 from nmt.cli import command, translate_main
 from nmt.engines.ctranslate2 import is_export
@@ -37,6 +54,8 @@ from nmt.loader import model_inputs
 MODULE = "tools.synthetic"
 STORE = ROOT / "results" / "synthetic"
 PART_LINES = 40_000  # about 1 MB gzipped of captions
+DOCS = ROOT / "docs" / "training.md"
+START, END = "<!-- recipe-costs:start -->", "<!-- recipe-costs:end -->"
 RESUMED = re.compile(r"^resuming at line ([0-9,]+):", re.MULTILINE)  # nmt-translate's line when it goes on
 
 
@@ -145,6 +164,80 @@ def restore(name: str, output: str | None) -> int:
     return 0
 
 
+def _search(args: list[str]) -> str:
+    """How an nmt-translate command line searched: sampling, greedy or beam search, and its length penalty."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--beam", type=int)
+    parser.add_argument("--sampling", action="store_true")
+    parser.add_argument("--seed")
+    parser.add_argument("--length-penalty")
+    named, _ = parser.parse_known_args(args)
+    if named.sampling:
+        words = "sampling" + (f" (seed {named.seed})" if named.seed else "")
+    elif named.beam == 1:
+        words = "greedy"
+    else:
+        words = f"beam {named.beam}" if named.beam else "the model's beam search"
+    return words + (f", length penalty {named.length_penalty}" if named.length_penalty and not
+                    (named.sampling or named.beam == 1) else "")
+
+
+def _members(models: list[dict[str, Any]]) -> str:
+    names = [Path(m["model"]).name for m in models]
+    return f"`{names[0]}`" if len(names) == 1 else f"ensemble of {len(names)}: " + ", ".join(f"`{n}`" for n in names)
+
+
+def _corpus_row(manifest: dict[str, Any]) -> str:
+    timed = manifest.get("lines_translated", manifest["output"]["lines"])
+    minutes = f"{manifest['seconds'] / 60:,.1f}"
+    if "resumed_at_line" in manifest:
+        minutes += f" (the last {timed:,} lines: resumed at line {manifest['resumed_at_line']:,})"
+    args = shlex.split(manifest["command"])[1:]
+    return markdown_row([f"`{manifest['name']}`", _members(manifest["models"]), _search(args),
+                         f"{manifest['output']['lines']:,}", minutes, cell(manifest["lines_per_s"], ",.0f"),
+                         f"{manifest['machine']['cpu']}: {manifest['machine']['beside']}"])
+
+
+def _speeds(manifests: list[dict[str, Any]], results: Path) -> list[str]:
+    """Rows of benchmarks.decode's batched speeds for the models that made a stored corpus."""
+    made_by = {tuple(m["checkpoint"] for m in manifest["models"]): manifest["models"][0]["sha256"]
+               for manifest in manifests if all("checkpoint" in m for m in manifest["models"])}
+    rows = []
+    for path in sorted(results.glob("decode_*.json")):
+        bench = read_json(path)
+        members, searches = tuple(bench.get("members", ())), bench.get("searches", {})
+        if made_by.get(members) != bench.get("checkpoint_sha256") or "sampling" not in searches:
+            continue
+        rate = {name: search["batched"]["sentences_per_s"] for name, search in searches.items()}
+        beam = next(name for name in searches if name.startswith("beam"))
+        sentences = searches["greedy"]["batched"]["sentences"]
+        rows.append(markdown_row([
+            _members([{"model": m.split("/checkpoints/")[0]} for m in members]),
+            f"{bench['split']}, {sentences:,}", cell(rate["greedy"]),
+            f"{rate[beam]:,.0f} ({searches[beam]['beam']})", cell(rate["sampling"]),
+            f"{rate[beam] / rate['greedy']:.2f}", f"{rate['sampling'] / rate['greedy']:.2f}",
+            f"{bench['machine']['cpu']}, {bench['threads']} threads, length penalty {bench['length_penalty']:g}",
+            f"`{path.name}`"]))
+    return rows
+
+
+def report(store: Path, results: Path) -> str:
+    """The recipe-costs block: each stored corpus, then the decoding speeds of the models that made them."""
+    manifests = [read_json(path) for path in sorted(store.glob("*/manifest.json"))]
+    if not manifests:
+        return "No synthetic corpus is stored.\n"
+    lines = [*table_header(["corpus", "translated by", "search", "lines", "minutes", "lines/s", "machine"],
+                           "lllrrrl"),
+             *(_corpus_row(m) for m in manifests)]
+    speeds = _speeds(manifests, results)
+    if speeds:
+        lines += ["", "The same models' decoding speed (benchmarks.decode, batched, sentences/s):", "",
+                  *table_header(["models", "split, sentences", "greedy", "beam (size)", "sampling", "beam / greedy",
+                                 "sampling / greedy", "machine", "evidence"], "llrrrrrll"),
+                  *speeds]
+    return "\n".join(lines) + "\n"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The action and its arguments; after `--`, nmt-translate's arguments (as `translate`)."""
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -156,6 +249,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     back = sub.add_parser("restore", help="write a stored corpus back")
     back.add_argument("name")
     back.add_argument("output", nargs="?")
+    costs = sub.add_parser("report", help=f"write what the stored corpora cost into {DOCS.relative_to(ROOT)}")
+    costs.add_argument("--check", action="store_true", help="exit 1 if the block is not current")
     args = parser.parse_args(argv[:cut])
     args.translate = argv[cut + 1:]
     if args.action == "make":
@@ -171,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(arguments(argv))
     if args.action == "restore":
         return restore(args.name, args.output)
+    if args.action == "report":
+        return write_or_check(DOCS, START, END, report(STORE, RESULTS), args.check, "recipe costs",
+                              f"python -m {MODULE} report")
     return make(args.name, args.beside, args.translate)
 
 
