@@ -47,7 +47,9 @@ RECIPE_DATA := data/recipe
 RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
 REVERSE := runs/multi30k_transformer_en_de
 ENSEMBLE := $(foreach seed,$(RECIPE_SEEDS),runs/multi30k_transformer_seed$(seed))
-ENSEMBLE_TRANSLATE := $(BIN)/nmt-translate $(addprefix -c ,$(ENSEMBLE)) --split-sentences off
+ENSEMBLE_LP := $(RECIPE_DATA)/ensemble_length_penalty.json
+ENSEMBLE_TRANSLATE = $(BIN)/nmt-translate $(addprefix -c ,$(ENSEMBLE)) --split-sentences off \
+	--length-penalty $$($(BIN)/python -c "import json; print(json.load(open('$(ENSEMBLE_LP)'))['best'])")
 
 recipe: runs/multi30k_recipe_student/eval_test.json
 
@@ -68,10 +70,15 @@ $(RECIPE_DATA)/task2.bt.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
 runs/multi30k_transformer_seed%/eval_test.json: | $(STAMP)
 	$(BIN)/nmt-train configs/multi30k_transformer.yaml --set name=multi30k_transformer_seed$* --set train.seed=$* $(SET)
 
-$(RECIPE_DATA)/task2.ft.en: $(ENSEMBLE:%=%/eval_test.json) $(RECIPE_DATA)/task2.de
+# the ensemble's length penalty, chosen on the validation split
+$(ENSEMBLE_LP): $(ENSEMBLE:%=%/eval_test.json)
+	$(BIN)/nmt-evaluate $(firstword $(ENSEMBLE)) $(addprefix -c ,$(wordlist 2,99,$(ENSEMBLE))) --split val \
+		--tune-length-penalty --output $@
+
+$(RECIPE_DATA)/task2.ft.en: $(ENSEMBLE_LP) $(RECIPE_DATA)/task2.de
 	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/task2.de -o $@
 
-$(RECIPE_DATA)/train.distil.en: $(ENSEMBLE:%=%/eval_test.json) $(RECIPE_DATA)/train.de
+$(RECIPE_DATA)/train.distil.en: $(ENSEMBLE_LP) $(RECIPE_DATA)/train.de
 	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/train.de -o $@
 
 runs/multi30k_recipe_bt/eval_test.json: $(RECIPE_DATA)/task2.bt.de

@@ -303,7 +303,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tune-length-penalty", action="store_true",
                         help=f"with --split val: score the model at length penalties "
                              f"{', '.join(map(str, TUNED_PENALTIES))} and store the best in its checkpoint (a run "
-                             "folder: its final one) or export manifest")
+                             "folder: its final one) or export manifest; an ensemble's goes only in the --output "
+                             "report")
     add_decode_args(parser)
     return parser
 
@@ -325,7 +326,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
     if args.tune_length_penalty:
-        check_tuning(args.split, args.src, len(paths), args.length_penalty)
+        check_tuning(args.split, args.src, len(paths), args.length_penalty, args.output)
     inputs = [item for path in paths for item in model_inputs(path)]
     if args.src:
         inputs += [("--src", check_input("--src", args.src)), ("--ref", check_input("--ref", args.ref))]

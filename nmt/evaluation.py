@@ -192,24 +192,29 @@ def report_paths(model: str, name: str, output: str | None, language: str) -> tu
     return run.report(name), run.hypotheses(name, language)
 
 
-def check_tuning(split: str, src: str | None, models: int, length_penalty: float | None) -> None:
-    """--tune-length-penalty needs the validation split, one model, and no given penalty."""
+def check_tuning(split: str, src: str | None, models: int, length_penalty: float | None, output: str | None) -> None:
+    """--tune-length-penalty needs the validation split and no given penalty; an ensemble, a report path."""
     if split != "val" or src:
         raise ConfigError("--tune-length-penalty: the penalty is chosen on the validation split only; give "
                           "--split val (and no --src/--ref)")
-    if models > 1:
-        raise ConfigError("--tune-length-penalty: give one model (an ensemble takes its penalty from "
-                          "--length-penalty)")
+    if models > 1 and not output:
+        raise ConfigError("--tune-length-penalty: an ensemble has no checkpoint of its own to store the penalty "
+                          "in; give --output REPORT (and decode the ensemble with --length-penalty)")
     if length_penalty is not None:
         raise ConfigError("--tune-length-penalty: it chooses the length penalty; leave out --length-penalty")
 
 
 def tune_command(translator: Translator, model: str, output: str | None, inputs: list[tuple[str, Path]],
                  command: str) -> str:
-    """nmt-evaluate --tune-length-penalty: tune, store, write the report to `output`; returns what to print."""
-
+    """nmt-evaluate --tune-length-penalty: tune, store (one model; an ensemble has nowhere to), write the report
+    to `output`; returns what to print."""
     out = Path(output) if output else RunDir.of(model).length_penalty
     check_output("report", out, inputs)
+    if len(translator.members) > 1:
+        tuning = tune_length_penalty(translator)
+        write_json(out, tuning | {"command": command})
+        return (f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} for this ensemble: decode it with "
+                f"--length-penalty {tuning['best']:g}; report: {out}")
     tuning = tune_and_store(translator, model)
     write_json(out, tuning | {"command": command})
     return f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} stored in {tuning['stored_in']}; report: {out}"

@@ -19,7 +19,7 @@ def dry_run(*args: str) -> list[str]:
     done = subprocess.run(["make", "-n", "-B", "recipe", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if re.search(r"nmt-(train|prepare|translate) ", line)]
+    return [line for line in done.stdout.splitlines() if re.search(r"nmt-(train|prepare|translate|evaluate) ", line)]
 
 
 def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
@@ -32,6 +32,8 @@ def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
         "--set name=multi30k_transformer_seed1 --set train.seed=1",
         "--set name=multi30k_transformer_seed2 --set train.seed=2",
         "--set name=multi30k_transformer_seed3 --set train.seed=3",
+        "nmt-evaluate runs/multi30k_transformer_seed1 -c runs/multi30k_transformer_seed2 -c "
+        "runs/multi30k_transformer_seed3 --split val",
         "--task2 de --output data/recipe/task2.de",
         "-i data/recipe/task2.de -o data/recipe/task2.ft.en",
         "--task1 de --output data/recipe/train.de",
@@ -43,7 +45,8 @@ def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
     for command, stage in zip(commands, stages, strict=True):
         assert stage in command, (stage, command)
     ensemble = " ".join(f"-c runs/multi30k_transformer_seed{n}" for n in (1, 2, 3))
-    assert all(ensemble in c and "--split-sentences off" in c and "--beam" not in c for c in commands[7:10:2])
+    assert all(ensemble in c and "--split-sentences off" in c and "--beam" not in c and
+               "ensemble_length_penalty.json" in c for c in commands[8:11:2])  # the penalty the ensemble chose
 
 
 def test_the_recipe_takes_its_seeds_and_training_settings_from_variables():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import load_contents, load_model, save_contents
+from nmt.checkpoint import find_checkpoint, load_contents, load_model, save_contents
 from nmt.cli import evaluate_main, train_main, translate_main
 from nmt.config import TUNED_PENALTIES, DecodeConfig, decode_with
 from nmt.data import read_pair, resolve_files
@@ -398,3 +398,20 @@ def test_tuning_reads_only_the_validation_split_and_stores_its_choice(trained_ru
     assert f"length penalty {tuning['best']:g} stored in {checkpoint}" in out and "| length penalty |" in out
     assert load_model(run, CPU).cfg.decode.length_penalty == tuning["best"]
     assert load_contents(checkpoint).progress == bundle.progress and tuning["stored_sha256"] == sha256_file(checkpoint)
+
+
+def test_an_ensemble_is_tuned_into_its_report_and_stores_nothing(trained_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    checkpoint = find_checkpoint(run)
+    before = sha256_file(checkpoint), (run / "length_penalty.json").read_bytes()
+    ensemble = [str(run), "-c", str(run), "--split", "val", "--tune-length-penalty"]
+    assert evaluate_main(ensemble) == 1
+    assert "an ensemble has no checkpoint of its own" in capsys.readouterr().err
+    report = tmp_path / "ensemble_lp.json"
+    assert evaluate_main([*ensemble, "--beam", "2", "--output", str(report)]) == 0
+    tuning = json.loads(report.read_text(encoding="utf-8"))
+    assert len(tuning["members"]) == 2 and tuning["beam"] == 2 and "stored_in" not in tuning
+    assert f"decode it with --length-penalty {tuning['best']:g}" in capsys.readouterr().out
+    assert (sha256_file(checkpoint), (run / "length_penalty.json").read_bytes()) == before
+    assert tuning["best"] == tune_length_penalty(load_translator([run, run], CPU, changes={"beam": 2}))["best"]
