@@ -210,11 +210,9 @@ def tune_command(translator: Translator, model: str, output: str | None, inputs:
     to `output`; returns what to print."""
     out = Path(output) if output else RunDir.of(model).length_penalty
     check_output("report", out, inputs)
-    if len(translator.members) > 1:
-        tuning = tune_length_penalty(translator)
-        write_json(out, tuning | {"command": command})
-        return (f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} for this ensemble: decode it with "
-                f"--length-penalty {tuning['best']:g}; report: {out}")
-    tuning = tune_and_store(translator, model)
+    ensemble = len(translator.members) > 1
+    tuning = tune_length_penalty(translator) if ensemble else tune_and_store(translator, model)
     write_json(out, tuning | {"command": command})
-    return f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} stored in {tuning['stored_in']}; report: {out}"
+    kept = (f"for this ensemble: decode it with --length-penalty {tuning['best']:g}" if ensemble
+            else f"stored in {tuning['stored_in']}")
+    return f"{penalty_table(tuning)}\nlength penalty {tuning['best']:g} {kept}; report: {out}"
