@@ -35,28 +35,27 @@ train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
 
 # More training text through the model itself (docs/training.md, "More data through the model: the recipe"): the
-# reverse model back-translates task 2's English (sampled), an ensemble of RECIPE_SEEDS forward-translates task 2's
-# German and distils task 1's German, and the student trains on the mixture. Every stage makes a file (a finished
-# training its runs/NAME/eval_test.json), so a re-run skips what is done and resumes a killed training or
-# translation. SET goes to every training, e.g. SET="--set train.threads=1"; BT_DECODE is how the back-translation
-# decodes (BT_DECODE="--beam 5" searches instead of sampling). `make recipe-steps` trains the back-translation and
-# forward-translation steps alone, to see what each adds.
-RECIPE_SEEDS ?= 1 2 3
+# reverse model back-translates task 2's English (sampled), the model trained with that back-translation (the
+# teacher, chosen on the validation split) forward-translates task 2's German and distils task 1's German, and the
+# student trains on the mixture. Every stage makes a file (a finished training its runs/NAME/eval_test.json), so a
+# re-run skips what is done and resumes a killed training or translation. SET goes to every training, e.g.
+# SET="--set train.threads=1"; BT_DECODE is how the back-translation decodes (BT_DECODE="--beam 5" searches instead
+# of sampling). `make recipe-steps` trains the back-translation and forward-translation steps alone, to see what
+# each adds. The commands are the ones that made results/synthetic/ and the archived runs, seed 1 named as they are.
 BT_DECODE ?= --sampling --beam 1 --seed 1
 RECIPE_DATA := data/recipe
 RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
-REVERSE := runs/multi30k_transformer_en_de
-ENSEMBLE := $(foreach seed,$(RECIPE_SEEDS),runs/multi30k_transformer_seed$(seed))
-ENSEMBLE_LP := $(RECIPE_DATA)/ensemble_length_penalty.json
-ENSEMBLE_TRANSLATE = $(BIN)/nmt-translate $(addprefix -c ,$(ENSEMBLE)) --split-sentences off \
-	--length-penalty $$($(BIN)/python -c "import json; print(json.load(open('$(ENSEMBLE_LP)'))['best'])")
+REVERSE := runs/multi30k_transformer_en_de_seed1
+TEACHER := runs/multi30k_recipe_bt
+# the teacher's beam search at the length penalty it chose on val (its length_penalty.json)
+TEACH := $(BIN)/nmt-translate -c $(TEACHER) --split-sentences off
 
 recipe: runs/multi30k_recipe_student/eval_test.json
 
-recipe-steps: runs/multi30k_recipe_bt/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
+recipe-steps: $(TEACHER)/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
 
 $(REVERSE)/eval_test.json: | $(STAMP)
-	$(BIN)/nmt-train configs/multi30k_transformer_en_de.yaml $(SET)
+	$(BIN)/nmt-train configs/multi30k_transformer_en_de.yaml --set name=$(notdir $(REVERSE)) --set train.seed=1 $(SET)
 
 $(RECIPE_DATA)/task2.en $(RECIPE_DATA)/task2.de: $(RECIPE_DATA)/task2.%: | $(STAMP)
 	$(RECIPE_PREPARE) --task2 $* --output $@
@@ -67,22 +66,14 @@ $(RECIPE_DATA)/train.de $(RECIPE_DATA)/train.en: $(RECIPE_DATA)/train.%: | $(STA
 $(RECIPE_DATA)/task2.bt.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
 	$(BIN)/nmt-translate -c $(REVERSE) -i $(RECIPE_DATA)/task2.en -o $@ --split-sentences off $(BT_DECODE)
 
-runs/multi30k_transformer_seed%/eval_test.json: | $(STAMP)
-	$(BIN)/nmt-train configs/multi30k_transformer.yaml --set name=multi30k_transformer_seed$* --set train.seed=$* $(SET)
-
-# the ensemble's length penalty, chosen on the validation split
-$(ENSEMBLE_LP): $(ENSEMBLE:%=%/eval_test.json)
-	$(BIN)/nmt-evaluate $(firstword $(ENSEMBLE)) $(addprefix -c ,$(wordlist 2,99,$(ENSEMBLE))) --split val \
-		--tune-length-penalty --output $@
-
-$(RECIPE_DATA)/task2.ft.en: $(ENSEMBLE_LP) $(RECIPE_DATA)/task2.de
-	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/task2.de -o $@
-
-$(RECIPE_DATA)/train.distil.en: $(ENSEMBLE_LP) $(RECIPE_DATA)/train.de
-	$(ENSEMBLE_TRANSLATE) -i $(RECIPE_DATA)/train.de -o $@
-
-runs/multi30k_recipe_bt/eval_test.json: $(RECIPE_DATA)/task2.bt.de
+$(TEACHER)/eval_test.json: $(RECIPE_DATA)/task2.bt.de
 	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt.yaml $(SET)
+
+$(RECIPE_DATA)/task2.ft.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/task2.de
+	$(TEACH) -i $(RECIPE_DATA)/task2.de -o $@
+
+$(RECIPE_DATA)/train.distil.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/train.de
+	$(TEACH) -i $(RECIPE_DATA)/train.de -o $@
 
 runs/multi30k_recipe_bt_ft/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en
 	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml $(SET)

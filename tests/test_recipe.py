@@ -1,9 +1,10 @@
 """The recipe of docs/training.md as `make recipe` runs it: its stages in order, each making the file the next
-reads; its configs naming only files the chain writes, with multi30k_transformer.yaml's model; data/recipe/
-ignored by git."""
+reads, by the commands that made the stored corpora and archived runs; its configs naming only files the chain
+writes, with multi30k_transformer.yaml's model; data/recipe/ ignored by git."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -14,48 +15,64 @@ CONFIGS = sorted((REPO / "configs" / "recipe").glob("*.yaml"))
 BUDGET = {"max_steps", "max_epochs", "eval_every", "patience"}  # a synthetic-data stage counts updates instead
 
 
-def dry_run(*args: str) -> list[str]:
-    """The commands `make recipe` would run from scratch (-B: as if nothing were made), without running them."""
-    done = subprocess.run(["make", "-n", "-B", "recipe", *args], cwd=REPO, capture_output=True, text=True,
+def dry_run(*args: str, target: str = "recipe") -> list[str]:
+    """The commands `make TARGET` would run from scratch (-B: as if nothing were made), without running them."""
+    done = subprocess.run(["make", "-n", "-B", target, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if re.search(r"nmt-(train|prepare|translate|evaluate) ", line)]
+    return [line.strip() for line in done.stdout.splitlines() if re.search(r"nmt-(train|prepare|translate) ", line)]
 
 
 def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
     commands = dry_run()
     stages = [
-        "nmt-train configs/multi30k_transformer_en_de.yaml",
+        "nmt-train configs/multi30k_transformer_en_de.yaml --set name=multi30k_transformer_en_de_seed1",
         "--task2 en --output data/recipe/task2.en",
-        "-c runs/multi30k_transformer_en_de -i data/recipe/task2.en -o data/recipe/task2.bt.de --split-sentences off "
-        "--sampling --beam 1 --seed 1",
-        "--set name=multi30k_transformer_seed1 --set train.seed=1",
-        "--set name=multi30k_transformer_seed2 --set train.seed=2",
-        "--set name=multi30k_transformer_seed3 --set train.seed=3",
-        "nmt-evaluate runs/multi30k_transformer_seed1 -c runs/multi30k_transformer_seed2 -c "
-        "runs/multi30k_transformer_seed3 --split val",
+        "-c runs/multi30k_transformer_en_de_seed1 -i data/recipe/task2.en -o data/recipe/task2.bt.de "
+        "--split-sentences off --sampling --beam 1 --seed 1",
+        "nmt-train configs/recipe/multi30k_recipe_bt.yaml",
         "--task2 de --output data/recipe/task2.de",
-        "-i data/recipe/task2.de -o data/recipe/task2.ft.en",
+        "-c runs/multi30k_recipe_bt --split-sentences off -i data/recipe/task2.de -o data/recipe/task2.ft.en",
         "--task1 de --output data/recipe/train.de",
-        "-i data/recipe/train.de -o data/recipe/train.distil.en",
+        "-c runs/multi30k_recipe_bt --split-sentences off -i data/recipe/train.de -o data/recipe/train.distil.en",
         "--task1 en --output data/recipe/train.en",
         "nmt-train configs/recipe/multi30k_recipe_student.yaml",
     ]
     assert len(commands) == len(stages), commands
     for command, stage in zip(commands, stages, strict=True):
         assert stage in command, (stage, command)
-    ensemble = " ".join(f"-c runs/multi30k_transformer_seed{n}" for n in (1, 2, 3))
-    assert all(ensemble in c and "--split-sentences off" in c and "--beam" not in c and
-               "ensemble_length_penalty.json" in c for c in commands[8:11:2])  # the penalty the ensemble chose
+    steps = dry_run(target="recipe-steps")
+    assert steps[-1].endswith("nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml") and "student" not in str(steps)
 
 
-def test_the_recipe_takes_its_seeds_and_training_settings_from_variables():
-    commands = dry_run("RECIPE_SEEDS=4 5", "SET=--set train.threads=1")
-    assert [c for c in commands if "seed" in c and "nmt-train" in c] == [
-        f".venv/bin/nmt-train configs/multi30k_transformer.yaml --set name=multi30k_transformer_seed{n} "
-        f"--set train.seed={n} --set train.threads=1" for n in (4, 5)]
-    assert all(c.endswith("--set train.threads=1") for c in commands if "nmt-train" in c)
-    assert "-c runs/multi30k_transformer_seed4 -c runs/multi30k_transformer_seed5 --split" in commands[-3]
+def test_the_recipe_passes_its_training_settings_to_every_training():
+    trainings = [c for c in dry_run("SET=--set train.threads=1") if "nmt-train" in c]
+    assert len(trainings) == 3 and all(c.endswith(" --set train.threads=1") for c in trainings)
+
+
+def as_run(command: str) -> str:
+    """A dry-run line as a manifest or run.json records it: the program's name without its folder."""
+    return command.removeprefix(".venv/bin/")
+
+
+def test_the_stored_corpora_and_archived_runs_were_made_by_the_chains_own_commands():
+    translations = {re.search(r" -o (\S+)", c)[1]: as_run(c) for c in dry_run() if "nmt-translate" in c}
+    stored = {}
+    for manifest in (REPO / "results" / "synthetic").glob("*/manifest.json"):
+        record = json.loads(manifest.read_text())
+        if record["output"]["path"] in translations:
+            stored[record["output"]["path"]] = record["command"]
+    assert stored == translations  # each corpus the chain translates is stored, by the chain's command
+
+    archived = 0
+    for command in (as_run(c) for c in dry_run() if "nmt-train" in c):
+        name = re.search(r"--set name=(\S+)", command) or re.search(r"(\w+)\.yaml", command)
+        run = REPO / "results" / "multi30k" / name[1] / "run.json"
+        if run.exists():
+            record = json.loads(run.read_text())
+            assert record["training_command"] == f"{command} --set train.threads={record['threads']}", run
+            archived += 1
+    assert archived >= 2  # the reverse model and the teacher at least
 
 
 def test_the_recipe_configs_read_what_the_chain_writes_and_train_the_baselines_model():
