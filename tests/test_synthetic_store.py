@@ -80,13 +80,27 @@ def test_a_resumed_translation_is_timed_over_the_lines_it_translated_itself(stor
     assert manifest["output"]["lines"] == 7
 
 
-def test_the_costs_report_shows_each_corpus_and_the_speeds_of_the_models_that_made_it(store, tmp_path):
+def archived_run(archive, name, sha, command, steps, **fields):
+    """results/multi30k/`name`/ as tools.archive writes a run: run.json, and metrics.jsonl up to `steps`."""
+    folder = archive / name
+    folder.mkdir(parents=True)
+    run = {"name": name, "kind": "run", "sha256": sha, "training_command": command, "updates": steps,
+           "training_minutes": 12.4, "hardware": "2-core some CPU", "threads": 2, "beside": "nothing else",
+           "date": f"2026-01-0{len(list(archive.iterdir()))}", **fields}
+    (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    records = [{"type": "train", "step": steps - 1}, {"type": "valid", "step": steps}, {"type": "test"}]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def test_the_costs_report_shows_each_corpus_the_trainings_and_the_speeds_of_the_models_that_made_it(store, tmp_path):
     model = untrained_run(tmp_path, "synthetic", decode={"max_len_a": 0.0, "max_len_b": 5})
     source = tmp_path / "mono.en"
     source.write_text("A dog runs.\nTwo cats sleep.\n", encoding="utf-8")
     args = ["-c", str(model), "-i", str(source), "-o", str(tmp_path / "mono.de"), "--sampling", "--beam", "1",
             "--seed", "7", "--split-sentences", "off"]
     assert tools.synthetic.main(["make", "bt", "--beside", "nothing", "--", *args]) == 0
+    args = ["-c", str(model), "-i", str(source), "-o", str(tmp_path / "mono.ft.de"), "--split-sentences", "off"]
+    assert tools.synthetic.main(["make", "ft", "--beside", "nothing", "--", *args]) == 0  # the model's own search
     made = json.loads((store / "bt" / "manifest.json").read_text(encoding="utf-8"))["models"][0]
     results = tmp_path / "bench"
     results.mkdir()
@@ -97,10 +111,20 @@ def test_the_costs_report_shows_each_corpus_and_the_speeds_of_the_models_that_ma
                  "searches": {k: {"beam": beam, "batched": {"sentences": 10, "sentences_per_s": r}}
                               for k, (beam, r) in rates.items()}}
         (results / name).write_text(json.dumps(bench), encoding="utf-8")
-    text = tools.synthetic.report(store, results)
-    corpus = next(line for line in text.splitlines() if line.startswith("| `bt`"))
-    assert "sampling (seed 7)" in corpus and "| 2 |" in corpus
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    archived_run(archive, "reverse_seed1", made["sha256"], "nmt-train reverse.yaml", 900, updates=800,
+                 decode={"beam": 4, "length_penalty": 1.5})
+    archived_run(archive, "student", "1" * 64, "nmt-train configs/recipe/student.yaml", 300)
+    archived_run(archive, "baseline", "2" * 64, "nmt-train configs/baseline.yaml", 300)
+
+    text = tools.synthetic.report(store, results, archive)
+    corpus = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    assert "sampling (seed 7)" in corpus["`bt`"] and "| 2 |" in corpus["`bt`"]
+    assert "| beam 4 (the model's), length penalty 1.5 (the model's) |" in corpus["`ft`"]  # as archived
+    assert "| `bt`, `ft` | 900 | 800 | 12 | 2-core some CPU, 2 threads | nothing else |" in corpus["`reverse_seed1`"]
+    assert "| – | 300 | 300 |" in corpus["`student`"] and "`baseline`" not in corpus  # not one of the recipe's
     speeds = [line for line in text.splitlines() if "decode_" in line]
     assert len(speeds) == 1 and "decode_mine.json" in speeds[0]  # the other benchmark decoded another model
     assert "| 200 | 50 (4) | 150 | 0.25 | 0.75 |" in speeds[0]
-    assert tools.synthetic.report(tmp_path / "empty", results) == "No synthetic corpus is stored.\n"
+    assert tools.synthetic.report(tmp_path / "empty", results, archive) == "No synthetic corpus is stored.\n"

@@ -101,7 +101,7 @@ def blocks(root: Path) -> Problems:
     problems += _block(docs / "training.md", sizing.START, sizing.END, sizing.report(bench_results),
                        f"python -m {sizing.MODULE} --report-only")
     problems += _block(docs / "training.md", synthetic.START, synthetic.END,
-                       synthetic.report(root / "results" / "synthetic", bench_results),
+                       synthetic.report(root / "results" / "synthetic", bench_results, root / "results" / "multi30k"),
                        f"python -m {synthetic.MODULE} report")
     if config_reference().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")

@@ -13,8 +13,9 @@ the commit, the machine and the date. Only nmt's own output is stored, never the
 that goes on from a stopped one's OUTPUT.partial is timed over the lines it translated itself (`resumed_at_line`).
 `restore` writes the corpus back (default: the -o path of its command) and checks its sha256.
 `report` writes what the stored corpora cost into docs/training.md (between the recipe-costs markers): each
-corpus' search, lines and time, and the decoding speed benchmarks.decode measured for the same models (greedy, beam
-and sampling); `--check` exits 1 when the block is stale.
+corpus' search, lines and time, the archived trainings of the recipe's models (updates, minutes, machine) and the
+decoding speed benchmarks.decode measured for the models that made the corpora (greedy, beam and sampling);
+`--check` exits 1 when the block is stale.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import contextlib
 import gzip
 import hashlib
+import json
 import re
 import shlex
 import sys
@@ -50,6 +52,7 @@ from nmt.engines.ctranslate2 import is_export
 from nmt.errors import DataError, FileError
 from nmt.fileio import atomic_output, sha256_file, write_json
 from nmt.loader import model_inputs
+from tools.archive import RESULTS as ARCHIVE
 
 MODULE = "tools.synthetic"
 STORE = ROOT / "results" / "synthetic"
@@ -164,8 +167,9 @@ def restore(name: str, output: str | None) -> int:
     return 0
 
 
-def _search(args: list[str]) -> str:
-    """How an nmt-translate command line searched: sampling, greedy or beam search, and its length penalty."""
+def _search(args: list[str], stored: dict[str, Any] | None) -> str:
+    """How an nmt-translate command line searched: sampling, greedy or beam search, and its length penalty; the
+    beam and penalty the command left to the model are the `stored` ones of its archived run, when there is one."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--beam", type=int)
     parser.add_argument("--sampling", action="store_true")
@@ -176,10 +180,12 @@ def _search(args: list[str]) -> str:
         words = "sampling" + (f" (seed {named.seed})" if named.seed else "")
     elif named.beam == 1:
         words = "greedy"
-    else:
+    elif named.beam or not stored:
         words = f"beam {named.beam}" if named.beam else "the model's beam search"
-    return words + (f", length penalty {named.length_penalty}" if named.length_penalty and not
-                    (named.sampling or named.beam == 1) else "")
+    else:
+        words = f"beam {stored['beam']} (the model's)"
+    penalty = named.length_penalty or (stored and f"{stored['length_penalty']:g} (the model's)")
+    return words + (f", length penalty {penalty}" if penalty and not (named.sampling or named.beam == 1) else "")
 
 
 def _members(models: list[dict[str, Any]]) -> str:
@@ -187,13 +193,31 @@ def _members(models: list[dict[str, Any]]) -> str:
     return f"`{names[0]}`" if len(names) == 1 else f"ensemble of {len(names)}: " + ", ".join(f"`{n}`" for n in names)
 
 
-def _corpus_row(manifest: dict[str, Any]) -> str:
+def _archived(archive: Path) -> dict[str, dict[str, Any]]:
+    """The archived runs (results/multi30k/<name>/run.json) by their checkpoint's sha256."""
+    runs = (read_json(path) for path in sorted(archive.glob("*/run.json")))
+    return {run["sha256"]: run for run in runs if run.get("kind") == "run"}
+
+
+def _trained(metrics: Path) -> int | None:
+    """The last update a training logged (a training or validation record of the metrics.jsonl archived beside its
+    run.json), if any."""
+    if not metrics.is_file():
+        return None
+    with open(metrics, encoding="utf-8") as handle:
+        steps = [record["step"] for record in map(json.loads, handle) if "step" in record]
+    return max(steps, default=None)
+
+
+def _corpus_row(manifest: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
+    models = manifest["models"]
+    stored = runs.get(models[0].get("sha256"), {}).get("decode") if len(models) == 1 else None
     timed = manifest.get("lines_translated", manifest["output"]["lines"])
     minutes = f"{manifest['seconds'] / 60:,.1f}"
     if "resumed_at_line" in manifest:
         minutes += f" (the last {timed:,} lines: resumed at line {manifest['resumed_at_line']:,})"
     args = shlex.split(manifest["command"])[1:]
-    return markdown_row([f"`{manifest['name']}`", _members(manifest["models"]), _search(args),
+    return markdown_row([f"`{manifest['name']}`", _members(models), _search(args, stored),
                          f"{manifest['output']['lines']:,}", minutes, cell(manifest["lines_per_s"], ",.0f"),
                          f"{manifest['machine']['cpu']}: {manifest['machine']['beside']}"])
 
@@ -221,14 +245,40 @@ def _speeds(manifests: list[dict[str, Any]], results: Path) -> list[str]:
     return rows
 
 
-def report(store: Path, results: Path) -> str:
-    """The recipe-costs block: each stored corpus, then the decoding speeds of the models that made them."""
+def _trainings(manifests: list[dict[str, Any]], runs: dict[str, dict[str, Any]], archive: Path) -> list[str]:
+    """Rows of the recipe's archived trainings: the models that made a stored corpus and the runs of its configs."""
+    made: dict[str, list[str]] = {}
+    for manifest in manifests:
+        for model in manifest["models"]:
+            made.setdefault(model.get("sha256", ""), []).append(f"`{manifest['name']}`")
+    rows = []
+    for sha, run in sorted(runs.items(), key=lambda item: item[1]["date"]):
+        if sha in made or " configs/recipe/" in f" {run['training_command']}":
+            trained = _trained(archive / run["name"] / "metrics.jsonl") or run["updates"]
+            threads = f"{run['threads']} thread" + ("s" if run["threads"] > 1 else "")
+            rows.append(markdown_row([
+                f"`{run['name']}`", ", ".join(made.get(sha, [])) or "–", f"{trained:,}", f"{run['updates']:,}",
+                f"{run['training_minutes']:,.0f}", f"{run['hardware']}, {threads}", run["beside"]]))
+    return rows
+
+
+def report(store: Path, results: Path, archive: Path) -> str:
+    """The recipe-costs block: each stored corpus, the trainings of the recipe's models, then the decoding speeds
+    of the models that made the corpora."""
     manifests = [read_json(path) for path in sorted(store.glob("*/manifest.json"))]
     if not manifests:
         return "No synthetic corpus is stored.\n"
+    runs = _archived(archive)
     lines = [*table_header(["corpus", "translated by", "search", "lines", "minutes", "lines/s", "machine"],
                            "lllrrrl"),
-             *(_corpus_row(m) for m in manifests)]
+             *(_corpus_row(m, runs) for m in manifests)]
+    trainings = _trainings(manifests, runs, archive)
+    if trainings:
+        lines += ["", "The recipe's archived trainings (each run's `run.json` and `metrics.jsonl`; minutes of the "
+                  "whole training, wall clock):", "",
+                  *table_header(["model", "translated", "updates trained", "final model's", "minutes", "machine",
+                                 "beside it"], "llrrrll"),
+                  *trainings]
     speeds = _speeds(manifests, results)
     if speeds:
         lines += ["", "The same models' decoding speed (benchmarks.decode, batched, sentences/s):", "",
@@ -267,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "restore":
         return restore(args.name, args.output)
     if args.action == "report":
-        return write_or_check(DOCS, START, END, report(STORE, RESULTS), args.check, "recipe costs",
+        return write_or_check(DOCS, START, END, report(STORE, RESULTS, ARCHIVE), args.check, "recipe costs",
                               f"python -m {MODULE} report")
     return make(args.name, args.beside, args.translate)
 
