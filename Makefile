@@ -37,12 +37,14 @@ train: $(STAMP)
 # More training text through the model itself (docs/training.md, "More data through the model: the recipe"): the
 # reverse model back-translates task 2's English (sampled), the model trained with that back-translation (the
 # teacher, chosen on the validation split) forward-translates task 2's German and distils task 1's German, and the
-# student trains on the mixture. Every stage makes a file (a finished training its runs/NAME/eval_test.json), so a
-# re-run skips what is done and resumes a killed training or translation. SET goes to every training, e.g.
-# SET="--set train.threads=1"; BT_DECODE is how the back-translation decodes (BT_DECODE="--beam 5" searches instead
-# of sampling). `make recipe-steps` trains the back-translation and forward-translation steps alone, to see what
-# each adds. The commands are the ones that made results/synthetic/ and the archived runs, seed 1 named as they are.
+# student trains on the mixture, once per seed of STUDENT_SEEDS. Every stage makes a file (a finished training its
+# runs/NAME/eval_test.json), so a re-run skips what is done and resumes a killed training or translation. SET goes
+# to every training, e.g. SET="--set train.threads=1"; BT_DECODE is how the back-translation decodes
+# (BT_DECODE="--beam 5" searches instead of sampling). `make recipe-steps` trains the back-translation and
+# forward-translation steps alone, to see what each adds. The commands are the ones that made results/synthetic/
+# and the archived runs (a model of several seeds named <name>_seed<N>, as the results tables group them).
 BT_DECODE ?= --sampling --beam 1 --seed 1
+STUDENT_SEEDS ?= 1 2 3
 RECIPE_DATA := data/recipe
 RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
 REVERSE := runs/multi30k_transformer_en_de_seed1
@@ -50,7 +52,7 @@ TEACHER := runs/multi30k_recipe_bt
 # the teacher's beam search at the length penalty it chose on val (its length_penalty.json)
 TEACH := $(BIN)/nmt-translate -c $(TEACHER) --split-sentences off
 
-recipe: runs/multi30k_recipe_student/eval_test.json
+recipe: $(foreach seed,$(STUDENT_SEEDS),runs/multi30k_recipe_student_seed$(seed)/eval_test.json)
 
 recipe-steps: $(TEACHER)/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
 
@@ -78,9 +80,9 @@ $(RECIPE_DATA)/train.distil.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/train.d
 runs/multi30k_recipe_bt_ft/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en
 	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml $(SET)
 
-runs/multi30k_recipe_student/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en \
+runs/multi30k_recipe_student_seed%/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en \
 		$(RECIPE_DATA)/train.distil.en $(RECIPE_DATA)/train.en
-	$(BIN)/nmt-train configs/recipe/multi30k_recipe_student.yaml $(SET)
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_student.yaml --set name=$(@D:runs/%=%) --set train.seed=$* $(SET)
 
 # The tests, the figures check among them (tests/test_check.py runs `make check` once), in TEST_WORKERS processes
 # (pytest-xdist; TEST_WORKERS=0 runs them in this one). A module whose tests share a costly fixture (a trained

@@ -36,7 +36,8 @@ def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
         "--task1 de --output data/recipe/train.de",
         "-c runs/multi30k_recipe_bt --split-sentences off -i data/recipe/train.de -o data/recipe/train.distil.en",
         "--task1 en --output data/recipe/train.en",
-        "nmt-train configs/recipe/multi30k_recipe_student.yaml",
+        *(f"nmt-train configs/recipe/multi30k_recipe_student.yaml --set name=multi30k_recipe_student_seed{n} "
+          f"--set train.seed={n}" for n in (1, 2, 3)),
     ]
     assert len(commands) == len(stages), commands
     for command, stage in zip(commands, stages, strict=True):
@@ -45,9 +46,12 @@ def test_make_recipe_runs_the_stages_in_order_each_after_what_it_reads():
     assert steps[-1].endswith("nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml") and "student" not in str(steps)
 
 
-def test_the_recipe_passes_its_training_settings_to_every_training():
-    trainings = [c for c in dry_run("SET=--set train.threads=1") if "nmt-train" in c]
-    assert len(trainings) == 3 and all(c.endswith(" --set train.threads=1") for c in trainings)
+def test_the_recipe_takes_the_students_seeds_and_the_training_settings_from_variables():
+    trainings = [c for c in dry_run("STUDENT_SEEDS=4 5", "SET=--set train.threads=1") if "nmt-train" in c]
+    assert all(c.endswith(" --set train.threads=1") for c in trainings)
+    assert [c for c in trainings if "student" in c] == [
+        f".venv/bin/nmt-train configs/recipe/multi30k_recipe_student.yaml --set name=multi30k_recipe_student_seed{n} "
+        f"--set train.seed={n} --set train.threads=1" for n in (4, 5)]
 
 
 def as_run(command: str) -> str:
