@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import gzip
 import hashlib
-import json
 import re
 import shlex
 import sys
@@ -52,6 +51,7 @@ from nmt.engines.ctranslate2 import is_export
 from nmt.errors import DataError, FileError
 from nmt.fileio import atomic_output, sha256_file, write_json
 from nmt.loader import model_inputs
+from nmt.run.folder import read_metrics
 from tools.archive import RESULTS as ARCHIVE
 
 MODULE = "tools.synthetic"
@@ -199,16 +199,6 @@ def _archived(archive: Path) -> dict[str, dict[str, Any]]:
     return {run["sha256"]: run for run in runs if run.get("kind") == "run"}
 
 
-def _trained(metrics: Path) -> int | None:
-    """The last update a training logged (a training or validation record of the metrics.jsonl archived beside its
-    run.json), if any."""
-    if not metrics.is_file():
-        return None
-    with open(metrics, encoding="utf-8") as handle:
-        steps = [record["step"] for record in map(json.loads, handle) if "step" in record]
-    return max(steps, default=None)
-
-
 def _corpus_row(manifest: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
     models = manifest["models"]
     stored = runs.get(models[0].get("sha256"), {}).get("decode") if len(models) == 1 else None
@@ -254,7 +244,8 @@ def _trainings(manifests: list[dict[str, Any]], runs: dict[str, dict[str, Any]],
     rows = []
     for sha, run in sorted(runs.items(), key=lambda item: item[1]["date"]):
         if sha in made or " configs/recipe/" in f" {run['training_command']}":
-            trained = _trained(archive / run["name"] / "metrics.jsonl") or run["updates"]
+            logged = read_metrics(archive / run["name"] / "metrics.jsonl")  # archived beside run.json
+            trained = max((record["step"] for record in logged), default=run["updates"])
             threads = f"{run['threads']} thread" + ("s" if run["threads"] > 1 else "")
             rows.append(markdown_row([
                 f"`{run['name']}`", ", ".join(made.get(sha, [])) or "–", f"{trained:,}", f"{run['updates']:,}",
