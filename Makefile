@@ -107,6 +107,7 @@ results: $(STAMP)
 	$(BIN)/python -m tools.results_table
 	$(BIN)/python -m tools.compare_table
 	$(BIN)/python -m tools.synthetic report
+	$(BIN)/python -m tools.val_table
 
 # The translation service and attention explorer on http://127.0.0.1:8000 (docs/serve.md).
 serve: $(STAMP)

@@ -19,10 +19,11 @@ from nmt.config import load_config
 from nmt.data import sample_dir
 from nmt.errors import DataError
 from nmt.evaluation import Scorer
+from nmt.run.folder import RunDir
 from tests import synthetic_archive as synthetic
 from tests.conftest import REPO, fails_cleanly, tiny_config
 from tests.synthetic_archive import archive_folder, sacrebleu_scores
-from tools import archive, check, results_table
+from tools import archive, check, results_table, val_table
 
 ARGV = ["run", "runs/x", "--beside", "nothing"]
 COMMIT = "0123456789abcdef"
@@ -382,3 +383,38 @@ def test_a_details_file_without_the_recipe_markers_is_refused_before_anything_is
                        f"{results_table.DETAILS_START}\nold\n{results_table.DETAILS_END}\n")
     fails_cleanly(results_table.main, ["--results", str(recipe_results), "--readme", str(readme), "--details",
                                        str(details)], capsys, tmp_path, f"{details}: no {results_table.RECIPE_START}")
+
+
+# ---------------------------------------------------------------------------------------------- validation table
+
+
+def _validated(folder: Path, last: int) -> None:
+    """Validation records every 500 updates up to `last`: BLEU a hundredth of the update, loss falling."""
+    records = [{"type": "valid", "step": step, "epoch": 0, "loss": 3000 / step, "bleu": step / 100}
+               for step in range(500, last + 1, 500)]
+    RunDir(folder).metrics.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def test_the_validation_table_sets_each_recipe_run_side_by_side_at_equal_updates(recipe_results, tmp_path, capsys):
+    _validated(recipe_results / "rec_seed1", 6000)
+    _validated(recipe_results / "rec_seed2", 4000)  # stopped before the window's end: no mean
+    table = val_table.table(recipe_results)
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| `")}
+    assert sorted(rows) == ["`rec_seed1`", "`rec_seed2`"]  # the baseline's seeds read no other corpus
+    low, high = val_table.WINDOW
+    window = range(low, high + 1, 500)
+    assert rows["`rec_seed1`"] == ["back-translation (tagged `<bt>`)", "1",
+                                   *(f"{s / 100:.2f}" for s in val_table.SHOWN),
+                                   f"{sum(s / 100 for s in window) / len(window):.2f}",
+                                   f"{sum(3000 / s for s in window) / len(window):.3f}"]
+    assert rows["`rec_seed2`"][1:] == ["2", "10.00", "20.00", "30.00", "40.00", "–", "–", "–", "–"]
+    details = tmp_path / "training.md"
+    details.write_text(f"text\n{val_table.START}\n{val_table.END}\n")
+    argv = ["--results", str(recipe_results), "--details", str(details)]
+    assert val_table.main(argv) == 0 and val_table.main([*argv, "--check"]) == 0
+    details.write_text(details.read_text().replace("40.00", "41.00", 1))
+    capsys.readouterr()
+    assert val_table.main([*argv, "--check"]) == 1 and "validation table: stale" in capsys.readouterr().err
+    RunDir(recipe_results / "rec_seed2").metrics.write_text("", encoding="utf-8")
+    fails_cleanly(val_table.main, argv, capsys, tmp_path, "rec_seed2/metrics.jsonl: no validation record")

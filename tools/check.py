@@ -47,7 +47,7 @@ from benchmarks.common import ROOT, arguments, prog, read_json
 from nmt.cli import command, config_reference
 from nmt.compare import markdown, paired_bootstrap
 from nmt.evaluation import Scorer
-from tools import compare_table, results_table, synthetic
+from tools import compare_table, results_table, synthetic, val_table
 from tools.commands import problem as command_problem
 from tools.commands import recorded as recorded_commands
 from tools.results_table import References, references, sacrebleu_seed
@@ -103,6 +103,8 @@ def blocks(root: Path) -> Problems:
     problems += _block(docs / "training.md", synthetic.START, synthetic.END,
                        synthetic.report(root / "results" / "synthetic", bench_results, root / "results" / "multi30k"),
                        f"python -m {synthetic.MODULE} report")
+    problems += _block(docs / "training.md", val_table.START, val_table.END,
+                       val_table.table(root / "results" / "multi30k"), f"python -m {val_table.MODULE}")
     if config_reference().strip() != (docs / "config.md").read_text(encoding="utf-8").strip():
         problems.append(f"{docs / 'config.md'}: differs from what nmt-config-doc writes; run `make docs`")
     return problems

@@ -74,6 +74,7 @@ ATTENTION = {"additive": "Bahdanau (additive) attention", "dot": "dot attention"
 FAMILIES = {"transformer": "Transformer", "rnn": "GRU"}
 CORPORA = {  # the recipe's files (docs/training.md), source and target (.gz or not), and what such a corpus is
     ("task2.bt.de", "task2.en"): "back-translation",
+    ("task2.bt_greedy.de", "task2.en"): "greedy back-translation",
     ("task2.de", "task2.ft.en"): "forward translation",
     ("train.de", "train.distil.en"): "distillation",
     ("train.de", "train.en"): "Multi30k's pairs again",
