@@ -42,8 +42,9 @@ def validations(folder: Path) -> dict[int, dict[str, Any]]:
 
 def _mean(records: dict[int, dict[str, Any]], key: str, fmt: str) -> str:
     low, high = WINDOW
-    values = [record[key] for step, record in records.items() if low <= step <= high]
-    return "–" if not any(step >= high for step in records) else format(statistics.mean(values), fmt)
+    if max(records) < high:  # stopped before the window's end
+        return "–"
+    return format(statistics.mean(record[key] for step, record in records.items() if low <= step <= high), fmt)
 
 
 def _row(model: Model, records: dict[int, dict[str, Any]]) -> str:
@@ -64,8 +65,7 @@ def table(results: Path) -> str:
     window = f"{low:,}–{high:,}"
     lines = [f"Greedy BLEU on the validation split after the given updates, from each archived run's "
              f"`metrics.jsonl`; the mean of its validations from {low:,} to {high:,} updates, and of its validation "
-             "loss there "
-             "(the reference's cross-entropy, lower is better).", "",
+             "loss there (the reference's cross-entropy, lower is better).", "",
              *table_header(["run", "read beyond Multi30k's pairs", "seed", *(f"{step:,}" for step in SHOWN),
                             f"mean BLEU {window}", f"mean loss {window}"], "lll" + "r" * (len(SHOWN) + 2))]
     lines += [_row(model, validations(results / model.name)) for model in runs]
