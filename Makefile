@@ -35,26 +35,27 @@ train: $(STAMP)
 	$(BIN)/nmt-train $(CONFIG) $(SET)
 
 # More training text through the model itself (docs/training.md, "More data through the model: the recipe"): the
-# reverse model back-translates task 2's English (sampled), the model trained with that back-translation (the
-# teacher, chosen on the validation split) forward-translates task 2's German and distils task 1's German, and the
-# student trains on the mixture, once per seed of STUDENT_SEEDS. Every stage makes a file (a finished training its
-# runs/NAME/eval_test.json), so a re-run skips what is done and resumes a killed training or translation. SET goes
-# to every training, e.g. SET="--set train.threads=1"; BT_DECODE is how the back-translation decodes
-# (BT_DECODE="--beam 5" searches instead of sampling). `make recipe-steps` trains the back-translation and
-# forward-translation steps alone, to see what each adds. The commands are the ones that made results/synthetic/
-# and the archived runs (a model of several seeds named <name>_seed<N>, as the results tables group them).
-BT_DECODE ?= --sampling --beam 1 --seed 1
+# reverse model back-translates task 2's English (greedy search: val chose it over sampling), the model trained with
+# that back-translation (the teacher) forward-translates task 2's German and distils task 1's German, and the
+# student trains on the mixture, once per seed of STUDENT_SEEDS. `make recipe-steps` makes the runs val chose from
+# and that measure each ingredient: the same chain with a sampled back-translation (its teacher, the teacher plus
+# forward translation, its students). Every stage makes a file (a finished training its runs/NAME/eval_test.json),
+# so a re-run skips what is done and resumes a killed training or translation. SET goes to every training, e.g.
+# SET="--set train.threads=1". The commands are the ones that made results/synthetic/ and the archived runs (a
+# model of several seeds named <name>_seed<N>, as the results tables group them).
 STUDENT_SEEDS ?= 1 2 3
 RECIPE_DATA := data/recipe
 RECIPE_PREPARE := $(BIN)/nmt-prepare configs/multi30k_transformer.yaml
 REVERSE := runs/multi30k_transformer_en_de_seed1
-TEACHER := runs/multi30k_recipe_bt
-# the teacher's beam search at the length penalty it chose on val (its length_penalty.json)
-TEACH := $(BIN)/nmt-translate -c $(TEACHER) --split-sentences off
+TEACHER := runs/multi30k_recipe_bt_greedy
+SAMPLED_TEACHER := runs/multi30k_recipe_bt
+# a teacher's beam search at the length penalty it chose on val (its length_penalty.json): $(call TEACH,RUN)
+TEACH = $(BIN)/nmt-translate -c $(1) --split-sentences off
 
-recipe: $(foreach seed,$(STUDENT_SEEDS),runs/multi30k_recipe_student_seed$(seed)/eval_test.json)
+recipe: $(foreach seed,$(STUDENT_SEEDS),runs/multi30k_recipe_student_greedy_seed$(seed)/eval_test.json)
 
-recipe-steps: $(TEACHER)/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json
+recipe-steps: $(SAMPLED_TEACHER)/eval_test.json runs/multi30k_recipe_bt_ft/eval_test.json \
+		$(foreach seed,$(STUDENT_SEEDS),runs/multi30k_recipe_student_seed$(seed)/eval_test.json)
 
 $(REVERSE)/eval_test.json: | $(STAMP)
 	$(BIN)/nmt-train configs/multi30k_transformer_en_de.yaml --set name=$(notdir $(REVERSE)) --set train.seed=1 $(SET)
@@ -65,17 +66,33 @@ $(RECIPE_DATA)/task2.en $(RECIPE_DATA)/task2.de: $(RECIPE_DATA)/task2.%: | $(STA
 $(RECIPE_DATA)/train.de $(RECIPE_DATA)/train.en: $(RECIPE_DATA)/train.%: | $(STAMP)
 	$(RECIPE_PREPARE) --task1 $* --output $@
 
-$(RECIPE_DATA)/task2.bt.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
-	$(BIN)/nmt-translate -c $(REVERSE) -i $(RECIPE_DATA)/task2.en -o $@ --split-sentences off $(BT_DECODE)
+$(RECIPE_DATA)/task2.bt_greedy.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
+	$(BIN)/nmt-translate -c $(REVERSE) -i $(RECIPE_DATA)/task2.en -o $@ --split-sentences off --beam 1
 
-$(TEACHER)/eval_test.json: $(RECIPE_DATA)/task2.bt.de
+$(TEACHER)/eval_test.json: $(RECIPE_DATA)/task2.bt_greedy.de
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt_greedy.yaml $(SET)
+
+$(RECIPE_DATA)/task2.ft_greedy.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/task2.de
+	$(call TEACH,$(TEACHER)) -i $(RECIPE_DATA)/task2.de -o $@
+
+$(RECIPE_DATA)/train.distil_greedy.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/train.de
+	$(call TEACH,$(TEACHER)) -i $(RECIPE_DATA)/train.de -o $@
+
+runs/multi30k_recipe_student_greedy_seed%/eval_test.json: $(RECIPE_DATA)/task2.bt_greedy.de \
+		$(RECIPE_DATA)/task2.ft_greedy.en $(RECIPE_DATA)/train.distil_greedy.en $(RECIPE_DATA)/train.en
+	$(BIN)/nmt-train configs/recipe/multi30k_recipe_student_greedy.yaml --set name=$(@D:runs/%=%) --set train.seed=$* $(SET)
+
+$(RECIPE_DATA)/task2.bt.de: $(REVERSE)/eval_test.json $(RECIPE_DATA)/task2.en
+	$(BIN)/nmt-translate -c $(REVERSE) -i $(RECIPE_DATA)/task2.en -o $@ --split-sentences off --sampling --beam 1 --seed 1
+
+$(SAMPLED_TEACHER)/eval_test.json: $(RECIPE_DATA)/task2.bt.de
 	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt.yaml $(SET)
 
-$(RECIPE_DATA)/task2.ft.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/task2.de
-	$(TEACH) -i $(RECIPE_DATA)/task2.de -o $@
+$(RECIPE_DATA)/task2.ft.en: $(SAMPLED_TEACHER)/eval_test.json $(RECIPE_DATA)/task2.de
+	$(call TEACH,$(SAMPLED_TEACHER)) -i $(RECIPE_DATA)/task2.de -o $@
 
-$(RECIPE_DATA)/train.distil.en: $(TEACHER)/eval_test.json $(RECIPE_DATA)/train.de
-	$(TEACH) -i $(RECIPE_DATA)/train.de -o $@
+$(RECIPE_DATA)/train.distil.en: $(SAMPLED_TEACHER)/eval_test.json $(RECIPE_DATA)/train.de
+	$(call TEACH,$(SAMPLED_TEACHER)) -i $(RECIPE_DATA)/train.de -o $@
 
 runs/multi30k_recipe_bt_ft/eval_test.json: $(RECIPE_DATA)/task2.bt.de $(RECIPE_DATA)/task2.ft.en
 	$(BIN)/nmt-train configs/recipe/multi30k_recipe_bt_ft.yaml $(SET)
